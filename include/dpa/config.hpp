@@ -1,0 +1,62 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace dpa {
+
+// Packet fault injection for tests; off by default. Probabilities are per packet in [0, 1].
+// Drops and duplicates apply to sent and received packets; reordering and delay to sent ones.
+struct FaultInjection {
+  double drop = 0.0;
+  double duplicate = 0.0;
+  double reorder = 0.0;
+  double delay = 0.0;
+  std::chrono::microseconds delay_time{2000};
+  std::uint64_t seed = 1;
+
+  [[nodiscard]] bool enabled() const { return drop > 0 || duplicate > 0 || reorder > 0 || delay > 0; }
+};
+
+// Everything a worker needs to take part in a session. Build it in code, from a JSON file
+// (keys as the field names) or from DPA_* environment variables; README.md lists them all.
+struct Config {
+  int rank = 0;
+  int world_size = 1;
+
+  std::string switch_host = "127.0.0.1";
+  std::uint16_t switch_port = 4242;
+  std::uint32_t session = 1;
+
+  int threads = 1;         // worker threads, one socket and one slot range each
+  int window = 32;         // outstanding packets per thread
+  std::uint32_t payload = 0;  // values per packet; 0 adopts the session's
+
+  std::string local_host = "0.0.0.0";
+  std::uint16_t local_port = 0;  // 0: ephemeral; otherwise thread t binds local_port + t
+
+  std::chrono::microseconds retransmit_timeout{2000};       // first retransmission
+  std::chrono::microseconds max_retransmit_timeout{16000};  // back-off cap (doubling)
+  std::chrono::milliseconds timeout{10000};       // no reply for this long fails the operation
+  std::chrono::milliseconds join_timeout{30000};  // waiting for every rank to join
+
+  int k = 0;                 // fastest-K default for operations; 0 uses the session's
+  bool preemptive = false;   // complete every block at the first K (DPA_PREEMPTIVE)
+  bool syn_disable = false;  // stragglers skip without fetching a missed result (DPA_SYN_DISABLE)
+
+  FaultInjection faults;
+
+  // Reads a JSON object whose keys are the field names above (durations in the unit of the
+  // key's suffix: retransmit_timeout_us, max_retransmit_timeout_us, timeout_ms,
+  // join_timeout_ms; "switch" as "host:port"). Unknown keys are a ConfigError.
+  static Config from_json_file(const std::string& path);
+  // Starts from DPA_CONFIG (a JSON file) if set, then applies the DPA_* variables.
+  // RANK / WORLD_SIZE (torchrun) are used when DPA_RANK / DPA_WORLD_SIZE are absent.
+  static Config from_env();
+
+  // Throws ConfigError naming the first invalid setting.
+  void validate() const;
+};
+
+}  // namespace dpa

@@ -1,0 +1,89 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <span>
+#include <type_traits>
+
+#include "dpa/config.hpp"
+#include "dpa/error.hpp"
+#include "dpa/types.hpp"
+
+namespace dpa {
+
+struct AllreduceOptions {
+  ReduceOp op = ReduceOp::sum;
+  std::optional<int> k;            // fastest-K for this operation (default: Config::k)
+  std::optional<bool> preemptive;  // default: Config::preemptive
+};
+
+namespace detail {
+struct Operation;
+class ContextImpl;
+}  // namespace detail
+
+// An operation in flight. Obtained from Context::allreduce_async; cheap to copy.
+class Handle {
+ public:
+  Handle() = default;
+  // Waits up to `timeout` for completion. Returns false if the operation is still running;
+  // throws the operation's error if it failed.
+  bool wait(std::chrono::milliseconds timeout);
+  // Waits until the operation completes or fails (bounded by Config::timeout).
+  const OpStats& wait();
+  [[nodiscard]] bool done() const;
+
+ private:
+  friend class detail::ContextImpl;
+  explicit Handle(std::shared_ptr<detail::Operation> op) : op_(std::move(op)) {}
+  std::shared_ptr<detail::Operation> op_;
+};
+
+// A member of one allreduce session. Creating it joins the session through the switch: every
+// rank must create its context with an agreeing configuration (world size, threads, window,
+// payload), or each one gets a ConfigError naming the setting that differs.
+// Operations run in submission order, which must be the same on every rank.
+class Context {
+ public:
+  explicit Context(const Config& config);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // Reduces `count` elements of `in` across all ranks into `out` (in == out is allowed).
+  // Blocks until done; throws dpa::Error on failure.
+  OpStats allreduce(const void* in, void* out, std::size_t count, DataType type,
+                    const AllreduceOptions& options = {});
+  Handle allreduce_async(const void* in, void* out, std::size_t count, DataType type,
+                         const AllreduceOptions& options = {});
+
+  template <typename T>
+  OpStats allreduce(std::span<const T> in, std::span<T> out, const AllreduceOptions& options = {}) {
+    check_sizes(in.size(), out.size());
+    return allreduce(in.data(), out.data(), in.size(), data_type_of<T>(), options);
+  }
+  template <typename T>
+  OpStats allreduce(std::span<T> inout, const AllreduceOptions& options = {}) {
+    return allreduce(inout.data(), inout.data(), inout.size(), data_type_of<T>(), options);
+  }
+
+  [[nodiscard]] int rank() const;
+  [[nodiscard]] int world_size() const;
+  [[nodiscard]] std::uint32_t payload() const;  // values per packet agreed with the switch
+  [[nodiscard]] const Config& config() const;
+
+ private:
+  template <typename T>
+  static constexpr DataType data_type_of() {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, std::int32_t>,
+                  "dpa reduces float and int32_t");
+    return std::is_same_v<T, float> ? DataType::float32 : DataType::int32;
+  }
+  static void check_sizes(std::size_t in, std::size_t out);
+
+  std::unique_ptr<detail::ContextImpl> impl_;
+};
+
+}  // namespace dpa

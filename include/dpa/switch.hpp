@@ -1,0 +1,93 @@
+// The software switch: the dpa aggregation state machine (the same one the Tofino program
+// implements) on UDP sockets. `dpa-switch` is a command-line front end to this class; it can
+// also be embedded in a process (tests, the PyTorch backend's local default).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dpa {
+
+// Where a rank's packets come from: an IPv4 address and the UDP port of its thread 0 (thread t
+// uses the port announced in its JOIN). port 0 accepts any port from that address.
+struct WorkerAddress {
+  std::string host;
+  std::uint16_t port = 0;
+};
+
+struct SessionConfig {
+  std::uint32_t id = 1;
+  int world_size = 1;
+  int k = 0;                    // fastest-K default; 0 means K = world_size
+  std::uint32_t payload = 1024;  // values per packet
+  std::uint32_t pool_base = 0;
+  std::uint32_t pool_size = 4096;  // slots
+  std::chrono::microseconds straggler_timeout{10000};
+  // One entry per rank, or a single entry that every rank may use; empty accepts any sender.
+  std::vector<WorkerAddress> workers;
+
+  void validate() const;  // throws ConfigError naming the key
+};
+
+struct SwitchConfig {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 4242;  // thread i listens on port + i; 0 binds ephemeral ports
+  int threads = 1;
+  std::size_t batch = 64;
+  int socket_buffer_bytes = 32 << 20;
+  std::vector<SessionConfig> sessions;
+
+  // Reads configs/softswitch.json's format; unknown keys are a ConfigError.
+  static SwitchConfig from_json_file(const std::string& path);
+  void validate() const;
+};
+
+struct SwitchCounters {
+  std::uint64_t rx_packets = 0;
+  std::uint64_t tx_packets = 0;
+  std::uint64_t aggregated = 0;           // contributions added to a slot
+  std::uint64_t completed_full = 0;       // rounds completed with all N contributions
+  std::uint64_t completed_partial = 0;    // rounds completed with K <= count < N
+  std::uint64_t retransmitted_results = 0;  // unicast copies of stored results
+  std::uint64_t duplicates = 0;           // contributions already counted (dropped)
+  std::uint64_t late_contributions = 0;   // contributions to a round already complete
+  std::uint64_t old_replies = 0;
+  std::uint64_t syn_replies = 0;
+  std::uint64_t joins = 0;
+  std::uint64_t errors_sent = 0;
+  std::uint64_t dropped_malformed = 0;
+  std::uint64_t dropped_unknown_session = 0;
+  std::uint64_t dropped_unregistered = 0;
+  std::uint64_t dropped_not_joined = 0;
+
+  SwitchCounters& operator+=(const SwitchCounters& other);
+  [[nodiscard]] std::string to_string() const;  // one "name value" pair per line
+};
+
+namespace detail {
+class SwitchImpl;
+}
+
+class SoftwareSwitch {
+ public:
+  // Binds every socket and starts the threads; throws dpa::Error if a port is taken.
+  explicit SoftwareSwitch(const SwitchConfig& config);
+  ~SoftwareSwitch();  // stops and joins the threads
+  SoftwareSwitch(const SoftwareSwitch&) = delete;
+  SoftwareSwitch& operator=(const SoftwareSwitch&) = delete;
+
+  void add_session(const SessionConfig& session);  // ConfigError if the id exists
+  void remove_session(std::uint32_t id);
+  void stop();
+
+  [[nodiscard]] std::uint16_t port() const;  // thread 0's port (the one workers are given)
+  [[nodiscard]] SwitchCounters counters() const;
+
+ private:
+  std::unique_ptr<detail::SwitchImpl> impl_;
+};
+
+}  // namespace dpa

@@ -1,0 +1,42 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace dpa {
+
+enum class DataType : std::uint8_t { int32, float32 };
+enum class ReduceOp : std::uint8_t { sum, avg };
+
+std::string_view to_string(DataType type);
+std::string_view to_string(ReduceOp op);
+
+// A run of elements [begin, end) of an operation.
+struct ElementRange {
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  friend bool operator==(const ElementRange&, const ElementRange&) = default;
+};
+
+// What happened to one allreduce, as seen by this rank.
+struct OpStats {
+  std::uint64_t blocks = 0;           // packets' worth of data in the operation
+  std::uint64_t blocks_full = 0;      // results summed over all N ranks
+  std::uint64_t blocks_partial = 0;   // results summed over fewer than N ranks (fastest-K)
+  std::uint64_t blocks_missed = 0;    // blocks whose result this rank never received
+  std::uint64_t blocks_non_finite = 0;  // float blocks that held NaN/Inf on some rank
+  std::uint64_t contributed = 0;      // blocks whose result includes this rank's values
+  std::uint64_t retransmissions = 0;  // packets sent again after a timeout
+  std::uint64_t timeouts = 0;         // retransmission timer expiries
+  std::uint64_t syn_probes = 0;       // SYN probes sent to fetch a missed result
+  std::uint32_t min_contributors = 0; // smallest contributor count of any received block
+  // Element ranges whose output holds this rank's own input instead of a reduced result.
+  std::vector<ElementRange> missed;
+  double seconds = 0.0;               // wall time from submission to completion
+
+  OpStats& operator+=(const OpStats& other);
+};
+
+}  // namespace dpa

@@ -1,0 +1,145 @@
+#include "protocol/wire.hpp"
+
+#include "protocol/byte_order.hpp"
+
+namespace dpa::protocol {
+
+std::string_view to_string(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::none: return "none";
+    case ErrorCode::unknown_session: return "unknown session";
+    case ErrorCode::not_registered: return "sender is not registered for the session";
+    case ErrorCode::rank_out_of_range: return "rank out of range for the session's world size";
+    case ErrorCode::world_size_mismatch: return "world size differs from the session's";
+    case ErrorCode::payload_mismatch: return "payload size differs from the session's";
+    case ErrorCode::threads_mismatch: return "thread count differs between ranks";
+    case ErrorCode::window_mismatch: return "window differs between ranks";
+    case ErrorCode::pool_too_small: return "threads * 2 * window exceeds the session's slot pool";
+    case ErrorCode::slot_out_of_range: return "slot outside the session's pool";
+    case ErrorCode::seq_ahead: return "round ahead of the switch (switch restarted or session reset?)";
+    case ErrorCode::op_mismatch: return "ranks are running different operations on one slot";
+    case ErrorCode::not_joined: return "rank has not joined the session";
+    case ErrorCode::k_invalid: return "K outside 1..world size";
+    case ErrorCode::bad_length: return "packet length does not match the session's payload size";
+    case ErrorCode::dtype_mismatch: return "ranks disagree on the data type of a slot";
+  }
+  return "unknown error code";
+}
+
+std::string_view to_string(DecodeStatus status) {
+  switch (status) {
+    case DecodeStatus::ok: return "ok";
+    case DecodeStatus::too_short: return "shorter than the 40-byte header";
+    case DecodeStatus::bad_version: return "unsupported protocol version";
+    case DecodeStatus::unknown_flags: return "unknown flag bits set";
+    case DecodeStatus::reserved_nonzero: return "reserved byte is not zero";
+    case DecodeStatus::rank_out_of_range: return "rank >= 64";
+    case DecodeStatus::bad_payload_length: return "payload length is not a whole number of 32-bit words";
+    case DecodeStatus::count_exceeds_payload: return "count exceeds the payload carried";
+  }
+  return "unknown status";
+}
+
+void encode(const Header& h, std::byte* out) {
+  out[0] = std::byte{h.version};
+  out[1] = std::byte{static_cast<std::uint8_t>(h.error)};
+  store_be16(out + 2, h.flags);
+  store_be32(out + 4, h.session);
+  store_be32(out + 8, h.op_id);
+  store_be32(out + 12, h.slot);
+  store_be32(out + 16, h.seq);
+  store_be32(out + 20, h.offset);
+  store_be16(out + 24, h.count);
+  out[26] = std::byte{h.rank};
+  out[27] = std::byte{h.k};
+  out[28] = std::byte{h.contributors};
+  out[29] = static_cast<std::byte>(h.exp_used);
+  out[30] = static_cast<std::byte>(h.exp_next);
+  out[31] = std::byte{0};
+  store_be64(out + 32, h.bitmap);
+}
+
+DecodeStatus decode(std::span<const std::byte> datagram, Header& h,
+                    std::span<const std::byte>& payload) {
+  if (datagram.size() < kHeaderSize) return DecodeStatus::too_short;
+  const std::byte* in = datagram.data();
+  h.version = std::to_integer<std::uint8_t>(in[0]);
+  if (h.version != kVersion) return DecodeStatus::bad_version;
+  h.error = static_cast<ErrorCode>(std::to_integer<std::uint8_t>(in[1]));
+  h.flags = load_be16(in + 2);
+  if ((h.flags & ~flag::kKnown) != 0) return DecodeStatus::unknown_flags;
+  if (in[31] != std::byte{0}) return DecodeStatus::reserved_nonzero;
+  h.session = load_be32(in + 4);
+  h.op_id = load_be32(in + 8);
+  h.slot = load_be32(in + 12);
+  h.seq = load_be32(in + 16);
+  h.offset = load_be32(in + 20);
+  h.count = load_be16(in + 24);
+  h.rank = std::to_integer<std::uint8_t>(in[26]);
+  if (h.rank >= kMaxWorld) return DecodeStatus::rank_out_of_range;
+  h.k = std::to_integer<std::uint8_t>(in[27]);
+  h.contributors = std::to_integer<std::uint8_t>(in[28]);
+  h.exp_used = static_cast<std::int8_t>(in[29]);
+  h.exp_next = static_cast<std::int8_t>(in[30]);
+  h.bitmap = load_be64(in + 32);
+
+  const std::size_t body = datagram.size() - kHeaderSize;
+  if (body % 4 != 0) return DecodeStatus::bad_payload_length;
+  if (static_cast<std::size_t>(h.count) * 4 > body) return DecodeStatus::count_exceeds_payload;
+  payload = datagram.subspan(kHeaderSize);
+  return DecodeStatus::ok;
+}
+
+void encode(const JoinRequest& r, std::byte* out) {
+  store_be32(out + 0, r.nonce);
+  store_be32(out + 4, r.world_size);
+  store_be32(out + 8, r.threads);
+  store_be32(out + 12, r.window);
+  store_be32(out + 16, r.payload);
+  std::byte* ports = out + 20;
+  for (std::uint32_t t = 0; t < (r.threads + 1) / 2 * 2; ++t) {
+    store_be16(ports + 2 * t, t < r.threads ? r.ports[t] : std::uint16_t{0});
+  }
+}
+
+bool decode(std::span<const std::byte> payload, JoinRequest& r) {
+  if (payload.size() < 20) return false;
+  const std::byte* in = payload.data();
+  r.nonce = load_be32(in + 0);
+  r.world_size = load_be32(in + 4);
+  r.threads = load_be32(in + 8);
+  r.window = load_be32(in + 12);
+  r.payload = load_be32(in + 16);
+  if (r.threads == 0 || r.threads > kMaxThreads) return false;
+  if (payload.size() < r.words() * 4) return false;
+  for (std::uint32_t t = 0; t < r.threads; ++t) r.ports[t] = load_be16(in + 20 + 2 * t);
+  return true;
+}
+
+void encode(const JoinReply& r, std::byte* out) {
+  const std::uint32_t words[8] = {r.payload,   r.world_size, r.k_default,  r.straggler_timeout_us,
+                                  r.pool_base, r.pool_size,  r.generation, r.switch_ports};
+  for (std::size_t i = 0; i < 8; ++i) store_be32(out + 4 * i, words[i]);
+  for (std::uint32_t i = 0; i < (r.switch_ports + 1) / 2 * 2; ++i) {
+    store_be16(out + 32 + 2 * i, i < r.switch_ports ? r.ports[i] : std::uint16_t{0});
+  }
+}
+
+bool decode(std::span<const std::byte> payload, JoinReply& r) {
+  if (payload.size() < 32) return false;
+  const std::byte* in = payload.data();
+  r.payload = load_be32(in + 0);
+  r.world_size = load_be32(in + 4);
+  r.k_default = load_be32(in + 8);
+  r.straggler_timeout_us = load_be32(in + 12);
+  r.pool_base = load_be32(in + 16);
+  r.pool_size = load_be32(in + 20);
+  r.generation = load_be32(in + 24);
+  r.switch_ports = load_be32(in + 28);
+  if (r.switch_ports == 0 || r.switch_ports > kMaxThreads) return false;
+  if (payload.size() < r.words() * 4) return false;
+  for (std::uint32_t i = 0; i < r.switch_ports; ++i) r.ports[i] = load_be16(in + 32 + 2 * i);
+  return true;
+}
+
+}  // namespace dpa::protocol

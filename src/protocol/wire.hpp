@@ -1,0 +1,150 @@
+// The dpa wire format: the one definition shared by workers, the software switch and the
+// conformance tests. docs/protocol.md describes every field; keep the two in step.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace dpa::protocol {
+
+inline constexpr std::uint8_t kVersion = 1;
+inline constexpr std::size_t kHeaderSize = 40;
+inline constexpr std::uint16_t kDefaultPort = 4242;
+inline constexpr int kMaxWorld = 64;    // bitmap width; the Tofino program supports 32
+inline constexpr int kMaxThreads = 64;  // worker threads per rank (ports listed in JOIN)
+// Largest payload (values per packet) that fits a UDP datagram over loopback.
+inline constexpr std::uint32_t kMaxPayload = 16 * 1024 - 64;
+
+// Block exponents travel as int8. Two values are reserved.
+inline constexpr std::int8_t kExpZero = -128;      // every value of the block is zero
+inline constexpr std::int8_t kExpNonFinite = 127;  // the block holds NaN or +-Inf
+inline constexpr int kExpMin = -96;                // smallest exponent used for scaling
+inline constexpr int kExpMax = 126;                // |v| >= 2^126 counts as non-finite
+
+namespace flag {
+inline constexpr std::uint16_t kResult = 0x0001;      // switch -> worker: aggregated block
+inline constexpr std::uint16_t kRetransmit = 0x0002;  // a unicast copy of a stored result
+inline constexpr std::uint16_t kSyn = 0x0004;         // probe for a slot's state (and its reply)
+inline constexpr std::uint16_t kOld = 0x0008;         // reply: the packet's round is behind the slot
+inline constexpr std::uint16_t kError = 0x0010;       // reply: see Header::error
+inline constexpr std::uint16_t kCountToK = 0x0020;    // complete this round at the first K
+inline constexpr std::uint16_t kJoin = 0x0040;        // session join (control plane)
+inline constexpr std::uint16_t kComplete = 0x0080;    // in OLD/SYN replies: the slot's round is complete
+inline constexpr std::uint16_t kFloat = 0x0100;       // payload is block-floating-point fp32
+inline constexpr std::uint16_t kKnown = 0x01ff;
+}  // namespace flag
+
+enum class ErrorCode : std::uint8_t {
+  none = 0,
+  unknown_session = 1,
+  not_registered = 2,
+  rank_out_of_range = 3,
+  world_size_mismatch = 4,
+  payload_mismatch = 5,
+  threads_mismatch = 6,
+  window_mismatch = 7,
+  pool_too_small = 8,
+  slot_out_of_range = 9,
+  seq_ahead = 10,
+  op_mismatch = 11,
+  not_joined = 12,
+  k_invalid = 13,
+  bad_length = 14,
+  dtype_mismatch = 15,
+};
+std::string_view to_string(ErrorCode code);
+
+// Header fields in host byte order. On the wire every multi-byte field is big-endian.
+struct Header {
+  std::uint8_t version = kVersion;
+  ErrorCode error = ErrorCode::none;
+  std::uint16_t flags = 0;
+  std::uint32_t session = 0;
+  std::uint32_t op_id = 0;   // per-communicator operation counter, equal on every rank
+  std::uint32_t slot = 0;    // absolute switch slot index
+  std::uint32_t seq = 0;     // per-slot round number; the first use of a slot is 1
+  std::uint32_t offset = 0;  // element offset of the block within the operation
+  std::uint16_t count = 0;   // data: valid values; control: payload length in 32-bit words
+  std::uint8_t rank = 0;
+  std::uint8_t k = 0;             // request: fastest-K target (0: session default)
+  std::uint8_t contributors = 0;  // result: contributions summed
+  std::int8_t exp_used = kExpZero;  // exponent the payload values are scaled with
+  std::int8_t exp_next = kExpZero;  // request: local exponent of the next block; result: max
+  std::uint64_t bitmap = 0;         // result: contributor bitmap (bit r = rank r)
+
+  [[nodiscard]] bool has(std::uint16_t f) const { return (flags & f) != 0; }
+  [[nodiscard]] bool is_control() const { return has(flag::kJoin) || has(flag::kError); }
+};
+
+// Writes the 40 header bytes.
+void encode(const Header& header, std::byte* out);
+
+enum class DecodeStatus : std::uint8_t {
+  ok,
+  too_short,
+  bad_version,
+  unknown_flags,
+  reserved_nonzero,
+  rank_out_of_range,
+  bad_payload_length,
+  count_exceeds_payload,
+};
+std::string_view to_string(DecodeStatus status);
+
+// Parses and validates a datagram. On success `header` is filled and `payload` points at the
+// bytes after the header.
+DecodeStatus decode(std::span<const std::byte> datagram, Header& header,
+                    std::span<const std::byte>& payload);
+
+// Payload layout of JOIN requests and replies (all fields big-endian 32-bit words).
+struct JoinRequest {
+  std::uint32_t nonce = 0;       // random per context; tells a restart from a retransmission
+  std::uint32_t world_size = 0;
+  std::uint32_t threads = 0;
+  std::uint32_t window = 0;
+  std::uint32_t payload = 0;     // 0: use the session's
+  std::uint16_t ports[kMaxThreads] = {};  // UDP port of each worker thread
+
+  [[nodiscard]] std::size_t words() const { return 5 + (threads + 1) / 2; }
+};
+struct JoinReply {
+  std::uint32_t payload = 0;
+  std::uint32_t world_size = 0;
+  std::uint32_t k_default = 0;
+  std::uint32_t straggler_timeout_us = 0;
+  std::uint32_t pool_base = 0;
+  std::uint32_t pool_size = 0;
+  std::uint32_t generation = 0;
+  std::uint32_t switch_ports = 0;  // worker thread t talks to ports[t % switch_ports]
+  std::uint16_t ports[kMaxThreads] = {};
+
+  [[nodiscard]] std::size_t words() const { return 8 + (switch_ports + 1) / 2; }
+};
+
+void encode(const JoinRequest& request, std::byte* out);  // request.words() * 4 bytes
+bool decode(std::span<const std::byte> payload, JoinRequest& request);
+void encode(const JoinReply& reply, std::byte* out);  // reply.words() * 4 bytes
+bool decode(std::span<const std::byte> payload, JoinReply& reply);
+
+// Slot layout shared by worker and switch: thread t of every rank owns 2 * window slots
+// starting at pool_base + t * 2 * window; window entry e alternates slots 2e and 2e + 1.
+struct SlotLayout {
+  std::uint32_t pool_base = 0;
+  std::uint32_t window = 0;
+
+  [[nodiscard]] std::uint32_t slot(std::uint32_t thread, std::uint32_t entry,
+                                   std::uint64_t round) const {
+    return pool_base + thread * 2 * window + 2 * entry + static_cast<std::uint32_t>(round & 1);
+  }
+  [[nodiscard]] std::uint32_t thread_of(std::uint32_t slot) const {
+    return (slot - pool_base) / (2 * window);
+  }
+  // Round r of an entry uses slot parity r & 1 and per-slot sequence number r / 2 + 1.
+  [[nodiscard]] static std::uint32_t seq_of_round(std::uint64_t round) {
+    return static_cast<std::uint32_t>(round / 2 + 1);
+  }
+};
+
+}  // namespace dpa::protocol

@@ -1,0 +1,56 @@
+// Block floating point: fp32 <-> big-endian int32 for the switch, and int32 byte order.
+//
+// A block is scaled by 2^s with s = 31 - ceil(log2(world)) - e, where e is the block exponent
+// negotiated through the switch (the max over contributors). Every scaled value is clamped to
+// +-floor(INT32_MAX / world), so the sum of `world` contributions never overflows int32, and the
+// power-of-two scale makes dequantisation a single exact multiply. docs/protocol.md derives the
+// error bound. Every kernel exists as a scalar version and an AVX2 version with identical results;
+// the AVX2 one is chosen at run time when the CPU has it (DPA_SIMD=scalar forces the fallback).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace dpa::quant {
+
+// Exponent e of a block: the smallest e in [kExpMin, kExpMax] with |v| <= 2^e for every v;
+// kExpZero if every value is +-0; kExpNonFinite if any value is NaN, +-Inf or >= 2^kExpMax.
+std::int8_t block_exponent(const float* values, std::size_t n);
+
+// log2 of the scale applied to a block with exponent `exp` when `world` ranks add it.
+int scale_shift(std::int8_t exp, int world);
+// Largest magnitude one contribution may have so that `world` of them fit int32.
+std::int32_t contribution_limit(int world);
+
+// Writes n big-endian int32 values: clamp(round_half_even(v * 2^scale_shift), +-limit).
+// exp must be an ordinary exponent (not kExpZero / kExpNonFinite: callers send zeros then).
+void quantize(const float* in, std::size_t n, std::int8_t exp, int world, std::byte* out);
+
+// out[i] = float(sum_i) * 2^-scale_shift / divisor, where sum_i is the big-endian int32 at in.
+// exp == kExpZero writes zeros; exp == kExpNonFinite writes quiet NaNs.
+void dequantize(const std::byte* in, std::size_t n, std::int8_t exp, int world,
+                std::uint32_t divisor, float* out);
+
+// int32 <-> big-endian int32. `divisor` > 1 divides (truncating towards zero) for AVG.
+void int32_to_wire(const std::int32_t* in, std::size_t n, std::byte* out);
+void int32_from_wire(const std::byte* in, std::size_t n, std::uint32_t divisor, std::int32_t* out);
+
+// Which kernel set is active ("avx2" or "scalar").
+std::string_view active_kernels();
+
+// Kernel sets, exposed so tests and benchmarks can compare them directly.
+struct Kernels {
+  std::string_view name;
+  float (*max_abs)(const float* in, std::size_t n, bool* non_finite);
+  void (*quantize)(const float* in, std::size_t n, float scale, float limit, std::byte* out);
+  void (*dequantize)(const std::byte* in, std::size_t n, float factor, float* out);
+  void (*to_wire)(const std::int32_t* in, std::size_t n, std::byte* out);
+  void (*from_wire)(const std::byte* in, std::size_t n, std::int32_t* out);
+};
+const Kernels& scalar_kernels();
+const Kernels* avx2_kernels();  // nullptr when the CPU lacks AVX2
+// Select the active set: "auto" (default), "scalar" or "avx2". Returns false if unavailable.
+bool select_kernels(std::string_view name);
+
+}  // namespace dpa::quant
