@@ -1,0 +1,146 @@
+#include "dpa/context.hpp"
+
+#include <limits>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "api/logging.hpp"
+#include "engine/join.hpp"
+#include "engine/operation.hpp"
+#include "engine/thread_engine.hpp"
+#include "transport/transport.hpp"
+
+namespace dpa {
+
+namespace detail {
+
+class ContextImpl {
+ public:
+  explicit ContextImpl(const Config& config) : config_(config) {
+    config_.validate();
+    const transport::Endpoint switch_endpoint =
+        transport::Endpoint::resolve(config_.switch_host, config_.switch_port, "switch_host");
+
+    std::vector<std::unique_ptr<transport::Transport>> transports;
+    std::vector<std::uint16_t> ports;
+    for (int t = 0; t < config_.threads; ++t) {
+      transport::UdpOptions options;
+      options.bind_host = config_.local_host;
+      options.bind_port =
+          config_.local_port == 0 ? 0 : static_cast<std::uint16_t>(config_.local_port + t);
+      auto udp = transport::make_udp_transport(options);
+      ports.push_back(udp->local_endpoint().port);
+      transport::FaultOptions faults = config_.faults;
+      faults.seed = config_.faults.seed + static_cast<std::uint64_t>(config_.rank) * 1000 +
+                    static_cast<std::uint64_t>(t);
+      transports.push_back(transport::with_faults(std::move(udp), faults));
+    }
+
+    session_ = join_session(config_, *transports[0], switch_endpoint, ports);
+    if (session_.world_size != config_.world_size) {
+      throw ConfigError("world_size " + std::to_string(config_.world_size) +
+                        " differs from the session's " + std::to_string(session_.world_size));
+    }
+    for (int t = 0; t < config_.threads; ++t) {
+      engines_.push_back(std::make_unique<ThreadEngine>(static_cast<std::uint32_t>(t), config_,
+                                                        session_, std::move(transports[t])));
+    }
+    log().info("rank {}/{} joined session {} (payload {}, {} thread(s), window {})", config_.rank,
+               config_.world_size, config_.session, session_.payload, config_.threads,
+               config_.window);
+  }
+
+  Handle submit(const void* in, void* out, std::size_t count, DataType type,
+                const AllreduceOptions& options) {
+    if (count > 0 && (in == nullptr || out == nullptr)) {
+      throw ConfigError("allreduce: null buffer for " + std::to_string(count) + " elements");
+    }
+    if (count > std::numeric_limits<std::uint32_t>::max()) {
+      throw ConfigError("allreduce: count " + std::to_string(count) +
+                        " exceeds the protocol's 32-bit element offsets; split the tensor");
+    }
+    const int k = options.k.value_or(config_.k);
+    if (k < 0 || k > config_.world_size) {
+      throw ConfigError("allreduce: k " + std::to_string(k) + " outside 0.." +
+                        std::to_string(config_.world_size));
+    }
+    auto op = std::make_shared<Operation>();
+    // Op ids and queue order must match across ranks, so submissions are serialised.
+    std::lock_guard lock(submit_mutex_);
+    op->in = static_cast<const std::byte*>(in);
+    op->out = static_cast<std::byte*>(out);
+    op->count = count;
+    op->type = type;
+    op->op = options.op;
+    op->op_id = next_op_id_++;
+    op->k = static_cast<std::uint8_t>(k);
+    op->preemptive = options.preemptive.value_or(config_.preemptive);
+    op->submitted = std::chrono::steady_clock::now();
+    if (count == 0) {
+      op->parts_remaining = 1;
+      op->finish_part({}, nullptr);
+      return Handle(op);
+    }
+    op->parts_remaining = static_cast<int>(engines_.size());
+    for (auto& engine : engines_) engine->submit(op);
+    return Handle(op);
+  }
+
+  [[nodiscard]] const Config& config() const { return config_; }
+  [[nodiscard]] std::uint32_t payload() const { return session_.payload; }
+
+ private:
+  Config config_;
+  SessionInfo session_;
+  std::vector<std::unique_ptr<ThreadEngine>> engines_;
+  std::mutex submit_mutex_;
+  std::uint32_t next_op_id_ = 1;
+};
+
+}  // namespace detail
+
+bool Handle::wait(std::chrono::milliseconds timeout) {
+  if (!op_) throw Error("wait() on an empty dpa::Handle");
+  if (!op_->wait_for(timeout)) return false;
+  op_->result();
+  return true;
+}
+
+const OpStats& Handle::wait() {
+  if (!op_) throw Error("wait() on an empty dpa::Handle");
+  // The engine fails an operation after Config::timeout without replies, so this ends.
+  while (!op_->wait_for(std::chrono::hours(1))) {
+  }
+  return op_->result();
+}
+
+bool Handle::done() const { return op_ && op_->complete(); }
+
+Context::Context(const Config& config) : impl_(std::make_unique<detail::ContextImpl>(config)) {}
+Context::~Context() = default;
+
+OpStats Context::allreduce(const void* in, void* out, std::size_t count, DataType type,
+                           const AllreduceOptions& options) {
+  Handle handle = impl_->submit(in, out, count, type, options);
+  return handle.wait();
+}
+
+Handle Context::allreduce_async(const void* in, void* out, std::size_t count, DataType type,
+                                const AllreduceOptions& options) {
+  return impl_->submit(in, out, count, type, options);
+}
+
+int Context::rank() const { return impl_->config().rank; }
+int Context::world_size() const { return impl_->config().world_size; }
+std::uint32_t Context::payload() const { return impl_->payload(); }
+const Config& Context::config() const { return impl_->config(); }
+
+void Context::check_sizes(std::size_t in, std::size_t out) {
+  if (in != out) {
+    throw ConfigError("allreduce: input has " + std::to_string(in) + " elements but output has " +
+                      std::to_string(out));
+  }
+}
+
+}  // namespace dpa

@@ -1,0 +1,140 @@
+#include "engine/join.hpp"
+
+#include <algorithm>
+#include <array>
+#include <random>
+#include <string>
+
+#include "api/logging.hpp"
+#include "dpa/error.hpp"
+
+namespace dpa::detail {
+
+using protocol::ErrorCode;
+using protocol::Header;
+namespace flag = protocol::flag;
+
+namespace {
+
+std::uint32_t random_nonce() {
+  std::random_device device;
+  std::uint32_t nonce = 0;
+  while (nonce == 0) nonce = device();
+  return nonce;
+}
+
+[[noreturn]] void throw_join_error(const Config& config, const Header& reply,
+                                   const transport::Endpoint& switch_endpoint) {
+  const std::string who = "rank " + std::to_string(config.rank) + ", session " +
+                          std::to_string(config.session) + " at " + switch_endpoint.to_string();
+  const std::uint32_t expected = reply.offset;
+  switch (reply.error) {
+    case ErrorCode::unknown_session:
+      throw ConfigError("session " + std::to_string(config.session) + " is unknown to the switch at " +
+                        switch_endpoint.to_string() + " (check DPA_SESSION / the switch config)");
+    case ErrorCode::not_registered:
+      throw ConfigError(who + ": this host is not registered as a worker of the session");
+    case ErrorCode::rank_out_of_range:
+      throw ConfigError(who + ": rank " + std::to_string(config.rank) +
+                        " out of range for the session's world size " + std::to_string(expected));
+    case ErrorCode::world_size_mismatch:
+      throw ConfigError(who + ": world_size " + std::to_string(config.world_size) +
+                        " differs from the session's world size " + std::to_string(expected));
+    case ErrorCode::payload_mismatch:
+      throw ConfigError(who + ": payload " + std::to_string(config.payload) +
+                        " differs from the session's payload " + std::to_string(expected));
+    case ErrorCode::pool_too_small:
+      throw ConfigError(who + ": threads * 2 * window = " +
+                        std::to_string(2 * config.threads * config.window) +
+                        " slots exceed the session's pool of " + std::to_string(expected));
+    case ErrorCode::threads_mismatch:
+      throw ConfigError(who + ": ranks disagree on threads: the first ranks to join use " +
+                        std::to_string(expected) + ", a rank joined with another value (this rank: " +
+                        std::to_string(config.threads) + ")");
+    case ErrorCode::window_mismatch:
+      throw ConfigError(who + ": ranks disagree on window: the first ranks to join use " +
+                        std::to_string(expected) + ", a rank joined with another value (this rank: " +
+                        std::to_string(config.window) + ")");
+    default:
+      throw ProtocolError(who + ": join rejected: " + std::string(protocol::to_string(reply.error)));
+  }
+}
+
+}  // namespace
+
+SessionInfo join_session(const Config& config, transport::Transport& control,
+                         const transport::Endpoint& switch_endpoint,
+                         const std::vector<std::uint16_t>& thread_ports) {
+  protocol::JoinRequest request;
+  request.nonce = random_nonce();
+  request.world_size = static_cast<std::uint32_t>(config.world_size);
+  request.threads = static_cast<std::uint32_t>(config.threads);
+  request.window = static_cast<std::uint32_t>(config.window);
+  request.payload = config.payload;
+  std::copy(thread_ports.begin(), thread_ports.end(), request.ports);
+
+  Header header;
+  header.flags = flag::kJoin;
+  header.session = config.session;
+  header.rank = static_cast<std::uint8_t>(config.rank);
+  header.count = static_cast<std::uint16_t>(request.words());
+  std::array<std::byte, protocol::kHeaderSize + 4 * 64> packet{};
+  protocol::encode(header, packet.data());
+  protocol::encode(request, packet.data() + protocol::kHeaderSize);
+  const transport::TxPacket join{packet.data(),
+                                 static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * request.words()),
+                                 switch_endpoint};
+
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + config.join_timeout;
+  // JOINs are cheap and the other ranks may start late: retry often, at most every 100 ms.
+  auto retry = std::chrono::duration_cast<clock::duration>(config.retransmit_timeout);
+  const auto max_retry = std::chrono::duration_cast<clock::duration>(std::chrono::milliseconds(100));
+  std::array<transport::RxPacket, 16> received;
+
+  log().debug("rank {} joining session {} at {}", config.rank, config.session,
+              switch_endpoint.to_string());
+  control.send({&join, 1});
+  auto resend_at = clock::now() + retry;
+  while (true) {
+    const auto now = clock::now();
+    if (now >= deadline) {
+      throw TimeoutError("rank " + std::to_string(config.rank) + ": session " +
+                         std::to_string(config.session) + " at " + switch_endpoint.to_string() +
+                         " did not complete its join within " +
+                         std::to_string(config.join_timeout.count()) +
+                         " ms: is dpa-switch running there and have all " +
+                         std::to_string(config.world_size) + " ranks started?");
+    }
+    if (now >= resend_at) {
+      control.send({&join, 1});
+      retry = std::min(retry * 2, max_retry);
+      resend_at = now + retry;
+    }
+    const std::size_t n = control.receive(received, std::min(resend_at, deadline) - now);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (received[i].from != switch_endpoint) continue;
+      Header reply;
+      std::span<const std::byte> payload;
+      if (protocol::decode(received[i].data, reply, payload) != protocol::DecodeStatus::ok) continue;
+      if (reply.session != config.session || !reply.has(flag::kJoin)) continue;
+      if (reply.has(flag::kError)) throw_join_error(config, reply, switch_endpoint);
+      protocol::JoinReply answer;
+      if (!reply.has(flag::kResult) || !protocol::decode(payload, answer)) continue;
+      SessionInfo info;
+      info.payload = answer.payload;
+      info.world_size = static_cast<int>(answer.world_size);
+      info.k_default = static_cast<std::uint8_t>(answer.k_default);
+      info.pool_base = answer.pool_base;
+      info.generation = answer.generation;
+      for (std::uint32_t p = 0; p < answer.switch_ports; ++p) {
+        info.switch_ports.push_back({switch_endpoint.address, answer.ports[p]});
+      }
+      log().debug("rank {} joined session {} generation {} (payload {}, K {})", config.rank,
+                  config.session, info.generation, info.payload, info.k_default);
+      return info;
+    }
+  }
+}
+
+}  // namespace dpa::detail

@@ -1,0 +1,402 @@
+#include "engine/thread_engine.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "api/logging.hpp"
+#include "dpa/error.hpp"
+#include "quant/quant.hpp"
+
+namespace dpa::detail {
+
+using protocol::Header;
+namespace flag = protocol::flag;
+
+namespace {
+
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
+std::uint64_t to_ns(std::chrono::nanoseconds d) { return static_cast<std::uint64_t>(d.count()); }
+
+}  // namespace
+
+ThreadEngine::ThreadEngine(std::uint32_t thread_index, const Config& config,
+                           const SessionInfo& session,
+                           std::unique_ptr<transport::Transport> transport)
+    : index_(thread_index),
+      config_(config),
+      session_(session),
+      layout_{session.pool_base, static_cast<std::uint32_t>(config.window)},
+      slot_base_(layout_.slot(thread_index, 0, 0)),
+      switch_port_(session.switch_ports[thread_index % session.switch_ports.size()]),
+      transport_(std::move(transport)),
+      entries_(static_cast<std::size_t>(config.window)),
+      packet_memory_(entries_.size() * (protocol::kHeaderSize + 4 * session.payload)),
+      rx_(64) {
+  tx_.reserve(entries_.size());
+  for (std::size_t e = 0; e < entries_.size(); ++e) {
+    entries_[e].packet = packet_memory_.data() + e * (protocol::kHeaderSize + 4 * session.payload);
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+ThreadEngine::~ThreadEngine() {
+  {
+    std::lock_guard lock(queue_mutex_);
+    stop_.store(true, std::memory_order_relaxed);
+  }
+  queue_ready_.notify_all();
+  thread_.join();
+}
+
+void ThreadEngine::submit(std::shared_ptr<Operation> op) {
+  {
+    std::lock_guard lock(queue_mutex_);
+    queue_.push_back(std::move(op));
+  }
+  queue_ready_.notify_one();
+}
+
+void ThreadEngine::run() {
+  while (true) {
+    std::shared_ptr<Operation> op;
+    {
+      std::unique_lock lock(queue_mutex_);
+      queue_ready_.wait(lock, [this] { return stop_.load(std::memory_order_relaxed) || !queue_.empty(); });
+      if (queue_.empty()) return;
+      op = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    execute(*op);
+  }
+}
+
+std::int64_t ThreadEngine::block_index(const Operation& op, const Entry& entry,
+                                       std::uint64_t round) const {
+  return static_cast<std::int64_t>(round - entry.first_round) - (is_float(op) ? 1 : 0);
+}
+
+void ThreadEngine::execute(Operation& op) {
+  const auto payload = static_cast<std::size_t>(session_.payload);
+  plan_ = BlockPlan(op.count, payload, index_, static_cast<std::size_t>(config_.threads));
+  stats_ = OpStats{};
+  stats_.blocks = plan_.thread_blocks;
+  std::exception_ptr error;
+  std::uint64_t now = now_ns();
+  for (std::uint32_t e = 0; e < entries_.size(); ++e) start_entry(op, e, now);
+  try {
+    while (active_entries_ > 0) {
+      if (stop_.load(std::memory_order_relaxed)) {
+        throw Error("dpa context destroyed while an allreduce was running");
+      }
+      if (!tx_.empty()) {
+        transport_->send(tx_);
+        tx_.clear();
+      }
+      std::uint64_t next_deadline = std::numeric_limits<std::uint64_t>::max();
+      for (const Entry& entry : entries_) {
+        if (entry.active) next_deadline = std::min(next_deadline, entry.deadline_ns);
+      }
+      const std::uint64_t wait = next_deadline > now ? next_deadline - now : 0;
+      const std::size_t received = transport_->receive(rx_, std::chrono::nanoseconds(wait));
+      now = now_ns();
+      for (std::size_t i = 0; i < received; ++i) handle_packet(op, rx_[i], now);
+      check_timeouts(op, now);
+    }
+    if (!tx_.empty()) transport_->send(tx_);
+  } catch (...) {
+    error = std::current_exception();
+    // Keep the round counters where every other rank will have them, so that a later
+    // operation can still line up if this failure was local.
+    for (std::uint32_t e = 0; e < entries_.size(); ++e) {
+      if (entries_[e].active) {
+        entries_[e].round = entries_[e].end_round;
+        finish_entry(e);
+      }
+    }
+  }
+  tx_.clear();
+  op.finish_part(stats_, error);
+}
+
+void ThreadEngine::start_entry(Operation& op, std::uint32_t e, std::uint64_t now) {
+  Entry& entry = entries_[e];
+  entry.blocks = plan_.entry_blocks(e, entries_.size());
+  entry.first_round = entry.round;
+  entry.end_round = entry.round + entry.blocks + (is_float(op) && entry.blocks > 0 ? 1 : 0);
+  entry.count_to_k = op.preemptive;
+  entry.probing = false;
+  entry.exponent = protocol::kExpZero;
+  entry.last_reply_ns = now;
+  if (entry.blocks == 0) return;
+  entry.active = true;
+  ++active_entries_;
+  build_data(op, e);
+  queue_send(e, now);
+}
+
+void ThreadEngine::finish_entry(std::uint32_t e) {
+  if (!entries_[e].active) return;
+  entries_[e].active = false;
+  --active_entries_;
+}
+
+void ThreadEngine::build_data(Operation& op, std::uint32_t e) {
+  Entry& entry = entries_[e];
+  const std::size_t window = entries_.size();
+  const std::int64_t j = block_index(op, entry, entry.round);
+  const std::size_t payload = session_.payload;
+  std::byte* values = entry.packet + protocol::kHeaderSize;
+
+  Header h;
+  h.flags = static_cast<std::uint16_t>((is_float(op) ? flag::kFloat : 0) |
+                                       (entry.count_to_k ? flag::kCountToK : 0));
+  h.session = config_.session;
+  h.op_id = op.op_id;
+  h.slot = layout_.slot(index_, e, entry.round);
+  h.seq = protocol::SlotLayout::seq_of_round(entry.round);
+  h.rank = static_cast<std::uint8_t>(config_.rank);
+  h.k = op.k;
+
+  const auto* in_floats = reinterpret_cast<const float*>(op.in);
+  std::size_t valid = 0;
+  if (j < 0) {
+    // Exponent priming: no values yet, only the exponent of the entry's first block.
+    const std::size_t first = plan_.block_of(e, 0, window) * payload;
+    h.offset = static_cast<std::uint32_t>(first);
+    h.exp_next = quant::block_exponent(in_floats + first, std::min(payload, op.count - first));
+  } else {
+    const std::size_t begin = plan_.block_of(e, static_cast<std::size_t>(j), window) * payload;
+    valid = std::min(payload, op.count - begin);
+    h.offset = static_cast<std::uint32_t>(begin);
+    h.count = static_cast<std::uint16_t>(valid);
+    if (is_float(op)) {
+      h.exp_used = entry.exponent;
+      if (entry.exponent != protocol::kExpZero && entry.exponent != protocol::kExpNonFinite) {
+        quant::quantize(in_floats + begin, valid, entry.exponent, session_.world_size, values);
+      } else {
+        std::memset(values, 0, 4 * valid);
+      }
+      if (static_cast<std::size_t>(j) + 1 < entry.blocks) {
+        const std::size_t next =
+            plan_.block_of(e, static_cast<std::size_t>(j) + 1, window) * payload;
+        h.exp_next = quant::block_exponent(in_floats + next, std::min(payload, op.count - next));
+      }
+    } else {
+      quant::int32_to_wire(reinterpret_cast<const std::int32_t*>(op.in) + begin, valid, values);
+    }
+  }
+  std::memset(values + 4 * valid, 0, 4 * (payload - valid));
+  protocol::encode(h, entry.packet);
+  entry.packet_size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * payload);
+}
+
+void ThreadEngine::build_probe(Operation& op, std::uint32_t e, std::uint32_t seq) {
+  Entry& entry = entries_[e];
+  Header h;
+  h.flags = static_cast<std::uint16_t>(flag::kSyn | (is_float(op) ? flag::kFloat : 0));
+  h.session = config_.session;
+  h.op_id = op.op_id;
+  h.slot = layout_.slot(index_, e, entry.round);
+  h.seq = seq;
+  h.rank = static_cast<std::uint8_t>(config_.rank);
+  protocol::encode(h, entry.packet);
+  entry.packet_size = protocol::kHeaderSize;
+  ++stats_.syn_probes;
+}
+
+void ThreadEngine::queue_send(std::uint32_t e, std::uint64_t now) {
+  Entry& entry = entries_[e];
+  if (entry.rto_ns == 0) entry.rto_ns = to_ns(config_.retransmit_timeout);
+  entry.deadline_ns = now + entry.rto_ns;
+  tx_.push_back({entry.packet, entry.packet_size, switch_port_});
+}
+
+void ThreadEngine::move_to(Operation& op, std::uint32_t e, std::uint64_t round, std::uint64_t now) {
+  Entry& entry = entries_[e];
+  entry.round = round;
+  entry.probing = false;
+  entry.rto_ns = to_ns(config_.retransmit_timeout);
+  if (round >= entry.end_round) {
+    entry.round = entry.end_round;
+    finish_entry(e);
+    return;
+  }
+  build_data(op, e);
+  queue_send(e, now);
+}
+
+void ThreadEngine::miss_blocks(Operation& op, std::uint32_t e, std::uint64_t from_round,
+                               std::uint64_t to_round) {
+  const Entry& entry = entries_[e];
+  const std::size_t payload = session_.payload;
+  const std::size_t element = 4;  // int32 and float32 alike
+  for (std::uint64_t round = from_round; round < to_round && round < entry.end_round; ++round) {
+    const std::int64_t j = block_index(op, entry, round);
+    if (j < 0) continue;
+    const std::size_t begin =
+        plan_.block_of(e, static_cast<std::size_t>(j), entries_.size()) * payload;
+    const std::size_t valid = std::min(payload, op.count - begin);
+    // The documented semantics of a missed block: the output holds this rank's own input.
+    if (op.in != op.out) std::memcpy(op.out + begin * element, op.in + begin * element, valid * element);
+    ++stats_.blocks_missed;
+    stats_.missed.push_back({begin, begin + valid});
+  }
+}
+
+void ThreadEngine::deliver(Operation& op, std::uint32_t e, std::uint64_t round, const Header& h,
+                           std::span<const std::byte> payload) {
+  Entry& entry = entries_[e];
+  if (is_float(op)) entry.exponent = h.exp_next;
+  const std::int64_t j = block_index(op, entry, round);
+  if (j < 0) return;  // the priming round only carries the next exponent
+  const std::size_t begin =
+      plan_.block_of(e, static_cast<std::size_t>(j), entries_.size()) * session_.payload;
+  const std::size_t valid = std::min<std::size_t>(session_.payload, op.count - begin);
+  if (h.offset != begin || h.count != valid) {
+    throw ProtocolError("rank " + std::to_string(config_.rank) + ", operation " +
+                        std::to_string(op.op_id) + ": the switch's block at slot " +
+                        std::to_string(h.slot) + " covers elements [" + std::to_string(h.offset) +
+                        ", +" + std::to_string(h.count) + ") but this rank expects [" +
+                        std::to_string(begin) + ", +" + std::to_string(valid) +
+                        "): ranks passed different element counts (size mismatch)");
+  }
+  const std::uint32_t divisor = op.op == ReduceOp::avg ? std::max<std::uint32_t>(h.contributors, 1) : 1;
+  if (is_float(op)) {
+    quant::dequantize(payload.data(), valid, h.exp_used, session_.world_size, divisor,
+                      reinterpret_cast<float*>(op.out) + begin);
+    if (h.exp_used == protocol::kExpNonFinite) ++stats_.blocks_non_finite;
+  } else {
+    quant::int32_from_wire(payload.data(), valid, divisor, reinterpret_cast<std::int32_t*>(op.out) + begin);
+  }
+  const auto world = static_cast<std::uint32_t>(session_.world_size);
+  const bool mine = ((h.bitmap >> config_.rank) & 1) != 0;
+  ++(h.contributors >= world ? stats_.blocks_full : stats_.blocks_partial);
+  if (mine) ++stats_.contributed;
+  if (stats_.min_contributors == 0 || h.contributors < stats_.min_contributors) {
+    stats_.min_contributors = h.contributors;
+  }
+  // Reactive fastest-K: once a round of this entry completed without a straggler, later rounds
+  // of the operation complete at the first K instead of waiting for the timeout again.
+  if (h.contributors < world && mine) entry.count_to_k = true;
+}
+
+void ThreadEngine::handle_packet(Operation& op, const transport::RxPacket& packet, std::uint64_t now) {
+  if (packet.from != switch_port_) return;
+  Header h;
+  std::span<const std::byte> payload;
+  if (protocol::decode(packet.data, h, payload) != protocol::DecodeStatus::ok) return;
+  if (h.session != config_.session || h.has(flag::kJoin)) return;
+  if (h.slot < slot_base_ || h.slot - slot_base_ >= entries_.size() * 2) return;
+  const std::uint32_t e = (h.slot - slot_base_) / 2;
+  const std::uint32_t parity = (h.slot - slot_base_) & 1;
+  Entry& entry = entries_[e];
+  if (h.has(flag::kError)) {
+    if (h.op_id == op.op_id) fail_on_error_reply(op, h);
+    return;
+  }
+  if (!entry.active) return;
+  const auto op_delta = static_cast<std::int32_t>(h.op_id - op.op_id);
+  if (op_delta < 0) return;  // a late reply from an earlier operation
+  if (op_delta > 0) {
+    // The other ranks have finished this operation on this entry and moved on.
+    miss_blocks(op, e, entry.round, entry.end_round);
+    entry.round = entry.end_round;
+    finish_entry(e);
+    return;
+  }
+  if (h.seq == 0) return;
+  // The round the reply speaks of, rebuilt from the slot parity and its 32-bit sequence number.
+  const std::uint64_t pair_round = entry.round - (entry.round & 1) + parity;
+  const auto seq_delta =
+      static_cast<std::int32_t>(h.seq - protocol::SlotLayout::seq_of_round(pair_round));
+  const std::int64_t signed_round = static_cast<std::int64_t>(pair_round) + 2 * std::int64_t{seq_delta};
+  if (signed_round < static_cast<std::int64_t>(entry.round) ||
+      signed_round >= static_cast<std::int64_t>(entry.end_round)) {
+    return;
+  }
+  const auto round = static_cast<std::uint64_t>(signed_round);
+  entry.last_reply_ns = now;
+
+  if (h.has(flag::kResult)) {
+    if (h.count * 4u > payload.size()) return;
+    miss_blocks(op, e, entry.round, round);
+    deliver(op, e, round, h, payload);
+    move_to(op, e, round + 1, now);
+    return;
+  }
+  if (!h.has(flag::kOld) && !h.has(flag::kSyn)) return;
+  if (round == entry.round && entry.probing) return;  // still the probed round: keep waiting
+  if (h.has(flag::kComplete)) {
+    if (config_.syn_disable) {
+      miss_blocks(op, e, entry.round, round + 1);
+      if (is_float(op)) entry.exponent = h.exp_next;
+      move_to(op, e, round + 1, now);
+      return;
+    }
+    // Fetch the stored result of the round the slot holds, then continue after it.
+    miss_blocks(op, e, entry.round, round);
+    entry.round = round;
+    entry.probing = true;
+    entry.rto_ns = to_ns(config_.retransmit_timeout);
+    build_probe(op, e, h.seq);
+    queue_send(e, now);
+    return;
+  }
+  // The slot's round is still open: join it with the exponent its contributors use.
+  miss_blocks(op, e, entry.round, round);
+  if (is_float(op)) entry.exponent = h.exp_used;
+  move_to(op, e, round, now);
+}
+
+void ThreadEngine::check_timeouts(Operation& op, std::uint64_t now) {
+  const std::uint64_t give_up = to_ns(config_.timeout);
+  const std::uint64_t max_rto = to_ns(config_.max_retransmit_timeout);
+  for (std::uint32_t e = 0; e < entries_.size(); ++e) {
+    Entry& entry = entries_[e];
+    if (!entry.active || entry.deadline_ns > now) continue;
+    if (now - entry.last_reply_ns >= give_up) {
+      throw TimeoutError(
+          "rank " + std::to_string(config_.rank) + ": no reply from the switch at " +
+          switch_port_.to_string() + " for " + std::to_string(config_.timeout.count()) +
+          " ms (operation " + std::to_string(op.op_id) + ", thread " + std::to_string(index_) +
+          ", slot " + std::to_string(layout_.slot(index_, e, entry.round)) + ", round " +
+          std::to_string(protocol::SlotLayout::seq_of_round(entry.round)) +
+          "): is dpa-switch running, and are all ranks alive and running the same operations?");
+    }
+    ++stats_.timeouts;
+    ++stats_.retransmissions;
+    entry.rto_ns = std::min(entry.rto_ns * 2, max_rto);
+    queue_send(e, now);
+  }
+}
+
+void ThreadEngine::fail_on_error_reply(const Operation& op, const Header& h) const {
+  std::string message = "rank " + std::to_string(config_.rank) + ", operation " +
+                        std::to_string(op.op_id) + ": the switch rejected a packet for slot " +
+                        std::to_string(h.slot) + ": " + std::string(protocol::to_string(h.error));
+  switch (h.error) {
+    case protocol::ErrorCode::op_mismatch:
+      message += " (this rank runs operation " + std::to_string(h.op_id) +
+                 ", the slot holds operation " + std::to_string(h.offset) +
+                 "; ranks must issue the same collectives in the same order)";
+      break;
+    case protocol::ErrorCode::bad_length:
+      message += " (the session expects " + std::to_string(h.offset) + " values per packet)";
+      break;
+    case protocol::ErrorCode::k_invalid:
+      message += " (K " + std::to_string(h.k) + ", world size " + std::to_string(h.offset) + ")";
+      break;
+    default:
+      break;
+  }
+  throw ProtocolError(message);
+}
+
+}  // namespace dpa::detail

@@ -1,0 +1,398 @@
+// The software switch: one thread per UDP port, each owning the slots of the worker threads
+// that talk to its port, so no packet crosses threads and the data path takes no lock.
+#include "dpa/switch.hpp"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "api/logging.hpp"
+#include "dpa/error.hpp"
+#include "protocol/wire.hpp"
+#include "quant/quant.hpp"
+#include "switch/session.hpp"
+#include "switch/slot.hpp"
+#include "transport/transport.hpp"
+
+namespace dpa {
+
+namespace detail {
+
+using protocol::ErrorCode;
+using protocol::Header;
+using transport::Endpoint;
+namespace flag = protocol::flag;
+
+namespace {
+
+// Sessions by id. A table is immutable once published; add/remove publish a new one.
+using SessionTable = std::map<std::uint32_t, sw::Session*>;
+
+std::uint64_t steady_now_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
+}  // namespace
+
+class SwitchImpl {
+ public:
+  explicit SwitchImpl(const SwitchConfig& config) : config_(config) {
+    config_.validate();
+    for (int i = 0; i < config_.threads; ++i) {
+      transport::UdpOptions options;
+      options.bind_host = config_.host;
+      options.bind_port = config_.port == 0 ? 0 : static_cast<std::uint16_t>(config_.port + i);
+      options.batch = config_.batch;
+      options.socket_buffer_bytes = config_.socket_buffer_bytes;
+      transports_.push_back(transport::make_udp_transport(options));
+      ports_.push_back(transports_.back()->local_endpoint().port);
+    }
+    publish(std::make_unique<SessionTable>());
+    for (const SessionConfig& session : config_.sessions) add_session(session);
+    counters_.resize(transports_.size());
+    for (std::size_t i = 0; i < transports_.size(); ++i) {
+      threads_.emplace_back([this, i] { run(i); });
+    }
+    log().info("dpa-switch listening on {}:{} ({} thread{})", config_.host, ports_[0],
+               ports_.size(), ports_.size() == 1 ? "" : "s");
+  }
+
+  ~SwitchImpl() { stop(); }
+
+  void stop() {
+    stop_.store(true, std::memory_order_relaxed);
+    for (std::thread& thread : threads_) {
+      if (thread.joinable()) thread.join();
+    }
+  }
+
+  void add_session(const SessionConfig& config) {
+    std::lock_guard lock(admin_mutex_);
+    const SessionTable& current = *table_.load(std::memory_order_acquire);
+    if (current.contains(config.id)) {
+      throw ConfigError("session " + std::to_string(config.id) + " already exists");
+    }
+    sessions_.push_back(std::make_unique<sw::Session>(config));
+    auto next = std::make_unique<SessionTable>(current);
+    (*next)[config.id] = sessions_.back().get();
+    publish(std::move(next));
+    log().info("session {}: world {}, K {}, payload {}, slots [{}, {}), straggler timeout {} us",
+               config.id, config.world_size, config.k == 0 ? config.world_size : config.k,
+               config.payload, config.pool_base, config.pool_base + config.pool_size,
+               config.straggler_timeout.count());
+  }
+
+  void remove_session(std::uint32_t id) {
+    std::lock_guard lock(admin_mutex_);
+    const SessionTable& current = *table_.load(std::memory_order_acquire);
+    if (!current.contains(id)) throw ConfigError("unknown session " + std::to_string(id));
+    auto next = std::make_unique<SessionTable>(current);
+    next->erase(id);
+    publish(std::move(next));
+  }
+
+  [[nodiscard]] std::uint16_t port() const { return ports_[0]; }
+
+  [[nodiscard]] SwitchCounters counters() const {
+    std::lock_guard lock(counters_mutex_);
+    SwitchCounters total;
+    for (const SwitchCounters& c : counters_) total += c;
+    return total;
+  }
+
+ private:
+  // Called with admin_mutex_ held (or from the constructor).
+  void publish(std::unique_ptr<SessionTable> table) {
+    table_.store(table.get(), std::memory_order_release);
+    tables_.push_back(std::move(table));  // readers may still hold older tables
+  }
+
+  // Per-thread scratch: reply buffers and the send list, allocated once.
+  struct Batch {
+    std::vector<transport::RxPacket> rx;
+    std::vector<std::vector<std::byte>> buffers;
+    std::size_t buffers_used = 0;
+    std::vector<transport::TxPacket> tx;
+    SwitchCounters counters;
+
+    std::byte* next_buffer() { return buffers[buffers_used++].data(); }
+  };
+
+  void run(std::size_t index) {
+    transport::Transport& io = *transports_[index];
+    Batch batch;
+    batch.rx.resize(config_.batch);
+    // Every received packet yields at most one reply buffer (JOIN acks included).
+    batch.buffers.assign(config_.batch,
+                         std::vector<std::byte>(protocol::kHeaderSize + 4 * protocol::kMaxPayload));
+    batch.tx.reserve(config_.batch * protocol::kMaxWorld);
+    constexpr auto kStopCheck = std::chrono::milliseconds(20);
+
+    while (!stop_.load(std::memory_order_relaxed)) {
+      const std::size_t received = io.receive(batch.rx, kStopCheck);
+      if (received == 0) continue;
+      const std::uint64_t now = steady_now_ns();
+      const SessionTable& sessions = *table_.load(std::memory_order_acquire);
+      for (std::size_t i = 0; i < received; ++i) {
+        handle(index, sessions, batch.rx[i], now, batch);
+      }
+      batch.counters.rx_packets += received;
+      batch.counters.tx_packets += batch.tx.size();
+      if (!batch.tx.empty()) io.send(batch.tx);
+      batch.tx.clear();
+      batch.buffers_used = 0;
+      std::lock_guard lock(counters_mutex_);
+      counters_[index] = batch.counters;
+    }
+  }
+
+  void send_header(Batch& batch, const Header& header, const Endpoint& to) {
+    std::byte* buffer = batch.next_buffer();
+    protocol::encode(header, buffer);
+    batch.tx.push_back({buffer, static_cast<std::uint32_t>(protocol::kHeaderSize), to});
+  }
+
+  void send_error(Batch& batch, const Header& request, ErrorCode code, std::uint32_t expected,
+                  const Endpoint& to) {
+    ++batch.counters.errors_sent;
+    send_header(batch, sw::error_reply(request, code, expected), to);
+  }
+
+  void handle(std::size_t index, const SessionTable& sessions, const transport::RxPacket& packet,
+              std::uint64_t now, Batch& batch) {
+    Header h;
+    std::span<const std::byte> payload;
+    if (protocol::decode(packet.data, h, payload) != protocol::DecodeStatus::ok ||
+        h.has(flag::kResult | flag::kError | flag::kOld | flag::kRetransmit | flag::kComplete)) {
+      ++batch.counters.dropped_malformed;
+      return;
+    }
+    const bool is_join = h.has(flag::kJoin);
+    const auto found = sessions.find(h.session);
+    if (found == sessions.end()) {
+      ++batch.counters.dropped_unknown_session;
+      if (is_join) send_error(batch, h, ErrorCode::unknown_session, 0, packet.from);
+      return;
+    }
+    sw::Session& session = *found->second;
+    const auto world = static_cast<std::uint32_t>(session.config().world_size);
+    if (h.rank >= world) {
+      ++batch.counters.dropped_unregistered;
+      if (is_join) send_error(batch, h, ErrorCode::rank_out_of_range, world, packet.from);
+      return;
+    }
+    if (!session.registered(h.rank, packet.from)) {
+      ++batch.counters.dropped_unregistered;
+      if (is_join) send_error(batch, h, ErrorCode::not_registered, 0, packet.from);
+      return;
+    }
+    if (is_join) {
+      if (index != 0) {
+        ++batch.counters.dropped_malformed;  // JOINs go to the first port
+        return;
+      }
+      handle_join(session, h, payload, packet.from, batch);
+      return;
+    }
+    handle_data(index, session, h, payload, packet.from, now, batch);
+  }
+
+  void handle_join(sw::Session& session, const Header& h, std::span<const std::byte> payload,
+                   const Endpoint& from, Batch& batch) {
+    protocol::JoinRequest request;
+    if (!protocol::decode(payload.first(std::min<std::size_t>(payload.size(), 4u * h.count)),
+                          request)) {
+      ++batch.counters.dropped_malformed;
+      return;
+    }
+    ++batch.counters.joins;
+    const sw::JoinOutcome outcome = session.join(h, request, from);
+    using Kind = sw::JoinOutcome::Kind;
+    switch (outcome.kind) {
+      case Kind::waiting:
+        return;
+      case Kind::reject_sender:
+        send_error(batch, h, outcome.error, outcome.expected, from);
+        return;
+      case Kind::reject_all: {
+        Header error = sw::error_reply(h, outcome.error, outcome.expected);
+        std::byte* buffer = batch.next_buffer();
+        protocol::encode(error, buffer);
+        for (std::uint32_t r = 0; r < protocol::kMaxWorld; ++r) {
+          if (!outcome.members->has(r)) continue;
+          ++batch.counters.errors_sent;
+          batch.tx.push_back({buffer, static_cast<std::uint32_t>(protocol::kHeaderSize),
+                              outcome.members->endpoints[r][0]});
+        }
+        log().warn("session {}: join rejected: {} (rank {} sent {}, expected {})", h.session,
+                   protocol::to_string(outcome.error), h.rank,
+                   outcome.error == ErrorCode::threads_mismatch ? request.threads : request.window,
+                   outcome.expected);
+        return;
+      }
+      case Kind::ack_sender:
+      case Kind::ack_all:
+        break;
+    }
+    const sw::Membership& members = *outcome.members;
+    protocol::JoinReply reply;
+    reply.payload = session.config().payload;
+    reply.world_size = static_cast<std::uint32_t>(session.config().world_size);
+    reply.k_default = session.k_default();
+    reply.straggler_timeout_us =
+        static_cast<std::uint32_t>(session.config().straggler_timeout.count());
+    reply.pool_base = session.config().pool_base;
+    reply.pool_size = session.config().pool_size;
+    reply.generation = members.generation;
+    reply.switch_ports = static_cast<std::uint32_t>(ports_.size());
+    std::copy(ports_.begin(), ports_.end(), reply.ports);
+
+    Header ack = h;
+    ack.flags = flag::kJoin | flag::kResult;
+    ack.count = static_cast<std::uint16_t>(reply.words());
+    ack.bitmap = members.joined;
+    ack.seq = members.generation;
+    std::byte* buffer = batch.next_buffer();
+    protocol::encode(ack, buffer);
+    protocol::encode(reply, buffer + protocol::kHeaderSize);
+    const auto size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * reply.words());
+    if (outcome.kind == Kind::ack_sender) {
+      batch.tx.push_back({buffer, size, from});
+      return;
+    }
+    for (std::uint32_t r = 0; r < protocol::kMaxWorld; ++r) {
+      if (members.has(r)) batch.tx.push_back({buffer, size, members.endpoints[r][0]});
+    }
+    log().info("session {}: generation {} joined by {} ranks ({} threads, window {})", h.session,
+               members.generation, session.config().world_size, members.threads, members.window);
+  }
+
+  void handle_data(std::size_t index, sw::Session& session, const Header& h,
+                   std::span<const std::byte> payload, const Endpoint& from, std::uint64_t now,
+                   Batch& batch) {
+    const sw::Membership* members = session.membership();
+    if (members == nullptr || !members->has(h.rank)) {
+      ++batch.counters.dropped_not_joined;
+      send_error(batch, h, ErrorCode::not_joined, 0, from);
+      return;
+    }
+    const protocol::SlotLayout layout{session.config().pool_base, members->window};
+    if (!session.in_pool(h.slot) || layout.thread_of(h.slot) >= members->threads) {
+      send_error(batch, h, ErrorCode::slot_out_of_range, session.config().pool_base, from);
+      return;
+    }
+    const std::uint32_t thread = layout.thread_of(h.slot);
+    if (members->endpoints[h.rank][thread] != from) {
+      ++batch.counters.dropped_unregistered;
+      return;
+    }
+    if (thread % ports_.size() != index) {
+      ++batch.counters.dropped_malformed;  // sent to a port that does not own the slot
+      return;
+    }
+    const std::uint32_t payload_values = session.config().payload;
+    const bool probe = h.has(flag::kSyn);
+    if (!probe && (payload.size() != 4u * payload_values || h.count > payload_values)) {
+      send_error(batch, h, ErrorCode::bad_length, payload_values, from);
+      return;
+    }
+    sw::SessionLimits limits = session.limits();
+    if (h.k > limits.world_size) {
+      send_error(batch, h, ErrorCode::k_invalid, limits.world_size, from);
+      return;
+    }
+    if (h.k != 0) limits.k = h.k;
+
+    sw::SlotState& slot = session.slot(h.slot);
+    if (slot.generation != members->generation) slot = sw::SlotState{members->generation};
+    const std::uint64_t sender_bit = std::uint64_t{1} << h.rank;
+    const std::uint32_t seq_before = slot.seq;
+    const std::uint8_t contributors_before = slot.contributors;
+    const sw::SlotAction action =
+        sw::step_slot(slot, session.values(h.slot), h, payload, sender_bit, limits, now);
+    if (slot.seq != seq_before || slot.contributors != contributors_before) {
+      ++batch.counters.aggregated;
+    }
+
+    using sw::SlotAction;
+    switch (action) {
+      case SlotAction::counted:
+        return;
+      case SlotAction::duplicate:
+        ++batch.counters.duplicates;
+        return;
+      case SlotAction::multicast_result:
+        ++(slot.contributors == limits.world_size ? batch.counters.completed_full
+                                                  : batch.counters.completed_partial);
+        send_result(session, slot, action, h, *members, thread, from, batch);
+        return;
+      case SlotAction::unicast_result:
+        if (!probe && (slot.bitmap & sender_bit) == 0) ++batch.counters.late_contributions;
+        ++(probe ? batch.counters.syn_replies : batch.counters.retransmitted_results);
+        send_result(session, slot, action, h, *members, thread, from, batch);
+        return;
+      case SlotAction::unicast_old:
+        ++batch.counters.old_replies;
+        send_header(batch, sw::reply_header(slot, action, h, h.session), from);
+        return;
+      case SlotAction::unicast_syn:
+        ++batch.counters.syn_replies;
+        send_header(batch, sw::reply_header(slot, action, h, h.session), from);
+        return;
+      case SlotAction::error_seq_ahead:
+      case SlotAction::error_op_mismatch:
+      case SlotAction::error_dtype_mismatch:
+        ++batch.counters.errors_sent;
+        send_header(batch, sw::reply_header(slot, action, h, h.session), from);
+        return;
+    }
+  }
+
+  void send_result(sw::Session& session, const sw::SlotState& slot, sw::SlotAction action,
+                   const Header& request, const sw::Membership& members, std::uint32_t thread,
+                   const Endpoint& from, Batch& batch) {
+    std::byte* buffer = batch.next_buffer();
+    protocol::encode(sw::reply_header(slot, action, request, request.session), buffer);
+    const std::span<const std::int32_t> values = session.values(request.slot);
+    quant::int32_to_wire(values.data(), values.size(), buffer + protocol::kHeaderSize);
+    const auto size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * values.size());
+    if (action != sw::SlotAction::multicast_result) {
+      batch.tx.push_back({buffer, size, from});
+      return;
+    }
+    // The multicast: one buffer, one datagram per rank, all in the same sendmmsg batch.
+    for (std::uint32_t r = 0; r < protocol::kMaxWorld; ++r) {
+      if (members.has(r)) batch.tx.push_back({buffer, size, members.endpoints[r][thread]});
+    }
+  }
+
+  SwitchConfig config_;
+  std::vector<std::unique_ptr<transport::Transport>> transports_;
+  std::vector<std::uint16_t> ports_;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stop_{false};
+
+  std::mutex admin_mutex_;
+  std::atomic<const SessionTable*> table_{nullptr};
+  std::vector<std::unique_ptr<SessionTable>> tables_;
+  std::vector<std::unique_ptr<sw::Session>> sessions_;
+
+  mutable std::mutex counters_mutex_;  // taken once per received batch, never per packet
+  std::vector<SwitchCounters> counters_;
+};
+
+}  // namespace detail
+
+SoftwareSwitch::SoftwareSwitch(const SwitchConfig& config)
+    : impl_(std::make_unique<detail::SwitchImpl>(config)) {}
+SoftwareSwitch::~SoftwareSwitch() = default;
+void SoftwareSwitch::add_session(const SessionConfig& session) { impl_->add_session(session); }
+void SoftwareSwitch::remove_session(std::uint32_t id) { impl_->remove_session(id); }
+void SoftwareSwitch::stop() { impl_->stop(); }
+std::uint16_t SoftwareSwitch::port() const { return impl_->port(); }
+SwitchCounters SoftwareSwitch::counters() const { return impl_->counters(); }
+
+}  // namespace dpa

@@ -1,1 +1,108 @@
-int main() { return 0; }
+// dpa-switch: the software switch as a program. Sessions come from a JSON config and/or flags.
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "api/logging.hpp"
+#include "dpa/error.hpp"
+#include "dpa/switch.hpp"
+
+namespace {
+
+std::vector<dpa::WorkerAddress> parse_workers(const std::vector<std::string>& specs) {
+  std::vector<dpa::WorkerAddress> workers;
+  for (const std::string& spec : specs) {
+    dpa::WorkerAddress address;
+    const auto colon = spec.rfind(':');
+    address.host = spec.substr(0, colon);
+    if (colon != std::string::npos) {
+      const int port = std::stoi(spec.substr(colon + 1));
+      if (port < 0 || port > 65535) throw dpa::ConfigError("--workers " + spec + ": bad port");
+      address.port = static_cast<std::uint16_t>(port);
+    }
+    workers.push_back(address);
+  }
+  return workers;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dpa-switch: software switch for dpa in-network allreduce"};
+  std::string config_path;
+  std::string port_file;
+  dpa::SwitchConfig config;
+  dpa::SessionConfig session;
+  int world_size = 0;
+  std::int64_t straggler_timeout_us = session.straggler_timeout.count();
+  std::vector<std::string> workers;
+
+  app.add_option("-c,--config", config_path, "Switch config JSON (configs/softswitch.json)");
+  app.add_option("--host", config.host, "Address to listen on")->capture_default_str();
+  app.add_option("--port", config.port, "First UDP port (thread i uses port + i; 0: ephemeral)")
+      ->capture_default_str();
+  app.add_option("--threads", config.threads, "Switch threads")->capture_default_str();
+  app.add_option("--port-file", port_file, "Write the first bound port here once listening");
+  app.add_option("--session", session.id, "Session id of the session given by flags")
+      ->capture_default_str();
+  app.add_option("--world-size", world_size, "Ranks in the session (defines a session by flags)");
+  app.add_option("--k", session.k, "Fastest-K default (0: K = world size)")->capture_default_str();
+  app.add_option("--payload", session.payload, "Values per packet")->capture_default_str();
+  app.add_option("--pool-base", session.pool_base, "First slot of the session")->capture_default_str();
+  app.add_option("--pool-size", session.pool_size, "Slots of the session")->capture_default_str();
+  app.add_option("--straggler-timeout-us", straggler_timeout_us,
+                 "Reactive fastest-K: wait this long before completing a slot with K")
+      ->capture_default_str();
+  app.add_option("--workers", workers, "Worker addresses (ip or ip:port), one per rank or one for all")
+      ->delimiter(',');
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (!config_path.empty()) {
+      const dpa::SwitchConfig from_file = dpa::SwitchConfig::from_json_file(config_path);
+      // Flags given explicitly override the file.
+      if (app.count("--host") == 0) config.host = from_file.host;
+      if (app.count("--port") == 0) config.port = from_file.port;
+      if (app.count("--threads") == 0) config.threads = from_file.threads;
+      config.batch = from_file.batch;
+      config.socket_buffer_bytes = from_file.socket_buffer_bytes;
+      config.sessions = from_file.sessions;
+    }
+    if (world_size > 0) {
+      session.world_size = world_size;
+      session.straggler_timeout = std::chrono::microseconds(straggler_timeout_us);
+      session.workers = parse_workers(workers);
+      std::erase_if(config.sessions, [&](const dpa::SessionConfig& s) { return s.id == session.id; });
+      config.sessions.push_back(session);
+    }
+    if (config.sessions.empty()) {
+      throw dpa::ConfigError("no session: give --config FILE or --world-size N");
+    }
+
+    // Block the stop signals before any thread starts, then wait for one on this thread.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+    dpa::SoftwareSwitch sw(config);
+    if (!port_file.empty()) {
+      const std::string temporary = port_file + ".tmp";
+      std::ofstream(temporary) << sw.port() << "\n";
+      std::rename(temporary.c_str(), port_file.c_str());
+    }
+    std::cout << "dpa-switch listening on " << config.host << ":" << sw.port() << std::endl;
+    int received = 0;
+    sigwait(&stop_signals, &received);
+    sw.stop();
+    std::cout << "dpa-switch stopping (signal " << received << ")\n" << sw.counters().to_string()
+              << std::flush;
+    return 0;
+  } catch (const dpa::Error& error) {
+    std::cerr << "dpa-switch: " << error.what() << "\n";
+    return 2;
+  }
+}

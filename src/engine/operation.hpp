@@ -1,0 +1,68 @@
+// One allreduce as the engine threads see it: what to reduce, how it is cut into blocks, and
+// how the threads' results come together.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+
+#include "dpa/context.hpp"
+#include "dpa/types.hpp"
+
+namespace dpa::detail {
+
+struct Operation {
+  const std::byte* in = nullptr;
+  std::byte* out = nullptr;
+  std::size_t count = 0;
+  DataType type = DataType::int32;
+  ReduceOp op = ReduceOp::sum;
+  std::uint32_t op_id = 0;
+  std::uint8_t k = 0;  // 0: the session's default
+  bool preemptive = false;
+  std::chrono::steady_clock::time_point submitted;
+
+  // Called by each engine thread when its part is done (error empty on success); the last one
+  // completes the operation.
+  void finish_part(const OpStats& part, std::exception_ptr part_error);
+  // Waits up to `timeout`; returns true when complete.
+  bool wait_for(std::chrono::milliseconds timeout);
+  [[nodiscard]] bool complete() const;
+  // Rethrows the first error of any part. Call after completion.
+  const OpStats& result() const;
+
+  int parts_remaining = 0;  // set before the parts are handed to the threads
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable done_;
+  bool complete_ = false;
+  std::exception_ptr error_;
+  OpStats stats_;
+};
+
+// How an operation's blocks are split: thread t takes a contiguous run of blocks, and window
+// entry e of that thread takes blocks e, e + W, e + 2W, ... of the run. Every rank computes the
+// same plan, so the same block travels through the same slot on every rank.
+struct BlockPlan {
+  std::size_t payload = 0;  // values per block
+  std::size_t blocks = 0;   // in the whole operation
+  std::size_t first_block = 0;  // this thread's run
+  std::size_t thread_blocks = 0;
+
+  BlockPlan(std::size_t count, std::size_t payload_values, std::size_t thread, std::size_t threads);
+
+  // Blocks carried by window entry e (of `window`).
+  [[nodiscard]] std::size_t entry_blocks(std::size_t entry, std::size_t window) const {
+    return thread_blocks > entry ? (thread_blocks - entry + window - 1) / window : 0;
+  }
+  // Global index of the j-th block of entry e.
+  [[nodiscard]] std::size_t block_of(std::size_t entry, std::size_t j, std::size_t window) const {
+    return first_block + entry + j * window;
+  }
+};
+
+}  // namespace dpa::detail

@@ -1,0 +1,97 @@
+// One worker thread of a context: its transport, its window of W entries over its slot range,
+// and the packet loop that drives them (send, receive, retransmit, skip forward).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "dpa/config.hpp"
+#include "engine/join.hpp"
+#include "engine/operation.hpp"
+#include "protocol/wire.hpp"
+#include "transport/transport.hpp"
+
+namespace dpa::detail {
+
+class ThreadEngine {
+ public:
+  ThreadEngine(std::uint32_t thread_index, const Config& config, const SessionInfo& session,
+               std::unique_ptr<transport::Transport> transport);
+  ~ThreadEngine();
+  ThreadEngine(const ThreadEngine&) = delete;
+  ThreadEngine& operator=(const ThreadEngine&) = delete;
+
+  void submit(std::shared_ptr<Operation> op);
+
+ private:
+  // A window entry: alternates between its two slots, one round at a time.
+  struct Entry {
+    std::uint64_t round = 0;      // next round of this entry (persists across operations)
+    std::uint64_t first_round = 0;  // the current operation's rounds: [first_round, end_round)
+    std::uint64_t end_round = 0;
+    std::size_t blocks = 0;       // blocks of the current operation on this entry
+    bool active = false;
+    bool probing = false;         // a SYN probe is outstanding
+    bool count_to_k = false;
+    std::int8_t exponent = protocol::kExpZero;  // negotiated exponent of the block being sent
+    std::uint64_t deadline_ns = 0;
+    std::uint64_t last_reply_ns = 0;
+    std::uint64_t rto_ns = 0;
+    std::uint32_t packet_size = 0;
+    std::byte* packet = nullptr;
+  };
+
+  void run();
+  void execute(Operation& op);
+
+  // Per-operation helpers (all on the engine thread).
+  void start_entry(Operation& op, std::uint32_t e, std::uint64_t now);
+  void build_data(Operation& op, std::uint32_t e);
+  void build_probe(Operation& op, std::uint32_t e, std::uint32_t seq);
+  void queue_send(std::uint32_t e, std::uint64_t now);
+  void handle_packet(Operation& op, const transport::RxPacket& packet, std::uint64_t now);
+  void deliver(Operation& op, std::uint32_t e, std::uint64_t round, const protocol::Header& h,
+               std::span<const std::byte> payload);
+  void miss_blocks(Operation& op, std::uint32_t e, std::uint64_t from_round, std::uint64_t to_round);
+  void move_to(Operation& op, std::uint32_t e, std::uint64_t round, std::uint64_t now);
+  void finish_entry(std::uint32_t e);
+  void check_timeouts(Operation& op, std::uint64_t now);
+  [[noreturn]] void fail_on_error_reply(const Operation& op, const protocol::Header& h) const;
+
+  [[nodiscard]] bool is_float(const Operation& op) const { return op.type == DataType::float32; }
+  // Block index within the entry for a round of the current operation (-1: exponent priming).
+  [[nodiscard]] std::int64_t block_index(const Operation& op, const Entry& entry,
+                                         std::uint64_t round) const;
+
+  const std::uint32_t index_;
+  const Config config_;
+  const SessionInfo session_;
+  const protocol::SlotLayout layout_;
+  const std::uint32_t slot_base_;
+  const transport::Endpoint switch_port_;
+  std::unique_ptr<transport::Transport> transport_;
+
+  std::vector<Entry> entries_;
+  std::vector<std::byte> packet_memory_;
+  std::vector<transport::RxPacket> rx_;
+  std::vector<transport::TxPacket> tx_;
+  std::size_t active_entries_ = 0;
+
+  // State of the operation being executed.
+  BlockPlan plan_{0, 1, 0, 1};
+  OpStats stats_;
+
+  std::mutex queue_mutex_;
+  std::condition_variable queue_ready_;
+  std::deque<std::shared_ptr<Operation>> queue_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace dpa::detail

@@ -1,0 +1,174 @@
+#include <algorithm>
+#include <immintrin.h>
+
+#include "protocol/byte_order.hpp"
+#include "switch/slot.hpp"
+
+namespace dpa::sw {
+
+using protocol::Header;
+namespace flag = protocol::flag;
+
+namespace {
+
+void accumulate_scalar(std::span<std::int32_t> acc, const std::byte* in, bool overwrite) {
+  if (overwrite) {
+    for (std::size_t i = 0; i < acc.size(); ++i) {
+      acc[i] = static_cast<std::int32_t>(protocol::load_be32(in + 4 * i));
+    }
+    return;
+  }
+  for (std::size_t i = 0; i < acc.size(); ++i) {
+    // Two's-complement wrap-around, as the switch ALU adds.
+    acc[i] = static_cast<std::int32_t>(static_cast<std::uint32_t>(acc[i]) +
+                                       protocol::load_be32(in + 4 * i));
+  }
+}
+
+__attribute__((target("avx2"))) void accumulate_avx2(std::span<std::int32_t> acc,
+                                                     const std::byte* in, bool overwrite) {
+  const __m256i swap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,
+                                        3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+  std::size_t i = 0;
+  auto* out = reinterpret_cast<__m256i*>(acc.data());
+  const std::size_t vectors = acc.size() / 8;
+  for (; i < vectors; ++i) {
+    const __m256i wire = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + 32 * i));
+    const __m256i host = _mm256_shuffle_epi8(wire, swap);
+    if (overwrite) {
+      _mm256_storeu_si256(out + i, host);
+    } else {
+      _mm256_storeu_si256(out + i, _mm256_add_epi32(_mm256_loadu_si256(out + i), host));
+    }
+  }
+  accumulate_scalar(acc.subspan(vectors * 8), in + vectors * 32, overwrite);
+}
+
+const bool kHaveAvx2 = __builtin_cpu_supports("avx2");
+
+bool straggler_timed_out(const SlotState& slot, const SessionLimits& limits, std::uint64_t now_ns) {
+  return now_ns - slot.first_arrival_ns > limits.straggler_timeout_ns;
+}
+
+}  // namespace
+
+void accumulate_be(std::span<std::int32_t> acc, const std::byte* be_values, bool overwrite) {
+  if (kHaveAvx2) {
+    accumulate_avx2(acc, be_values, overwrite);
+  } else {
+    accumulate_scalar(acc, be_values, overwrite);
+  }
+}
+
+SlotAction step_slot(SlotState& slot, std::span<std::int32_t> values, const Header& h,
+                     std::span<const std::byte> payload, std::uint64_t sender_bit,
+                     const SessionLimits& limits, std::uint64_t now_ns) {
+  // Rounds are compared in 32-bit serial-number arithmetic, as a switch register would.
+  const auto diff = static_cast<std::int32_t>(h.seq - slot.seq);
+
+  if (h.has(flag::kSyn)) {
+    return diff == 0 && slot.complete ? SlotAction::unicast_result : SlotAction::unicast_syn;
+  }
+  if (diff == 1) {
+    // The first packet of the slot's next round resets it: a worker only moves a window entry
+    // to this slot again after the slot's previous round completed.
+    slot.seq = h.seq;
+    slot.op_id = h.op_id;
+    slot.offset = h.offset;
+    slot.count = h.count;
+    slot.flags = h.flags & flag::kFloat;
+    slot.bitmap = sender_bit;
+    slot.contributors = 1;
+    slot.target = h.has(flag::kCountToK) ? limits.k : limits.world_size;
+    slot.exp_used = h.exp_used;
+    slot.exp_max = h.exp_next;
+    slot.first_arrival_ns = now_ns;
+    accumulate_be(values, payload.data(), /*overwrite=*/true);
+    slot.complete = slot.contributors >= slot.target;
+    return slot.complete ? SlotAction::multicast_result : SlotAction::counted;
+  }
+  if (diff < 0) return SlotAction::unicast_old;
+  if (diff > 1) return SlotAction::error_seq_ahead;
+
+  if (h.op_id != slot.op_id) return SlotAction::error_op_mismatch;
+  if ((h.flags & flag::kFloat) != slot.flags) return SlotAction::error_dtype_mismatch;
+  if (slot.complete) return SlotAction::unicast_result;
+
+  const bool timed_out = straggler_timed_out(slot, limits, now_ns);
+  if ((slot.bitmap & sender_bit) != 0) {
+    // A retransmission from a counted worker: the round is stuck. Reactive fastest-K completes
+    // it here once the straggler timeout has passed and K contributions are in.
+    if (timed_out && slot.contributors >= limits.k) {
+      slot.complete = true;
+      return SlotAction::multicast_result;
+    }
+    return SlotAction::duplicate;
+  }
+
+  accumulate_be(values, payload.data(), /*overwrite=*/false);
+  slot.bitmap |= sender_bit;
+  ++slot.contributors;
+  slot.exp_max = std::max(slot.exp_max, h.exp_next);
+  if (slot.contributors >= slot.target || (timed_out && slot.contributors >= limits.k)) {
+    slot.complete = true;
+    return SlotAction::multicast_result;
+  }
+  return SlotAction::counted;
+}
+
+Header reply_header(const SlotState& slot, SlotAction action, const Header& request,
+                    std::uint32_t session) {
+  Header r;
+  r.session = session;
+  r.op_id = slot.op_id;
+  r.slot = request.slot;
+  r.seq = slot.seq;
+  r.offset = slot.offset;
+  r.rank = request.rank;
+  r.k = slot.target;
+  r.contributors = slot.contributors;
+  r.exp_used = slot.exp_used;
+  r.exp_next = slot.exp_max;
+  r.bitmap = slot.bitmap;
+  const std::uint16_t complete = slot.complete ? flag::kComplete : 0;
+  switch (action) {
+    case SlotAction::multicast_result:
+      r.flags = flag::kResult | slot.flags;
+      r.count = slot.count;
+      break;
+    case SlotAction::unicast_result:
+      r.flags = flag::kResult | flag::kRetransmit | slot.flags | (request.flags & flag::kSyn);
+      r.count = slot.count;
+      break;
+    case SlotAction::unicast_old:
+      r.flags = flag::kOld | complete | slot.flags;
+      break;
+    case SlotAction::unicast_syn:
+      r.flags = flag::kSyn | complete | slot.flags;
+      break;
+    case SlotAction::error_seq_ahead:
+      return error_reply(request, protocol::ErrorCode::seq_ahead, slot.seq);
+    case SlotAction::error_op_mismatch:
+      return error_reply(request, protocol::ErrorCode::op_mismatch, slot.op_id);
+    case SlotAction::error_dtype_mismatch:
+      return error_reply(request, protocol::ErrorCode::dtype_mismatch, slot.flags);
+    case SlotAction::counted:
+    case SlotAction::duplicate:
+      break;
+  }
+  return r;
+}
+
+Header error_reply(const Header& request, protocol::ErrorCode code, std::uint32_t expected) {
+  Header r = request;
+  // Keep the request's kind so the worker can tell a rejected JOIN or probe from a data error.
+  r.flags = flag::kError | (request.flags & (flag::kJoin | flag::kSyn | flag::kFloat));
+  r.error = code;
+  r.offset = expected;
+  r.count = 0;
+  r.contributors = 0;
+  r.bitmap = 0;
+  return r;
+}
+
+}  // namespace dpa::sw
