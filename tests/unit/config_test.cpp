@@ -1,1 +1,720 @@
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "api/env.hpp"
+#include "dpa/config.hpp"
+#include "dpa/error.hpp"
+#include "dpa/switch.hpp"
+#include "dpa/types.hpp"
+#include "protocol/wire.hpp"
+
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+const std::string kSourceDir = DPA_SOURCE_DIR;
+
+// The message of the ConfigError that `action` throws; a test failure if it throws none.
+std::string config_error(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const dpa::ConfigError& error) {
+    return error.what();
+  }
+  ADD_FAILURE() << "expected a dpa::ConfigError";
+  return {};
+}
+
+// A file in the test temp directory, removed again when the test ends.
+class TempFile {
+ public:
+  TempFile(const std::string& name, const std::string& content)
+      : path_(::testing::TempDir() + "dpa_config_test_" + std::to_string(::getpid()) + "_" + name) {
+    std::ofstream(path_) << content;
+  }
+  ~TempFile() { std::filesystem::remove(path_); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+dpa::Config worker_from_json(const std::string& content) {
+  const TempFile file("worker.json", content);
+  return dpa::Config::from_json_file(file.path());
+}
+
+std::string worker_json_error(const std::string& content) {
+  const TempFile file("worker.json", content);
+  return config_error([&] { dpa::Config::from_json_file(file.path()); });
+}
+
+dpa::SwitchConfig switch_from_json(const std::string& content) {
+  const TempFile file("switch.json", content);
+  return dpa::SwitchConfig::from_json_file(file.path());
+}
+
+std::string switch_json_error(const std::string& content) {
+  const TempFile file("switch.json", content);
+  return config_error([&] { dpa::SwitchConfig::from_json_file(file.path()); });
+}
+
+// ---- Worker config: JSON ------------------------------------------------------------------
+
+TEST(WorkerJson, ReadsEveryKey) {
+  const dpa::Config config = worker_from_json(R"({
+    "rank": 2, "world_size": 8, "switch": "10.0.0.9:5000", "session": 7, "threads": 4,
+    "window": 64, "payload": 256, "local_host": "10.0.0.2", "local_port": 6000,
+    "retransmit_timeout_us": 500, "max_retransmit_timeout_us": 8000, "timeout_ms": 3000,
+    "join_timeout_ms": 4000, "k": 6, "preemptive": true, "syn_disable": true,
+    "faults": {"drop": 0.1, "duplicate": 0.2, "reorder": 0.3, "delay": 0.4,
+               "delay_time_us": 750, "seed": 99}
+  })");
+  EXPECT_EQ(config.rank, 2);
+  EXPECT_EQ(config.world_size, 8);
+  EXPECT_EQ(config.switch_host, "10.0.0.9");
+  EXPECT_EQ(config.switch_port, 5000);
+  EXPECT_EQ(config.session, 7u);
+  EXPECT_EQ(config.threads, 4);
+  EXPECT_EQ(config.window, 64);
+  EXPECT_EQ(config.payload, 256u);
+  EXPECT_EQ(config.local_host, "10.0.0.2");
+  EXPECT_EQ(config.local_port, 6000);
+  EXPECT_EQ(config.retransmit_timeout, 500us);
+  EXPECT_EQ(config.max_retransmit_timeout, 8000us);
+  EXPECT_EQ(config.timeout, 3000ms);
+  EXPECT_EQ(config.join_timeout, 4000ms);
+  EXPECT_EQ(config.k, 6);
+  EXPECT_TRUE(config.preemptive);
+  EXPECT_TRUE(config.syn_disable);
+  EXPECT_DOUBLE_EQ(config.faults.drop, 0.1);
+  EXPECT_DOUBLE_EQ(config.faults.duplicate, 0.2);
+  EXPECT_DOUBLE_EQ(config.faults.reorder, 0.3);
+  EXPECT_DOUBLE_EQ(config.faults.delay, 0.4);
+  EXPECT_EQ(config.faults.delay_time, 750us);
+  EXPECT_EQ(config.faults.seed, 99u);
+  EXPECT_NO_THROW(config.validate());
+}
+
+TEST(WorkerJson, EmptyObjectKeepsDefaults) {
+  const dpa::Config config = worker_from_json("{}");
+  const dpa::Config defaults;
+  EXPECT_EQ(config.rank, defaults.rank);
+  EXPECT_EQ(config.world_size, defaults.world_size);
+  EXPECT_EQ(config.switch_host, defaults.switch_host);
+  EXPECT_EQ(config.switch_port, defaults.switch_port);
+  EXPECT_EQ(config.window, defaults.window);
+  EXPECT_EQ(config.retransmit_timeout, defaults.retransmit_timeout);
+  EXPECT_FALSE(config.faults.enabled());
+}
+
+TEST(WorkerJson, SwitchWithoutPortUsesDefaultPort) {
+  const dpa::Config config = worker_from_json(R"({"switch": "switch.local"})");
+  EXPECT_EQ(config.switch_host, "switch.local");
+  EXPECT_EQ(config.switch_port, dpa::protocol::kDefaultPort);
+}
+
+TEST(WorkerJson, FloatsAcceptIntegers) {
+  EXPECT_DOUBLE_EQ(worker_from_json(R"({"faults": {"drop": 1}})").faults.drop, 1.0);
+}
+
+TEST(WorkerJson, UnknownKeyNamesKeyAndFile) {
+  const TempFile file("unknown.json", R"({"rank": 0, "wrold_size": 4})");
+  const std::string message = config_error([&] { dpa::Config::from_json_file(file.path()); });
+  EXPECT_THAT(message, AllOf(HasSubstr(file.path()), HasSubstr("wrold_size: unknown key")));
+}
+
+TEST(WorkerJson, UnknownFaultKeyNamesNestedKey) {
+  EXPECT_THAT(worker_json_error(R"({"faults": {"dorp": 0.1}})"), HasSubstr("faults.dorp: unknown key"));
+}
+
+TEST(WorkerJson, WrongTypeNamesKeyAndExpectedType) {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {R"({"rank": "1"})", "rank: expected an integer, got string"},
+      {R"({"threads": 1.5})", "threads: expected an integer, got number"},
+      {R"({"session": true})", "session: expected a non-negative integer, got boolean"},
+      {R"({"switch": 5})", "switch: expected a string, got number"},
+      {R"({"local_host": null})", "local_host: expected a string, got null"},
+      {R"({"preemptive": 1})", "preemptive: expected a boolean, got number"},
+      {R"({"syn_disable": "yes"})", "syn_disable: expected a boolean, got string"},
+      {R"({"timeout_ms": "10"})", "timeout_ms: expected an integer, got string"},
+      {R"({"faults": []})", "faults: expected an object, got array"},
+      {R"({"faults": {"drop": "0.1"}})", "faults.drop: expected a number, got string"},
+      {R"({"faults": {"seed": -1}})", "faults.seed: -1 is out of range"},
+  };
+  for (const auto& [content, expected] : cases) {
+    EXPECT_THAT(worker_json_error(content), HasSubstr(expected)) << content;
+  }
+}
+
+TEST(WorkerJson, IntegerMustFitTheField) {
+  EXPECT_THAT(worker_json_error(R"({"local_port": 70000})"),
+              HasSubstr("local_port: 70000 is out of range [0, 65535]"));
+  EXPECT_THAT(worker_json_error(R"({"session": -1})"), HasSubstr("session: -1 is out of range"));
+  EXPECT_THAT(worker_json_error(R"({"window": 4294967296})"), HasSubstr("window: 4294967296 is out of range"));
+}
+
+TEST(WorkerJson, MalformedSwitchAddress) {
+  EXPECT_THAT(worker_json_error(R"({"switch": "host:http"})"), HasSubstr("switch: \"host:http\""));
+  EXPECT_THAT(worker_json_error(R"({"switch": "host:65536"})"), HasSubstr("switch: \"host:65536\""));
+}
+
+TEST(WorkerJson, MissingFileNamesPath) {
+  const std::string path = ::testing::TempDir() + "dpa_config_test_does_not_exist.json";
+  EXPECT_THAT(config_error([&] { dpa::Config::from_json_file(path); }),
+              AllOf(HasSubstr(path), HasSubstr("cannot open")));
+}
+
+TEST(WorkerJson, ParseErrorNamesPathAndParserMessage) {
+  const TempFile file("broken.json", R"({"rank": 1,,})");
+  EXPECT_THAT(config_error([&] { dpa::Config::from_json_file(file.path()); }),
+              AllOf(HasSubstr(file.path()), HasSubstr("invalid JSON"), HasSubstr("parse error")));
+}
+
+TEST(WorkerJson, TopLevelMustBeObject) {
+  EXPECT_THAT(worker_json_error("[1, 2]"), HasSubstr("expected a JSON object, got array"));
+}
+
+// ---- Worker config: validate --------------------------------------------------------------
+
+struct InvalidCase {
+  std::string expected;  // part of the message
+  std::function<void(dpa::Config&)> change;
+};
+
+TEST(WorkerValidate, DefaultsAndBoundariesAreValid) {
+  EXPECT_NO_THROW(dpa::Config{}.validate());
+
+  dpa::Config config;
+  config.world_size = dpa::protocol::kMaxWorld;
+  config.rank = dpa::protocol::kMaxWorld - 1;
+  config.k = dpa::protocol::kMaxWorld;
+  config.threads = dpa::protocol::kMaxThreads;
+  config.window = 4096;
+  config.payload = dpa::protocol::kMaxPayload;
+  config.max_retransmit_timeout = config.retransmit_timeout;
+  config.local_port = static_cast<std::uint16_t>(65536 - config.threads);
+  config.faults.drop = 1.0;
+  config.faults.delay = 0.0;
+  EXPECT_NO_THROW(config.validate());
+}
+
+TEST(WorkerValidate, EachInvalidSettingIsNamed) {
+  const std::vector<InvalidCase> cases{
+      {"world_size 0 out of range [1, 64]", [](dpa::Config& c) { c.world_size = 0; }},
+      {"world_size 65 out of range [1, 64]", [](dpa::Config& c) { c.world_size = 65; }},
+      {"rank 4 out of range for world_size 4", [](dpa::Config& c) { c.world_size = 4; c.rank = 4; }},
+      {"rank -1 out of range for world_size 1", [](dpa::Config& c) { c.rank = -1; }},
+      {"switch: host is empty", [](dpa::Config& c) { c.switch_host.clear(); }},
+      {"switch: port must not be 0", [](dpa::Config& c) { c.switch_port = 0; }},
+      {"threads 0 out of range [1, 64]", [](dpa::Config& c) { c.threads = 0; }},
+      {"threads 65 out of range [1, 64]", [](dpa::Config& c) { c.threads = 65; }},
+      {"window 0 out of range [1, 4096]", [](dpa::Config& c) { c.window = 0; }},
+      {"window 4097 out of range [1, 4096]", [](dpa::Config& c) { c.window = 4097; }},
+      {"payload 16321", [](dpa::Config& c) { c.payload = dpa::protocol::kMaxPayload + 1; }},
+      {"retransmit_timeout_us 0 must be positive", [](dpa::Config& c) { c.retransmit_timeout = 0us; }},
+      {"max_retransmit_timeout_us 1000 is below retransmit_timeout_us 2000",
+       [](dpa::Config& c) { c.max_retransmit_timeout = 1000us; }},
+      {"timeout_ms 0 must be positive", [](dpa::Config& c) { c.timeout = 0ms; }},
+      {"join_timeout_ms -5 must be positive", [](dpa::Config& c) { c.join_timeout = -5ms; }},
+      {"k 5 out of range [0, world_size 4]", [](dpa::Config& c) { c.world_size = 4; c.k = 5; }},
+      {"k -1 out of range", [](dpa::Config& c) { c.k = -1; }},
+      {"faults.drop 1.5 out of range [0, 1]", [](dpa::Config& c) { c.faults.drop = 1.5; }},
+      {"faults.duplicate -0.1 out of range", [](dpa::Config& c) { c.faults.duplicate = -0.1; }},
+      {"faults.reorder nan out of range",
+       [](dpa::Config& c) { c.faults.reorder = std::numeric_limits<double>::quiet_NaN(); }},
+      {"faults.delay 2 out of range", [](dpa::Config& c) { c.faults.delay = 2.0; }},
+      {"faults.delay_time_us -1 must not be negative", [](dpa::Config& c) { c.faults.delay_time = -1us; }},
+      {"local_port 65535 + threads 2 - 1 exceeds 65535",
+       [](dpa::Config& c) { c.local_port = 65535; c.threads = 2; }},
+  };
+  for (const InvalidCase& invalid : cases) {
+    dpa::Config config;
+    invalid.change(config);
+    EXPECT_THAT(config_error([&] { config.validate(); }), HasSubstr(invalid.expected));
+  }
+}
+
+// ---- Worker config: environment -----------------------------------------------------------
+
+// Clears every variable the configuration reads and restores the caller's values afterwards,
+// so that the tests neither see nor leak environment settings.
+class EnvTest : public ::testing::Test {
+ protected:
+  static constexpr const char* kVariables[] = {
+      "DPA_CONFIG",      "DPA_RANK",         "RANK",           "DPA_WORLD_SIZE",      "WORLD_SIZE",
+      "DPA_SWITCH",      "DPA_SESSION",      "DPA_THREADS",    "DPA_WINDOW",          "DPA_PAYLOAD",
+      "DPA_LOCAL_HOST",  "DPA_LOCAL_PORT",   "DPA_RTO_US",     "DPA_MAX_RTO_US",      "DPA_TIMEOUT_MS",
+      "DPA_JOIN_TIMEOUT_MS", "DPA_K",        "DPA_PREEMPTIVE", "DPA_SYN_DISABLE",     "DPA_FAULT_DROP",
+      "DPA_FAULT_DUPLICATE", "DPA_FAULT_REORDER", "DPA_FAULT_DELAY", "DPA_FAULT_DELAY_US", "DPA_FAULT_SEED",
+      "DPA_TEST_FLAG",
+  };
+
+  void SetUp() override {
+    for (const char* name : kVariables) {
+      if (const char* value = std::getenv(name)) saved_[name] = value;
+      ::unsetenv(name);
+    }
+  }
+
+  void TearDown() override {
+    for (const char* name : kVariables) {
+      if (const auto saved = saved_.find(name); saved != saved_.end()) {
+        ::setenv(name, saved->second.c_str(), 1);
+      } else {
+        ::unsetenv(name);
+      }
+    }
+  }
+
+  static void set(const char* name, const char* value) { ::setenv(name, value, 1); }
+
+ private:
+  std::map<std::string, std::string> saved_;
+};
+
+TEST_F(EnvTest, NothingSetGivesDefaults) {
+  const dpa::Config config = dpa::Config::from_env();
+  const dpa::Config defaults;
+  EXPECT_EQ(config.rank, defaults.rank);
+  EXPECT_EQ(config.world_size, defaults.world_size);
+  EXPECT_EQ(config.switch_host, defaults.switch_host);
+  EXPECT_EQ(config.timeout, defaults.timeout);
+  EXPECT_EQ(config.preemptive, defaults.preemptive);
+}
+
+TEST_F(EnvTest, ReadsEveryVariable) {
+  set("DPA_RANK", "3");
+  set("DPA_WORLD_SIZE", "6");
+  set("DPA_SWITCH", "10.1.1.1:4300");
+  set("DPA_SESSION", "12");
+  set("DPA_THREADS", "2");
+  set("DPA_WINDOW", "48");
+  set("DPA_PAYLOAD", "512");
+  set("DPA_LOCAL_HOST", "10.1.1.5");
+  set("DPA_LOCAL_PORT", "7000");
+  set("DPA_RTO_US", "300");
+  set("DPA_MAX_RTO_US", "9000");
+  set("DPA_TIMEOUT_MS", "1500");
+  set("DPA_JOIN_TIMEOUT_MS", "2500");
+  set("DPA_K", "5");
+  set("DPA_PREEMPTIVE", "yes");
+  set("DPA_SYN_DISABLE", "ON");
+  set("DPA_FAULT_DROP", "0.05");
+  set("DPA_FAULT_DUPLICATE", "0.01");
+  set("DPA_FAULT_REORDER", "1e-3");
+  set("DPA_FAULT_DELAY", "0");
+  set("DPA_FAULT_DELAY_US", "123");
+  set("DPA_FAULT_SEED", "18446744073709551615");
+
+  const dpa::Config config = dpa::Config::from_env();
+  EXPECT_EQ(config.rank, 3);
+  EXPECT_EQ(config.world_size, 6);
+  EXPECT_EQ(config.switch_host, "10.1.1.1");
+  EXPECT_EQ(config.switch_port, 4300);
+  EXPECT_EQ(config.session, 12u);
+  EXPECT_EQ(config.threads, 2);
+  EXPECT_EQ(config.window, 48);
+  EXPECT_EQ(config.payload, 512u);
+  EXPECT_EQ(config.local_host, "10.1.1.5");
+  EXPECT_EQ(config.local_port, 7000);
+  EXPECT_EQ(config.retransmit_timeout, 300us);
+  EXPECT_EQ(config.max_retransmit_timeout, 9000us);
+  EXPECT_EQ(config.timeout, 1500ms);
+  EXPECT_EQ(config.join_timeout, 2500ms);
+  EXPECT_EQ(config.k, 5);
+  EXPECT_TRUE(config.preemptive);
+  EXPECT_TRUE(config.syn_disable);
+  EXPECT_DOUBLE_EQ(config.faults.drop, 0.05);
+  EXPECT_DOUBLE_EQ(config.faults.duplicate, 0.01);
+  EXPECT_DOUBLE_EQ(config.faults.reorder, 0.001);
+  EXPECT_DOUBLE_EQ(config.faults.delay, 0.0);
+  EXPECT_EQ(config.faults.delay_time, 123us);
+  EXPECT_EQ(config.faults.seed, std::numeric_limits<std::uint64_t>::max());
+  EXPECT_NO_THROW(config.validate());
+}
+
+TEST_F(EnvTest, SwitchWithoutPortUsesDefaultPort) {
+  set("DPA_SWITCH", "tor-switch");
+  const dpa::Config config = dpa::Config::from_env();
+  EXPECT_EQ(config.switch_host, "tor-switch");
+  EXPECT_EQ(config.switch_port, dpa::protocol::kDefaultPort);
+}
+
+TEST_F(EnvTest, TorchrunVariablesAreTheFallback) {
+  set("RANK", "5");
+  set("WORLD_SIZE", "8");
+  dpa::Config config = dpa::Config::from_env();
+  EXPECT_EQ(config.rank, 5);
+  EXPECT_EQ(config.world_size, 8);
+
+  set("DPA_RANK", "1");
+  set("DPA_WORLD_SIZE", "2");
+  config = dpa::Config::from_env();
+  EXPECT_EQ(config.rank, 1);
+  EXPECT_EQ(config.world_size, 2);
+}
+
+TEST_F(EnvTest, MalformedTorchrunValueNamesItsVariable) {
+  set("RANK", "first");
+  EXPECT_THAT(config_error([] { dpa::Config::from_env(); }), HasSubstr("RANK=\"first\": expected an integer"));
+}
+
+TEST_F(EnvTest, VariablesOverrideTheConfigFile) {
+  const TempFile file("env.json", R"({"rank": 1, "world_size": 4, "window": 8})");
+  set("DPA_CONFIG", file.path().c_str());
+  set("DPA_WINDOW", "16");
+  const dpa::Config config = dpa::Config::from_env();
+  EXPECT_EQ(config.rank, 1);
+  EXPECT_EQ(config.world_size, 4);
+  EXPECT_EQ(config.window, 16);
+}
+
+TEST_F(EnvTest, MissingConfigFileIsAnError) {
+  const std::string path = ::testing::TempDir() + "dpa_config_test_missing_env.json";
+  set("DPA_CONFIG", path.c_str());
+  EXPECT_THAT(config_error([] { dpa::Config::from_env(); }), HasSubstr(path));
+}
+
+TEST_F(EnvTest, MalformedIntegers) {
+  const std::vector<std::pair<std::pair<const char*, const char*>, std::string>> cases{
+      {{"DPA_WINDOW", "abc"}, "DPA_WINDOW=\"abc\": expected an integer"},
+      {{"DPA_WINDOW", "12x"}, "DPA_WINDOW=\"12x\": expected an integer"},
+      {{"DPA_THREADS", " 2"}, "DPA_THREADS=\" 2\": expected an integer"},
+      {{"DPA_K", "1.0"}, "DPA_K=\"1.0\": expected an integer"},
+      {{"DPA_SESSION", "-1"}, "DPA_SESSION=\"-1\": expected a non-negative integer"},
+      {{"DPA_LOCAL_PORT", "70000"}, "DPA_LOCAL_PORT=\"70000\": expected an integer in [0, 65535]"},
+      {{"DPA_WORLD_SIZE", "99999999999"}, "DPA_WORLD_SIZE=\"99999999999\": expected an integer in ["},
+      {{"DPA_RTO_US", "soon"}, "DPA_RTO_US=\"soon\": expected an integer"},
+      {{"DPA_FAULT_SEED", "0x10"}, "DPA_FAULT_SEED=\"0x10\": expected a non-negative integer"},
+      {{"DPA_FAULT_DROP", "often"}, "DPA_FAULT_DROP=\"often\": expected a number"},
+      {{"DPA_FAULT_DELAY", "0.5s"}, "DPA_FAULT_DELAY=\"0.5s\": expected a number"},
+      {{"DPA_SWITCH", "host:port"}, "DPA_SWITCH=\"host:port\": expected host or host:port"},
+  };
+  for (const auto& [variable, expected] : cases) {
+    set(variable.first, variable.second);
+    EXPECT_THAT(config_error([] { dpa::Config::from_env(); }), HasSubstr(expected));
+    ::unsetenv(variable.first);
+  }
+}
+
+TEST_F(EnvTest, BooleanSpellings) {
+  for (const char* yes : {"1", "on", "ON", "true", "True", "yes", "YES"}) {
+    set("DPA_PREEMPTIVE", yes);
+    EXPECT_TRUE(dpa::Config::from_env().preemptive) << yes;
+  }
+  for (const char* no : {"0", "off", "Off", "false", "FALSE", "no", "No"}) {
+    set("DPA_PREEMPTIVE", no);
+    EXPECT_FALSE(dpa::Config::from_env().preemptive) << no;
+  }
+  set("DPA_PREEMPTIVE", "maybe");
+  EXPECT_THAT(config_error([] { dpa::Config::from_env(); }),
+              HasSubstr("DPA_PREEMPTIVE=\"maybe\": expected a boolean"));
+}
+
+TEST_F(EnvTest, EnvHelpers) {
+  EXPECT_EQ(dpa::detail::env_string("DPA_TEST_FLAG"), std::nullopt);
+  EXPECT_TRUE(dpa::detail::env_flag("DPA_TEST_FLAG", true));
+  EXPECT_FALSE(dpa::detail::env_flag("DPA_TEST_FLAG", false));
+
+  set("DPA_TEST_FLAG", "");  // empty counts as unset
+  EXPECT_EQ(dpa::detail::env_string("DPA_TEST_FLAG"), std::nullopt);
+  EXPECT_TRUE(dpa::detail::env_flag("DPA_TEST_FLAG", true));
+
+  set("DPA_TEST_FLAG", "off");
+  EXPECT_EQ(dpa::detail::env_string("DPA_TEST_FLAG"), "off");
+  EXPECT_FALSE(dpa::detail::env_flag("DPA_TEST_FLAG", true));
+
+  set("DPA_TEST_FLAG", "2");
+  EXPECT_THROW(dpa::detail::env_flag("DPA_TEST_FLAG", true), dpa::ConfigError);
+}
+
+// ---- Switch config ------------------------------------------------------------------------
+
+TEST(SwitchJson, ShippedConfigsParseAndValidate) {
+  const dpa::SwitchConfig switch_config =
+      dpa::SwitchConfig::from_json_file(kSourceDir + "/configs/softswitch.json");
+  EXPECT_NO_THROW(switch_config.validate());
+  EXPECT_EQ(switch_config.host, "127.0.0.1");
+  EXPECT_EQ(switch_config.port, 4242);
+  EXPECT_EQ(switch_config.threads, 1);
+  EXPECT_EQ(switch_config.batch, 64u);
+  EXPECT_EQ(switch_config.socket_buffer_bytes, 33554432);
+  ASSERT_EQ(switch_config.sessions.size(), 1u);
+  const dpa::SessionConfig& session = switch_config.sessions[0];
+  EXPECT_EQ(session.id, 1u);
+  EXPECT_EQ(session.world_size, 4);
+  EXPECT_EQ(session.k, 0);
+  EXPECT_EQ(session.payload, 1024u);
+  EXPECT_EQ(session.pool_base, 0u);
+  EXPECT_EQ(session.pool_size, 4096u);
+  EXPECT_EQ(session.straggler_timeout, 10000us);
+  ASSERT_EQ(session.workers.size(), 1u);
+  EXPECT_EQ(session.workers[0].host, "127.0.0.1");
+  EXPECT_EQ(session.workers[0].port, 0);
+
+  const dpa::Config worker = dpa::Config::from_json_file(kSourceDir + "/configs/worker.json");
+  EXPECT_NO_THROW(worker.validate());
+  EXPECT_EQ(worker.rank, 0);
+  EXPECT_EQ(worker.world_size, 4);
+  EXPECT_EQ(worker.switch_host, "127.0.0.1");
+  EXPECT_EQ(worker.switch_port, 4242);
+  EXPECT_EQ(worker.session, 1u);
+  EXPECT_EQ(worker.window, 32);
+  EXPECT_EQ(worker.payload, 0u);
+  EXPECT_EQ(worker.retransmit_timeout, 2000us);
+  EXPECT_EQ(worker.timeout, 10000ms);
+}
+
+TEST(SwitchJson, ReadsEveryKey) {
+  const dpa::SwitchConfig config = switch_from_json(R"({
+    "switch": {"host": "0.0.0.0", "port": 0, "threads": 4, "batch": 32, "socket_buffer_bytes": 1048576},
+    "sessions": [
+      {"id": 3, "world_size": 2, "k": 1, "payload": 256, "pool_base": 100, "pool_size": 64,
+       "straggler_timeout_us": 500, "workers": ["10.0.0.1:5000", "10.0.0.2"]},
+      {"id": 4}
+    ]
+  })");
+  EXPECT_NO_THROW(config.validate());
+  EXPECT_EQ(config.host, "0.0.0.0");
+  EXPECT_EQ(config.port, 0);
+  EXPECT_EQ(config.threads, 4);
+  EXPECT_EQ(config.batch, 32u);
+  EXPECT_EQ(config.socket_buffer_bytes, 1048576);
+  ASSERT_EQ(config.sessions.size(), 2u);
+  const dpa::SessionConfig& first = config.sessions[0];
+  EXPECT_EQ(first.id, 3u);
+  EXPECT_EQ(first.world_size, 2);
+  EXPECT_EQ(first.k, 1);
+  EXPECT_EQ(first.payload, 256u);
+  EXPECT_EQ(first.pool_base, 100u);
+  EXPECT_EQ(first.pool_size, 64u);
+  EXPECT_EQ(first.straggler_timeout, 500us);
+  ASSERT_EQ(first.workers.size(), 2u);
+  EXPECT_EQ(first.workers[0].host, "10.0.0.1");
+  EXPECT_EQ(first.workers[0].port, 5000);
+  EXPECT_EQ(first.workers[1].host, "10.0.0.2");
+  EXPECT_EQ(first.workers[1].port, 0);
+  EXPECT_EQ(config.sessions[1].id, 4u);
+  EXPECT_EQ(config.sessions[1].pool_size, dpa::SessionConfig{}.pool_size);
+}
+
+TEST(SwitchJson, UnknownKeysAreNamed) {
+  EXPECT_THAT(switch_json_error(R"({"sessions": [{"id": 1}, {"id": 2, "wrold_size": 4}]})"),
+              HasSubstr("sessions[1].wrold_size: unknown key"));
+  EXPECT_THAT(switch_json_error(R"({"switch": {"hots": "x"}})"), HasSubstr("switch.hots: unknown key"));
+  const TempFile file("switch_unknown.json", R"({"sesions": []})");
+  EXPECT_THAT(config_error([&] { dpa::SwitchConfig::from_json_file(file.path()); }),
+              AllOf(HasSubstr(file.path()), HasSubstr("sesions: unknown key")));
+}
+
+TEST(SwitchJson, WrongTypesAreNamed) {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {R"({"switch": []})", "switch: expected an object, got array"},
+      {R"({"sessions": {}})", "sessions: expected an array, got object"},
+      {R"({"sessions": [3]})", "sessions[0]: expected an object, got number"},
+      {R"({"switch": {"port": 70000}})", "switch.port: 70000 is out of range [0, 65535]"},
+      {R"({"switch": {"host": 1}})", "switch.host: expected a string, got number"},
+      {R"({"switch": {"batch": -1}})", "switch.batch: -1 is out of range"},
+      {R"({"sessions": [{"id": "1"}]})", "sessions[0].id: expected an integer, got string"},
+      {R"({"sessions": [{"straggler_timeout_us": 1.5}]})", "sessions[0].straggler_timeout_us: expected an integer"},
+      {R"({"sessions": [{"workers": "10.0.0.1"}]})", "sessions[0].workers: expected an array, got string"},
+      {R"({"sessions": [{"workers": ["10.0.0.1", 7]}]})", "sessions[0].workers[1]: expected a string, got number"},
+      {R"({"sessions": [{"workers": ["10.0.0.1:x"]}]})", "sessions[0].workers[0]: \"10.0.0.1:x\""},
+  };
+  for (const auto& [content, expected] : cases) {
+    EXPECT_THAT(switch_json_error(content), HasSubstr(expected)) << content;
+  }
+}
+
+TEST(SwitchJson, MissingOrBrokenFile) {
+  const std::string path = ::testing::TempDir() + "dpa_config_test_no_switch.json";
+  EXPECT_THAT(config_error([&] { dpa::SwitchConfig::from_json_file(path); }),
+              AllOf(HasSubstr(path), HasSubstr("cannot open")));
+  const TempFile file("switch_broken.json", R"({"switch": )");
+  EXPECT_THAT(config_error([&] { dpa::SwitchConfig::from_json_file(file.path()); }),
+              AllOf(HasSubstr(file.path()), HasSubstr("invalid JSON")));
+}
+
+dpa::SessionConfig valid_session() {
+  dpa::SessionConfig session;
+  session.id = 7;
+  session.world_size = 4;
+  return session;
+}
+
+TEST(SessionValidate, BoundariesAreValid) {
+  dpa::SessionConfig session = valid_session();
+  session.k = 4;
+  session.payload = dpa::protocol::kMaxPayload;
+  session.pool_size = 2;
+  session.pool_base = std::numeric_limits<std::uint32_t>::max() - 1;  // last pair of slots
+  session.workers = {{"10.0.0.1", 0}, {"10.0.0.2", 1}, {"10.0.0.3", 2}, {"10.0.0.4", 3}};
+  EXPECT_NO_THROW(session.validate());
+  session.workers = {{"127.0.0.1", 0}};
+  EXPECT_NO_THROW(session.validate());
+}
+
+TEST(SessionValidate, EachInvalidSettingIsNamed) {
+  const std::vector<std::pair<std::string, std::function<void(dpa::SessionConfig&)>>> cases{
+      {"session id must not be 0", [](dpa::SessionConfig& s) { s.id = 0; }},
+      {"session 7: world_size 0 out of range [1, 64]", [](dpa::SessionConfig& s) { s.world_size = 0; }},
+      {"session 7: world_size 65", [](dpa::SessionConfig& s) { s.world_size = 65; }},
+      {"session 7: k 5 out of range [0, world_size 4]", [](dpa::SessionConfig& s) { s.k = 5; }},
+      {"session 7: k -1", [](dpa::SessionConfig& s) { s.k = -1; }},
+      {"session 7: payload 0 out of range", [](dpa::SessionConfig& s) { s.payload = 0; }},
+      {"session 7: payload 16321", [](dpa::SessionConfig& s) { s.payload = dpa::protocol::kMaxPayload + 1; }},
+      {"session 7: pool_size 0", [](dpa::SessionConfig& s) { s.pool_size = 0; }},
+      {"session 7: pool_size 7 must be even", [](dpa::SessionConfig& s) { s.pool_size = 7; }},
+      {"session 7: pool_base 4294967294 + pool_size 4 exceeds 2^32",
+       [](dpa::SessionConfig& s) { s.pool_base = 4294967294u; s.pool_size = 4; }},
+      {"session 7: straggler_timeout_us 0 must be positive",
+       [](dpa::SessionConfig& s) { s.straggler_timeout = std::chrono::microseconds{0}; }},
+      {"session 7: workers lists 2 addresses; expected 0, 1 or world_size 4",
+       [](dpa::SessionConfig& s) { s.workers = {{"10.0.0.1", 0}, {"10.0.0.2", 0}}; }},
+      {"session 7: workers[0]: \"node1\" is not an IPv4 address",
+       [](dpa::SessionConfig& s) { s.workers = {{"node1", 0}}; }},
+  };
+  for (const auto& [expected, change] : cases) {
+    dpa::SessionConfig session = valid_session();
+    change(session);
+    EXPECT_THAT(config_error([&] { session.validate(); }), HasSubstr(expected));
+  }
+}
+
+TEST(SwitchValidate, EachInvalidSettingIsNamed) {
+  const std::vector<std::pair<std::string, std::function<void(dpa::SwitchConfig&)>>> cases{
+      {"switch.host is empty", [](dpa::SwitchConfig& c) { c.host.clear(); }},
+      {"switch.threads 0 out of range [1, 64]", [](dpa::SwitchConfig& c) { c.threads = 0; }},
+      {"switch.threads 65", [](dpa::SwitchConfig& c) { c.threads = 65; }},
+      {"switch.port 65535 + threads 2 - 1 exceeds 65535",
+       [](dpa::SwitchConfig& c) { c.port = 65535; c.threads = 2; }},
+      {"switch.batch 0 out of range [1, 1024]", [](dpa::SwitchConfig& c) { c.batch = 0; }},
+      {"switch.batch 1025", [](dpa::SwitchConfig& c) { c.batch = 1025; }},
+      {"switch.socket_buffer_bytes 0 must be positive", [](dpa::SwitchConfig& c) { c.socket_buffer_bytes = 0; }},
+      {"session id 7 appears twice", [](dpa::SwitchConfig& c) { c.sessions.push_back(valid_session()); }},
+      {"session 7: k 9", [](dpa::SwitchConfig& c) { c.sessions[0].k = 9; }},
+  };
+  for (const auto& [expected, change] : cases) {
+    dpa::SwitchConfig config;
+    config.sessions.push_back(valid_session());
+    EXPECT_NO_THROW(config.validate());
+    change(config);
+    EXPECT_THAT(config_error([&] { config.validate(); }), HasSubstr(expected));
+  }
+}
+
+// ---- Counters and stats -------------------------------------------------------------------
+
+TEST(SwitchCounters, AddAndPrint) {
+  dpa::SwitchCounters total;
+  total.rx_packets = 5;
+  total.dropped_not_joined = 1;
+  dpa::SwitchCounters more;
+  more.rx_packets = 7;
+  more.tx_packets = 3;
+  more.dropped_not_joined = 2;
+  total += more;
+  EXPECT_EQ(total.rx_packets, 12u);
+  EXPECT_EQ(total.tx_packets, 3u);
+  EXPECT_EQ(total.dropped_not_joined, 3u);
+  EXPECT_EQ(total.aggregated, 0u);
+
+  std::istringstream lines(total.to_string());
+  std::vector<std::string> names;
+  std::map<std::string, std::uint64_t> values;
+  std::string name;
+  std::uint64_t value = 0;
+  while (lines >> name >> value) {
+    names.push_back(name);
+    values[name] = value;
+  }
+  EXPECT_EQ(names.size(), 16u);
+  EXPECT_EQ(names.front(), "rx_packets");
+  EXPECT_EQ(names.back(), "dropped_not_joined");
+  EXPECT_EQ(values["rx_packets"], 12u);
+  EXPECT_EQ(values["tx_packets"], 3u);
+  EXPECT_EQ(values["completed_partial"], 0u);
+  EXPECT_EQ(values["dropped_not_joined"], 3u);
+  EXPECT_THAT(total.to_string(), HasSubstr("rx_packets 12\ntx_packets 3\n"));
+}
+
+TEST(Types, Names) {
+  EXPECT_EQ(dpa::to_string(dpa::DataType::int32), "int32");
+  EXPECT_EQ(dpa::to_string(dpa::DataType::float32), "float32");
+  EXPECT_EQ(dpa::to_string(dpa::ReduceOp::sum), "sum");
+  EXPECT_EQ(dpa::to_string(dpa::ReduceOp::avg), "avg");
+}
+
+TEST(OpStats, AddSumsCountersAndMergesRanges) {
+  dpa::OpStats total;
+  total.blocks = 10;
+  total.blocks_full = 8;
+  total.blocks_partial = 1;
+  total.blocks_missed = 1;
+  total.contributed = 9;
+  total.retransmissions = 2;
+  total.min_contributors = 3;
+  total.seconds = 0.5;
+  total.missed = {{20, 30}, {0, 10}};
+
+  dpa::OpStats part;
+  part.blocks = 5;
+  part.blocks_full = 5;
+  part.blocks_non_finite = 1;
+  part.contributed = 5;
+  part.timeouts = 4;
+  part.syn_probes = 6;
+  part.min_contributors = 2;
+  part.seconds = 0.25;
+  part.missed = {{50, 60}, {10, 15}, {25, 40}, {70, 70}};
+
+  total += part;
+  EXPECT_EQ(total.blocks, 15u);
+  EXPECT_EQ(total.blocks_full, 13u);
+  EXPECT_EQ(total.blocks_partial, 1u);
+  EXPECT_EQ(total.blocks_missed, 1u);
+  EXPECT_EQ(total.blocks_non_finite, 1u);
+  EXPECT_EQ(total.contributed, 14u);
+  EXPECT_EQ(total.retransmissions, 2u);
+  EXPECT_EQ(total.timeouts, 4u);
+  EXPECT_EQ(total.syn_probes, 6u);
+  EXPECT_EQ(total.min_contributors, 2u);
+  EXPECT_DOUBLE_EQ(total.seconds, 0.5);
+  const std::vector<dpa::ElementRange> merged{{0, 15}, {20, 40}, {50, 60}};
+  EXPECT_EQ(total.missed, merged);
+}
+
+TEST(OpStats, MinContributorsIgnoresZero) {
+  dpa::OpStats total;
+  dpa::OpStats part;
+  part.min_contributors = 4;
+  total += part;
+  EXPECT_EQ(total.min_contributors, 4u);
+  total += dpa::OpStats{};
+  EXPECT_EQ(total.min_contributors, 4u);
+  part.min_contributors = 7;
+  total += part;
+  EXPECT_EQ(total.min_contributors, 4u);
+}
+
+}  // namespace

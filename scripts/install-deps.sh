@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 / Ubuntu 24.04 packages that building and testing dpa needs.
+# Only missing packages are installed, so running it again is cheap.
+#
+#   scripts/install-deps.sh [--with-python] [--with-dpdk]
+#     --with-python  also the PyTorch backend's packages (Python, torch, pybind11, libtorch)
+#     --with-dpdk    also DPDK for the kernel-bypass transport
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  iproute2 procps
+)
+python_packages=(
+  python3 python3-dev python3-torch python3-numpy python3-sklearn python3-matplotlib
+  python3-pytest pybind11-dev libtorch-dev
+)
+dpdk_packages=(dpdk dpdk-dev libdpdk-dev)
+
+usage() {
+  sed -n '2,7s/^# \{0,1\}//p' "$0"
+}
+
+for arg in "$@"; do
+  case "$arg" in
+    --with-python) packages+=("${python_packages[@]}") ;;
+    --with-dpdk) packages+=("${dpdk_packages[@]}") ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "install-deps.sh: unknown option '$arg'" >&2; usage >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for package in "${packages[@]}"; do
+  # dpkg-query fails for packages it has never heard of; treat that as missing too.
+  status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)
+  if [[ "$status" != "install ok installed" ]]; then
+    missing+=("$package")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "all dependencies present"
+  exit 0
+fi
+
+sudo_cmd=()
+if ((EUID != 0)); then
+  if ! command -v sudo >/dev/null; then
+    echo "install-deps.sh: not root and sudo is unavailable; install as root: ${missing[*]}" >&2
+    exit 1
+  fi
+  sudo_cmd=(sudo)
+fi
+
+echo "installing: ${missing[*]}"
+"${sudo_cmd[@]}" apt-get update
+"${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+echo "installed: ${missing[*]}"
