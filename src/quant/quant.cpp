@@ -1,0 +1,127 @@
+#include "quant/quant.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cassert>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "protocol/wire.hpp"
+
+namespace dpa::quant {
+namespace {
+
+using protocol::kExpMax;
+using protocol::kExpMin;
+using protocol::kExpNonFinite;
+using protocol::kExpZero;
+
+int ceil_log2(int world) {
+  return static_cast<int>(std::bit_width(static_cast<unsigned>(world - 1)));
+}
+
+// The kernel set named `name`, or nullptr if unknown or unsupported by this CPU.
+const Kernels* find_kernels(std::string_view name) {
+  if (name == "auto") {
+    const Kernels* avx2 = avx2_kernels();
+    return avx2 != nullptr ? avx2 : &scalar_kernels();
+  }
+  if (name == "scalar") return &scalar_kernels();
+  if (name == "avx2") return avx2_kernels();
+  return nullptr;
+}
+
+// DPA_SIMD, read once; an unset or empty variable means "auto".
+const Kernels* initial_kernels() {
+  const char* env = std::getenv("DPA_SIMD");
+  const std::string_view requested = env != nullptr && *env != '\0' ? env : "auto";
+  if (const Kernels* kernels = find_kernels(requested)) return kernels;
+  const Kernels* fallback = find_kernels("auto");
+  spdlog::warn("DPA_SIMD={}: {}; using the {} kernels", requested,
+               requested == "avx2" ? "this CPU lacks AVX2" : "expected auto, scalar or avx2",
+               fallback->name);
+  return fallback;
+}
+
+std::atomic<const Kernels*>& active_slot() {
+  static std::atomic<const Kernels*> active{initial_kernels()};
+  return active;
+}
+
+const Kernels& kernels() { return *active_slot().load(std::memory_order_acquire); }
+
+// The largest float <= value: clamping to it in the float domain keeps the rounded int32 within
+// +-value (float(value) itself may round up, e.g. INT32_MAX -> 2^31).
+float float_at_most(std::int32_t value) {
+  const auto f = static_cast<float>(value);
+  return static_cast<std::int64_t>(f) > value ? std::nextafter(f, 0.0f) : f;
+}
+
+}  // namespace
+
+std::int8_t block_exponent(const float* values, std::size_t n) {
+  bool non_finite = false;
+  const float max = kernels().max_abs(values, n, &non_finite);
+  if (non_finite || max >= std::ldexp(1.0f, kExpMax)) return kExpNonFinite;
+  if (max == 0.0f) return kExpZero;
+  // max = m * 2^x with m in [0.5, 1): 2^x bounds it, and 2^(x-1) already does when m == 0.5.
+  int x = 0;
+  const float m = std::frexp(max, &x);
+  const int e = m == 0.5f ? x - 1 : x;
+  return static_cast<std::int8_t>(e < kExpMin ? kExpMin : e);
+}
+
+int scale_shift(std::int8_t exp, int world) { return 31 - ceil_log2(world) - exp; }
+
+std::int32_t contribution_limit(int world) { return INT32_MAX / world; }
+
+void quantize(const float* in, std::size_t n, std::int8_t exp, int world, std::byte* out) {
+  assert(exp != kExpZero && exp != kExpNonFinite);
+  const float scale = std::ldexp(1.0f, scale_shift(exp, world));
+  kernels().quantize(in, n, scale, float_at_most(contribution_limit(world)), out);
+}
+
+void dequantize(const std::byte* in, std::size_t n, std::int8_t exp, int world,
+                std::uint32_t divisor, float* out) {
+  if (exp == kExpZero || exp == kExpNonFinite) {
+    const float fill = exp == kExpZero ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+    std::fill_n(out, n, fill);
+    return;
+  }
+  // One factor for the block, so scalar and AVX2 both do exactly one multiply per value.
+  const float factor =
+      std::ldexp(1.0f, -scale_shift(exp, world)) / static_cast<float>(std::max(divisor, 1U));
+  kernels().dequantize(in, n, factor, out);
+}
+
+void int32_to_wire(const std::int32_t* in, std::size_t n, std::byte* out) {
+  kernels().to_wire(in, n, out);
+}
+
+void int32_from_wire(const std::byte* in, std::size_t n, std::uint32_t divisor, std::int32_t* out) {
+  kernels().from_wire(in, n, out);
+  if (divisor <= 1) return;
+  // Division in double is exact here: |v| < 2^31 and the rounding error of v / d is below 1/d,
+  // the distance from a non-integer quotient to the nearest integer, so truncation gives the
+  // same quotient as integer division, and the loop vectorises.
+  const auto d = static_cast<double>(divisor);
+  for (std::size_t i = 0; i < n; ++i) {
+    out[i] = static_cast<std::int32_t>(static_cast<double>(out[i]) / d);
+  }
+}
+
+std::string_view active_kernels() { return kernels().name; }
+
+bool select_kernels(std::string_view name) {
+  const Kernels* chosen = find_kernels(name);
+  if (chosen == nullptr) return false;
+  active_slot().store(chosen, std::memory_order_release);
+  return true;
+}
+
+}  // namespace dpa::quant
