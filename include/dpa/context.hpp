@@ -17,6 +17,10 @@ struct AllreduceOptions {
   ReduceOp op = ReduceOp::sum;
   std::optional<int> k;            // fastest-K for this operation (default: Config::k)
   std::optional<bool> preemptive;  // default: Config::preemptive
+  // If set, receives one contributor bitmap per block (ceil(count / payload()) entries): bit r
+  // is set when rank r's values are in that block of the result; 0 marks a block this rank
+  // missed. Lets a caller average or resynchronise by the true contributors.
+  std::uint64_t* block_contributors = nullptr;
 };
 
 namespace detail {

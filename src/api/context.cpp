@@ -76,6 +76,7 @@ class ContextImpl {
     op->op_id = next_op_id_++;
     op->k = static_cast<std::uint8_t>(k);
     op->preemptive = options.preemptive.value_or(config_.preemptive);
+    op->block_contributors = options.block_contributors;
     op->submitted = std::chrono::steady_clock::now();
     if (count == 0) {
       op->parts_remaining = 1;

@@ -23,6 +23,7 @@ struct Operation {
   std::uint32_t op_id = 0;
   std::uint8_t k = 0;  // 0: the session's default
   bool preemptive = false;
+  std::uint64_t* block_contributors = nullptr;  // optional, one bitmap per block
   std::chrono::steady_clock::time_point submitted;
 
   // Called by each engine thread when its part is done (error empty on success); the last one

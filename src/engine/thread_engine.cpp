@@ -247,6 +247,7 @@ void ThreadEngine::miss_blocks(Operation& op, std::uint32_t e, std::uint64_t fro
     if (op.in != op.out) std::memcpy(op.out + begin * element, op.in + begin * element, valid * element);
     ++stats_.blocks_missed;
     stats_.missed.push_back({begin, begin + valid});
+    if (op.block_contributors != nullptr) op.block_contributors[begin / payload] = 0;
   }
 }
 
@@ -275,6 +276,7 @@ void ThreadEngine::deliver(Operation& op, std::uint32_t e, std::uint64_t round, 
   } else {
     quant::int32_from_wire(payload.data(), valid, divisor, reinterpret_cast<std::int32_t*>(op.out) + begin);
   }
+  if (op.block_contributors != nullptr) op.block_contributors[begin / session_.payload] = h.bitmap;
   const auto world = static_cast<std::uint32_t>(session_.world_size);
   const bool mine = ((h.bitmap >> config_.rank) & 1) != 0;
   ++(h.contributors >= world ? stats_.blocks_full : stats_.blocks_partial);
@@ -304,24 +306,27 @@ void ThreadEngine::handle_packet(Operation& op, const transport::RxPacket& packe
   if (!entry.active) return;
   const auto op_delta = static_cast<std::int32_t>(h.op_id - op.op_id);
   if (op_delta < 0) return;  // a late reply from an earlier operation
+  if (parity != (entry.round & 1)) {
+    // A reply about the entry's other slot (to a stale or duplicated packet): it cannot tell
+    // that this entry's current round is lost, which is always retrievable from its own slot.
+    // A newer result there means the current round is complete: ask for it now.
+    if (h.has(flag::kResult) || op_delta > 0) entry.deadline_ns = now;
+    return;
+  }
   if (op_delta > 0) {
-    // The other ranks have finished this operation on this entry and moved on.
+    // This entry's slot already serves a later operation: the others finished this one.
     miss_blocks(op, e, entry.round, entry.end_round);
     entry.round = entry.end_round;
     finish_entry(e);
     return;
   }
   if (h.seq == 0) return;
-  // The round the reply speaks of, rebuilt from the slot parity and its 32-bit sequence number.
-  const std::uint64_t pair_round = entry.round - (entry.round & 1) + parity;
+  // The round the reply speaks of, rebuilt from the 32-bit sequence number of the slot.
   const auto seq_delta =
-      static_cast<std::int32_t>(h.seq - protocol::SlotLayout::seq_of_round(pair_round));
-  const std::int64_t signed_round = static_cast<std::int64_t>(pair_round) + 2 * std::int64_t{seq_delta};
-  if (signed_round < static_cast<std::int64_t>(entry.round) ||
-      signed_round >= static_cast<std::int64_t>(entry.end_round)) {
-    return;
-  }
-  const auto round = static_cast<std::uint64_t>(signed_round);
+      static_cast<std::int32_t>(h.seq - protocol::SlotLayout::seq_of_round(entry.round));
+  if (seq_delta < 0) return;
+  const std::uint64_t round = entry.round + 2 * static_cast<std::uint64_t>(seq_delta);
+  if (round >= entry.end_round) return;
   entry.last_reply_ns = now;
 
   if (h.has(flag::kResult)) {

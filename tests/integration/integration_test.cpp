@@ -1,0 +1,370 @@
+// Integration tests: a software switch in this process, N dpa-test-worker processes over UDP
+// loopback. Each worker verifies its own results (exact int32 sums, fp32 within the documented
+// bound, per-block contributors) and reports statistics as JSON lines.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dpa/switch.hpp"
+#include "protocol/wire.hpp"
+#include "tools/process.hpp"
+#include "transport/transport.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testing::HasSubstr;
+
+struct Scenario {
+  int world = 2;
+  std::vector<std::string> worker_args;  // passed to every rank
+  std::vector<std::vector<std::string>> rank_args;  // extra, per rank (optional)
+  std::chrono::seconds deadline{90};
+};
+
+struct RankResult {
+  std::optional<int> exit_code;
+  std::vector<nlohmann::json> lines;
+};
+
+std::string worker_path() { return std::string(DPA_BINARY_DIR) + "/tests/integration/dpa-test-worker"; }
+
+dpa::SessionConfig session_config(int world, std::uint32_t payload = 256) {
+  dpa::SessionConfig session;
+  session.id = 1;
+  session.world_size = world;
+  session.payload = payload;
+  session.pool_size = 1024;
+  session.straggler_timeout = std::chrono::milliseconds(20);
+  return session;
+}
+
+dpa::SwitchConfig switch_config(const dpa::SessionConfig& session, int threads = 1) {
+  dpa::SwitchConfig config;
+  config.host = "127.0.0.1";
+  config.port = 0;
+  config.threads = threads;
+  config.sessions = {session};
+  return config;
+}
+
+std::vector<RankResult> run_workers(std::uint16_t port, const Scenario& scenario) {
+  std::vector<dpa::tools::Process> processes;
+  for (int rank = 0; rank < scenario.world; ++rank) {
+    std::vector<std::string> argv = {worker_path(), "--port", std::to_string(port), "--rank",
+                                     std::to_string(rank), "--world", std::to_string(scenario.world)};
+    argv.insert(argv.end(), scenario.worker_args.begin(), scenario.worker_args.end());
+    if (rank < static_cast<int>(scenario.rank_args.size())) {
+      argv.insert(argv.end(), scenario.rank_args[rank].begin(), scenario.rank_args[rank].end());
+    }
+    processes.emplace_back(argv);
+  }
+  const auto codes = dpa::tools::wait_all(processes, Clock::now() + scenario.deadline);
+  std::vector<RankResult> results(processes.size());
+  for (std::size_t r = 0; r < processes.size(); ++r) {
+    results[r].exit_code = codes[r];
+    std::istringstream lines(processes[r].output());
+    for (std::string line; std::getline(lines, line);) {
+      if (!line.empty()) results[r].lines.push_back(nlohmann::json::parse(line));
+    }
+  }
+  return results;
+}
+
+void expect_all_succeeded(const std::vector<RankResult>& results) {
+  for (std::size_t r = 0; r < results.size(); ++r) {
+    ASSERT_TRUE(results[r].exit_code.has_value()) << "rank " << r << " did not finish in time";
+    EXPECT_EQ(*results[r].exit_code, 0) << "rank " << r << " failed";
+  }
+}
+
+std::vector<RankResult> run(const dpa::SessionConfig& session, const Scenario& scenario,
+                            int switch_threads = 1) {
+  dpa::SoftwareSwitch sw(switch_config(session, switch_threads));
+  return run_workers(sw.port(), scenario);
+}
+
+// --- Correctness over sizes and world sizes -------------------------------------------------
+
+struct SizeCase {
+  int world;
+  std::size_t count;
+  const char* dtype;
+  const char* op;
+};
+
+class Sizes : public testing::TestWithParam<SizeCase> {};
+
+TEST_P(Sizes, ResultsAreExactOrWithinBound) {
+  const SizeCase c = GetParam();
+  Scenario scenario;
+  scenario.world = c.world;
+  scenario.worker_args = {"--count", std::to_string(c.count), "--dtype", c.dtype, "--op", c.op,
+                          "--iterations", "2", "--window", "16"};
+  const auto results = run(session_config(c.world), scenario);
+  expect_all_succeeded(results);
+  for (const RankResult& rank : results) {
+    ASSERT_EQ(rank.lines.size(), 2u);
+    for (const auto& line : rank.lines) {
+      EXPECT_EQ(line["errors"], 0);
+      EXPECT_EQ(line["missed"], 0);
+      EXPECT_EQ(line["partial"], 0);
+      EXPECT_EQ(line["full"], line["blocks"]);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Integration, Sizes,
+    testing::Values(SizeCase{1, 1000, "int32", "sum"}, SizeCase{2, 1, "int32", "sum"},
+                    SizeCase{2, 255, "float32", "sum"}, SizeCase{2, 256, "int32", "sum"},
+                    SizeCase{2, 257, "float32", "avg"}, SizeCase{4, 100003, "int32", "sum"},
+                    SizeCase{4, 100003, "float32", "sum"}, SizeCase{4, 4096, "int32", "avg"},
+                    SizeCase{8, 50000, "int32", "sum"}, SizeCase{8, 50000, "float32", "avg"}),
+    [](const testing::TestParamInfo<SizeCase>& param_info) {
+      const SizeCase& c = param_info.param;
+      return "N" + std::to_string(c.world) + "_" + std::to_string(c.count) + "_" + c.dtype + "_" + c.op;
+    });
+
+TEST(Integration, SixtyFourMiBFloatAndIntOverMultipleThreads) {
+  auto session = session_config(4, 2048);
+  session.pool_size = 4096;
+  Scenario scenario;
+  scenario.world = 4;
+  scenario.worker_args = {"--count", std::to_string(16u << 20), "--dtype", "float32", "--threads",
+                          "2", "--window", "32", "--in-place"};
+  scenario.deadline = std::chrono::seconds(240);
+  const auto results = run(session, scenario, /*switch_threads=*/2);
+  expect_all_succeeded(results);
+
+  Scenario ints = scenario;
+  ints.world = 2;
+  ints.worker_args = {"--count", std::to_string(16u << 20), "--dtype", "int32", "--threads", "2",
+                      "--window", "32"};
+  auto pair = session_config(2, 2048);
+  pair.pool_size = 4096;
+  expect_all_succeeded(run(pair, ints, 2));
+}
+
+// --- Loss, duplication, reordering -------------------------------------------------------------
+
+TEST(Integration, LossDuplicationAndReorderingStillGiveExactSums) {
+  Scenario scenario;
+  scenario.world = 4;
+  scenario.worker_args = {"--count", "60000", "--dtype", "int32", "--iterations", "3",
+                          "--drop", "0.05", "--duplicate", "0.05", "--reorder", "0.05",
+                          "--delay", "0.02", "--rto-us", "2000"};
+  for (int r = 0; r < 4; ++r) scenario.rank_args.push_back({"--seed", std::to_string(100 + r)});
+  const auto results = run(session_config(4), scenario);
+  expect_all_succeeded(results);
+  std::uint64_t retransmissions = 0;
+  for (const auto& rank : results) {
+    for (const auto& line : rank.lines) {
+      EXPECT_EQ(line["errors"], 0);
+      EXPECT_EQ(line["full"], line["blocks"]) << line.dump();
+      retransmissions += line["retransmissions"].get<std::uint64_t>();
+    }
+  }
+  EXPECT_GT(retransmissions, 0u) << "5% loss must cause retransmissions";
+}
+
+TEST(Integration, FloatUnderLoss) {
+  Scenario scenario;
+  scenario.world = 3;
+  scenario.worker_args = {"--count", "20000", "--dtype", "float32", "--drop", "0.05",
+                          "--reorder", "0.05", "--rto-us", "2000"};
+  expect_all_succeeded(run(session_config(3), scenario));
+}
+
+// --- Stragglers and fastest-K ------------------------------------------------------------------
+
+Scenario straggler_scenario(std::vector<std::string> mode) {
+  Scenario scenario;
+  scenario.world = 4;
+  scenario.worker_args = {"--count", "20000", "--dtype", "int32", "--iterations", "3",
+                          "--straggler-rank", "3", "--straggler-delay-ms", "300",
+                          "--window", "8", "--rto-us", "2000", "--timeout-ms", "10000"};
+  scenario.worker_args.insert(scenario.worker_args.end(), mode.begin(), mode.end());
+  return scenario;
+}
+
+void expect_fast_ranks_completed_without_straggler(const std::vector<RankResult>& results,
+                                                   bool every_block_partial) {
+  expect_all_succeeded(results);
+  for (int rank = 0; rank < 3; ++rank) {
+    for (const auto& line : results[rank].lines) {
+      EXPECT_EQ(line["errors"], 0);
+      EXPECT_EQ(line["missed"], 0);
+      EXPECT_EQ(line["min_contributors"], 3) << "rank " << rank;
+      EXPECT_GT(line["partial"], 0) << "rank " << rank;
+      if (every_block_partial) {
+        EXPECT_EQ(line["partial"], line["blocks"]) << "rank " << rank;
+      }
+      // The straggler sleeps 300 ms per operation; the fast ranks must not wait for it.
+      EXPECT_LT(line["seconds"].get<double>(), 0.25) << "rank " << rank;
+    }
+  }
+  // The straggler's output is verified block by block too (own input where it missed).
+  for (const auto& line : results[3].lines) EXPECT_EQ(line["errors"], 0);
+}
+
+TEST(Integration, ReactiveFastestKCompletesWithoutTheStraggler) {
+  const auto results = run(session_config(4), straggler_scenario({"--k", "3"}));
+  expect_fast_ranks_completed_without_straggler(results, /*every_block_partial=*/false);
+}
+
+TEST(Integration, PreemptiveFastestKCompletesEveryBlockAtK) {
+  const auto results = run(session_config(4), straggler_scenario({"--k", "3", "--preemptive"}));
+  expect_fast_ranks_completed_without_straggler(results, /*every_block_partial=*/true);
+}
+
+TEST(Integration, StragglerWithSynDisabledSkipsForward) {
+  const auto results =
+      run(session_config(4), straggler_scenario({"--k", "3", "--preemptive", "--syn-disable"}));
+  expect_fast_ranks_completed_without_straggler(results, /*every_block_partial=*/true);
+}
+
+TEST(Integration, FloatStragglerPreemptive) {
+  Scenario scenario = straggler_scenario({"--k", "3", "--preemptive"});
+  scenario.worker_args[3] = "float32";
+  const auto results = run(session_config(4), scenario);
+  expect_fast_ranks_completed_without_straggler(results, true);
+}
+
+TEST(Integration, WithoutFastestKEveryoneWaitsForTheStraggler) {
+  Scenario scenario = straggler_scenario({});
+  scenario.worker_args[5] = "1";  // one iteration
+  const auto results = run(session_config(4), scenario);
+  expect_all_succeeded(results);
+  for (int rank = 0; rank < 4; ++rank) {
+    ASSERT_EQ(results[rank].lines.size(), 1u);
+    EXPECT_EQ(results[rank].lines[0]["full"], results[rank].lines[0]["blocks"]);
+  }
+  EXPECT_GT(results[0].lines[0]["seconds"].get<double>(), 0.25);
+}
+
+// --- Bad input ----------------------------------------------------------------------------------
+
+TEST(Integration, UnknownSessionIsAClearError) {
+  Scenario scenario;
+  scenario.world = 1;
+  scenario.worker_args = {"--session", "77", "--expect-error", "session 77 is unknown"};
+  expect_all_succeeded(run(session_config(1), scenario));
+}
+
+TEST(Integration, UnregisteredSenderIsRejectedAndCounted) {
+  auto session = session_config(1);
+  session.workers = {{"127.0.0.2", 0}};
+  dpa::SoftwareSwitch sw(switch_config(session));
+  Scenario scenario;
+  scenario.world = 1;
+  scenario.worker_args = {"--local-host", "127.0.0.1", "--expect-error", "not registered"};
+  expect_all_succeeded(run_workers(sw.port(), scenario));
+  EXPECT_GT(sw.counters().dropped_unregistered, 0u);
+
+  // The registered address works.
+  scenario.worker_args = {"--local-host", "127.0.0.2", "--count", "1000"};
+  expect_all_succeeded(run_workers(sw.port(), scenario));
+}
+
+TEST(Integration, RankConfigurationMismatchNamesTheSetting) {
+  Scenario scenario;
+  scenario.world = 2;
+  scenario.worker_args = {"--expect-error", "window", "--join-timeout-ms", "10000"};
+  scenario.rank_args = {{"--window", "8"}, {"--window", "16"}};
+  expect_all_succeeded(run(session_config(2), scenario));
+
+  scenario.worker_args = {"--expect-error", "threads", "--join-timeout-ms", "10000"};
+  scenario.rank_args = {{"--threads", "1"}, {"--threads", "2"}};
+  expect_all_succeeded(run(session_config(2), scenario));
+}
+
+TEST(Integration, WorldSizeAndPayloadMismatchAreRejected) {
+  Scenario scenario;
+  scenario.world = 3;  // the session has 2
+  scenario.worker_args = {"--expect-error", "world size 2"};
+  expect_all_succeeded(run(session_config(2), scenario));
+
+  scenario.world = 2;
+  scenario.worker_args = {"--payload", "512", "--expect-error", "payload 512 differs"};
+  expect_all_succeeded(run(session_config(2), scenario));
+}
+
+TEST(Integration, ElementCountMismatchIsDetected) {
+  Scenario scenario;
+  scenario.world = 2;
+  scenario.worker_args = {"--count", "1000", "--timeout-ms", "1500"};
+  scenario.rank_args = {{"--count-override-rank", "1", "--count-override", "900",
+                         "--expect-error", "size mismatch"},
+                        {"--count-override-rank", "1", "--count-override", "900",
+                         "--expect-error", "size mismatch"}};
+  scenario.deadline = std::chrono::seconds(30);
+  const auto results = run(session_config(2), scenario);
+  // Whichever rank sees the other's block first names the mismatch; the other may instead
+  // time out waiting for blocks that never complete. Both must end, neither may hang.
+  int named = 0;
+  for (const auto& rank : results) {
+    ASSERT_TRUE(rank.exit_code.has_value());
+    if (*rank.exit_code == 0) ++named;
+  }
+  EXPECT_GE(named, 1);
+}
+
+TEST(Integration, MalformedPacketsAreDroppedAndTheSwitchKeepsWorking) {
+  dpa::SoftwareSwitch sw(switch_config(session_config(2)));
+  auto sender = dpa::transport::make_udp_transport({.bind_host = "127.0.0.1"});
+  const dpa::transport::Endpoint target{0x7f000001, sw.port()};
+  std::vector<std::byte> garbage(100, std::byte{0xAB});
+  std::vector<std::byte> short_packet(7, std::byte{0x01});
+  std::vector<dpa::transport::TxPacket> packets = {
+      {garbage.data(), static_cast<std::uint32_t>(garbage.size()), target},
+      {short_packet.data(), static_cast<std::uint32_t>(short_packet.size()), target}};
+  for (int i = 0; i < 50; ++i) sender->send(packets);
+  Scenario scenario;
+  scenario.world = 2;
+  scenario.worker_args = {"--count", "5000"};
+  expect_all_succeeded(run_workers(sw.port(), scenario));
+  EXPECT_EQ(sw.counters().dropped_malformed, 100u);
+}
+
+TEST(Integration, SwitchKilledMidOperationGivesATimeoutError) {
+  const std::string switch_path = std::string(DPA_BINARY_DIR) + "/src/tools/dpa-switch";
+  const std::string port_file = testing::TempDir() + "/dpa-switch-port-" + std::to_string(getpid());
+  std::remove(port_file.c_str());
+  dpa::tools::Process sw({switch_path, "--port", "0", "--world-size", "2", "--payload", "256",
+                          "--port-file", port_file});
+  std::uint16_t port = 0;
+  const auto ready_deadline = Clock::now() + std::chrono::seconds(20);
+  while (port == 0 && Clock::now() < ready_deadline) {
+    std::ifstream(port_file) >> port;
+    if (port == 0) sw.wait_until(Clock::now() + std::chrono::milliseconds(20));
+  }
+  ASSERT_NE(port, 0) << "dpa-switch did not start";
+  std::remove(port_file.c_str());
+
+  // Rank 1 straggles for 2 s, so rank 0's operation is in flight when the switch dies.
+  std::vector<dpa::tools::Process> workers;
+  for (int rank = 0; rank < 2; ++rank) {
+    workers.emplace_back(std::vector<std::string>{
+        worker_path(), "--port", std::to_string(port), "--rank", std::to_string(rank), "--world",
+        "2", "--count", "100000", "--straggler-rank", "1", "--straggler-delay-ms", "2000",
+        "--timeout-ms", "1000", "--expect-error", "no reply from the switch"});
+  }
+  sw.wait_until(Clock::now() + std::chrono::milliseconds(500));
+  sw.signal(SIGKILL);
+  const auto start = Clock::now();
+  const auto codes = dpa::tools::wait_all(workers, Clock::now() + std::chrono::seconds(20));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(6));
+  for (const auto& code : codes) {
+    ASSERT_TRUE(code.has_value());
+    EXPECT_EQ(*code, 0);
+  }
+}
+
+}  // namespace

@@ -1,0 +1,234 @@
+// dpa-test-worker: one rank of an integration test. Runs allreduces on inputs that every rank
+// can recompute for every other rank, checks each block against the contributors the switch
+// reported, prints one JSON line of statistics per operation, and exits non-zero on a mismatch.
+#include <CLI/CLI.hpp>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
+
+#include "dpa/context.hpp"
+#include "quant/quant.hpp"
+
+namespace {
+
+struct Options {
+  dpa::Config config;
+  std::size_t count = 1000;
+  std::string dtype = "int32";
+  std::string op = "sum";
+  int iterations = 1;
+  int straggler_rank = -1;
+  int straggler_delay_ms = 0;
+  bool in_place = false;
+  std::string expect_error;
+  int count_override_rank = -1;
+  std::size_t count_override = 0;
+};
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t seed_of(int rank, int iteration, std::size_t i) {
+  return mix((static_cast<std::uint64_t>(rank) << 48) ^ (static_cast<std::uint64_t>(iteration) << 32) ^ i);
+}
+
+std::int32_t int_input(int rank, int iteration, std::size_t i) {
+  return static_cast<std::int32_t>(seed_of(rank, iteration, i) % 2000001) - 1000000;
+}
+
+// Floats whose block maxima agree across ranks (element 0 of every block is +-1), so that a
+// rank skipping forward never quantises beyond the negotiated exponent.
+float float_input(int rank, int iteration, std::size_t i, std::size_t payload) {
+  if (i % payload == 0) return (i / payload) % 2 == 0 ? 1.0f : -1.0f;
+  const double unit = static_cast<double>(seed_of(rank, iteration, i) % 2000001) / 1000000.0 - 1.0;
+  return static_cast<float>(unit * 0.999);
+}
+
+int ceil_log2(int n) { return n <= 1 ? 0 : std::bit_width(static_cast<unsigned>(n - 1)); }
+
+template <typename T, typename Input>
+int verify(const Options& o, std::size_t count, std::uint32_t payload, int iteration,
+           const std::vector<T>& mine, const std::vector<T>& out,
+           const std::vector<std::uint64_t>& contributors, Input input) {
+  const int world = o.config.world_size;
+  int errors = 0;
+  for (std::size_t block = 0; block * payload < count; ++block) {
+    const std::uint64_t bitmap = contributors[block];
+    const std::size_t begin = block * payload;
+    const std::size_t end = std::min<std::size_t>(count, begin + payload);
+    const int n = std::popcount(bitmap);
+    // Block exponent over the contributors (an upper bound of the negotiated one).
+    std::int8_t exponent = dpa::quant::block_exponent(nullptr, 0);
+    if constexpr (std::is_same_v<T, float>) {
+      for (int r = 0; r < world; ++r) {
+        if (((bitmap >> r) & 1) == 0) continue;
+        std::vector<float> values;
+        for (std::size_t i = begin; i < end; ++i) values.push_back(input(r, iteration, i));
+        exponent = std::max(exponent, dpa::quant::block_exponent(values.data(), values.size()));
+      }
+    }
+    for (std::size_t i = begin; i < end; ++i) {
+      if (bitmap == 0) {  // missed: the rank keeps its own input
+        if (out[i] != mine[i]) ++errors;
+        continue;
+      }
+      double exact = 0;
+      std::int64_t exact_int = 0;
+      for (int r = 0; r < world; ++r) {
+        if (((bitmap >> r) & 1) == 0) continue;
+        exact += static_cast<double>(input(r, iteration, i));
+        exact_int += static_cast<std::int64_t>(input(r, iteration, i));
+      }
+      if constexpr (std::is_same_v<T, float>) {
+        // docs/protocol.md: N * (2^(e+h-32) + 2^(e-24)) + 2^-23 * |exact|.
+        double bound = world * (std::ldexp(1.0, exponent + ceil_log2(world) - 32) +
+                                std::ldexp(1.0, exponent - 24)) +
+                       std::ldexp(std::abs(exact), -23);
+        if (o.op == "avg") {
+          exact /= n;
+          bound /= n;
+        }
+        if (!(std::abs(static_cast<double>(out[i]) - exact) <= bound)) {
+          if (errors < 5) {
+            std::cerr << "rank " << o.config.rank << " element " << i << ": got " << out[i]
+                      << " expected " << exact << " bound " << bound << "\n";
+          }
+          ++errors;
+        }
+      } else {
+        auto expected = static_cast<std::int32_t>(exact_int);
+        if (o.op == "avg") expected = static_cast<std::int32_t>(exact_int / n);
+        if (out[i] != expected) {
+          if (errors < 5) {
+            std::cerr << "rank " << o.config.rank << " element " << i << ": got " << out[i]
+                      << " expected " << expected << " (bitmap " << bitmap << ")\n";
+          }
+          ++errors;
+        }
+      }
+    }
+  }
+  return errors;
+}
+
+template <typename T, typename Input>
+int run(dpa::Context& context, const Options& o, Input input) {
+  const int rank = o.config.rank;
+  const std::size_t count = rank == o.count_override_rank ? o.count_override : o.count;
+  const std::uint32_t payload = context.payload();
+  int failures = 0;
+  for (int iteration = 0; iteration < o.iterations; ++iteration) {
+    std::vector<T> mine(count);
+    for (std::size_t i = 0; i < count; ++i) mine[i] = input(rank, iteration, i);
+    std::vector<T> out = o.in_place ? mine : std::vector<T>(count, T{});
+    std::vector<std::uint64_t> contributors((count + payload - 1) / payload, ~std::uint64_t{0});
+    if (rank == o.straggler_rank) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(o.straggler_delay_ms));
+    }
+    dpa::AllreduceOptions options;
+    options.op = o.op == "avg" ? dpa::ReduceOp::avg : dpa::ReduceOp::sum;
+    options.block_contributors = contributors.data();
+    const T* in = o.in_place ? out.data() : mine.data();
+    const dpa::OpStats stats =
+        context.allreduce(in, out.data(), count,
+                          std::is_same_v<T, float> ? dpa::DataType::float32 : dpa::DataType::int32,
+                          options);
+    const int errors = verify<T>(o, count, payload, iteration, mine, out, contributors, input);
+    failures += errors;
+    nlohmann::json line = {{"rank", rank},
+                           {"iteration", iteration},
+                           {"blocks", stats.blocks},
+                           {"full", stats.blocks_full},
+                           {"partial", stats.blocks_partial},
+                           {"missed", stats.blocks_missed},
+                           {"contributed", stats.contributed},
+                           {"min_contributors", stats.min_contributors},
+                           {"retransmissions", stats.retransmissions},
+                           {"syn_probes", stats.syn_probes},
+                           {"seconds", stats.seconds},
+                           {"errors", errors}};
+    std::cout << line.dump() << std::endl;
+  }
+  return failures;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dpa-test-worker: one verified rank of an integration test"};
+  Options o;
+  dpa::Config& c = o.config;
+  std::int64_t rto_us = c.retransmit_timeout.count();
+  std::int64_t timeout_ms = c.timeout.count();
+  std::int64_t join_timeout_ms = c.join_timeout.count();
+  app.add_option("--port", c.switch_port)->required();
+  app.add_option("--host", c.switch_host);
+  app.add_option("--local-host", c.local_host);
+  app.add_option("--session", c.session);
+  app.add_option("--rank", c.rank)->required();
+  app.add_option("--world", c.world_size)->required();
+  app.add_option("--threads", c.threads);
+  app.add_option("--window", c.window);
+  app.add_option("--payload", c.payload);
+  app.add_option("--k", c.k);
+  app.add_flag("--preemptive", c.preemptive);
+  app.add_flag("--syn-disable", c.syn_disable);
+  app.add_option("--rto-us", rto_us);
+  app.add_option("--timeout-ms", timeout_ms);
+  app.add_option("--join-timeout-ms", join_timeout_ms);
+  app.add_option("--drop", c.faults.drop);
+  app.add_option("--duplicate", c.faults.duplicate);
+  app.add_option("--reorder", c.faults.reorder);
+  app.add_option("--delay", c.faults.delay);
+  app.add_option("--seed", c.faults.seed);
+  app.add_option("--count", o.count);
+  app.add_option("--dtype", o.dtype)->check(CLI::IsMember({"int32", "float32"}));
+  app.add_option("--op", o.op)->check(CLI::IsMember({"sum", "avg"}));
+  app.add_option("--iterations", o.iterations);
+  app.add_option("--straggler-rank", o.straggler_rank);
+  app.add_option("--straggler-delay-ms", o.straggler_delay_ms);
+  app.add_flag("--in-place", o.in_place);
+  app.add_option("--expect-error", o.expect_error, "Succeed only if an error containing this occurs");
+  app.add_option("--count-override-rank", o.count_override_rank);
+  app.add_option("--count-override", o.count_override);
+  CLI11_PARSE(app, argc, argv);
+  c.retransmit_timeout = std::chrono::microseconds(rto_us);
+  c.max_retransmit_timeout = std::max(c.max_retransmit_timeout, c.retransmit_timeout);
+  c.timeout = std::chrono::milliseconds(timeout_ms);
+  c.join_timeout = std::chrono::milliseconds(join_timeout_ms);
+
+  try {
+    dpa::Context context(c);
+    int failures = 0;
+    if (o.dtype == "int32") {
+      failures = run<std::int32_t>(context, o, int_input);
+    } else {
+      const std::uint32_t payload = context.payload();
+      failures = run<float>(context, o, [payload](int r, int it, std::size_t i) {
+        return float_input(r, it, i, payload);
+      });
+    }
+    if (!o.expect_error.empty()) {
+      std::cerr << "rank " << c.rank << ": expected an error containing \"" << o.expect_error
+                << "\" but none occurred\n";
+      return 3;
+    }
+    return failures == 0 ? 0 : 1;
+  } catch (const dpa::Error& error) {
+    std::cerr << "rank " << c.rank << ": " << error.what() << "\n";
+    if (!o.expect_error.empty() && std::string(error.what()).find(o.expect_error) != std::string::npos) {
+      std::cout << nlohmann::json{{"rank", c.rank}, {"error", error.what()}}.dump() << std::endl;
+      return 0;
+    }
+    return 2;
+  }
+}
