@@ -1,1 +1,892 @@
+// Conformance of the switch's per-slot aggregation state machine (step_slot, reply_header,
+// accumulate_be), driven by synthetic packets, and of the SoftwareSwitch that wraps it (over
+// real UDP sockets on 127.0.0.1).
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dpa/switch.hpp"
+#include "protocol/wire.hpp"
+#include "switch/slot.hpp"
+#include "transport/transport.hpp"
+
+namespace dpa::sw {
+
+// Readable names in gtest failure messages.
+void PrintTo(SlotAction action, std::ostream* os) {
+  switch (action) {
+    case SlotAction::counted: *os << "counted"; return;
+    case SlotAction::duplicate: *os << "duplicate"; return;
+    case SlotAction::multicast_result: *os << "multicast_result"; return;
+    case SlotAction::unicast_result: *os << "unicast_result"; return;
+    case SlotAction::unicast_old: *os << "unicast_old"; return;
+    case SlotAction::unicast_syn: *os << "unicast_syn"; return;
+    case SlotAction::error_seq_ahead: *os << "error_seq_ahead"; return;
+    case SlotAction::error_op_mismatch: *os << "error_op_mismatch"; return;
+    case SlotAction::error_dtype_mismatch: *os << "error_dtype_mismatch"; return;
+  }
+  *os << "SlotAction(" << static_cast<int>(action) << ")";
+}
+
+namespace {
+
+using protocol::ErrorCode;
+using protocol::Header;
+namespace flag = protocol::flag;
+using Bytes = std::vector<std::byte>;
+using Values = std::vector<std::int32_t>;
+
+constexpr std::uint32_t kSession = 1;
+constexpr std::uint32_t kOp = 77;
+constexpr std::uint32_t kSlot = 12;
+constexpr std::uint32_t kOffset = 4096;
+constexpr std::uint64_t kT0 = 1'000'000;  // time of the first packet of most rounds (ns)
+
+constexpr std::uint64_t bit(int rank) { return std::uint64_t{1} << rank; }
+
+// Big-endian bytes of int32 values, written out without the code under test.
+Bytes to_be(const Values& values) {
+  Bytes bytes;
+  for (const std::int32_t v : values) {
+    const auto u = static_cast<std::uint32_t>(v);
+    for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(static_cast<std::byte>(u >> shift));
+  }
+  return bytes;
+}
+
+Values from_be(std::span<const std::byte> bytes) {
+  Values values;
+  for (std::size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+    std::uint32_t u = 0;
+    for (std::size_t b = 0; b < 4; ++b) u = (u << 8) | std::to_integer<std::uint32_t>(bytes[i + b]);
+    values.push_back(static_cast<std::int32_t>(u));
+  }
+  return values;
+}
+
+struct Packet {
+  Header header;
+  Bytes payload;
+};
+
+// A data packet of rank `rank` for round `seq` of the test slot.
+Packet data(int rank, std::uint32_t seq, const Values& values) {
+  Packet p;
+  p.header.session = kSession;
+  p.header.op_id = kOp;
+  p.header.slot = kSlot;
+  p.header.seq = seq;
+  p.header.offset = kOffset;
+  p.header.count = static_cast<std::uint16_t>(values.size());
+  p.header.rank = static_cast<std::uint8_t>(rank);
+  p.payload = to_be(values);
+  return p;
+}
+
+Packet with_flags(Packet p, std::uint16_t flags) {
+  p.header.flags = flags;
+  return p;
+}
+
+Packet syn(int rank, std::uint32_t seq) {
+  Packet p = data(rank, seq, {});
+  p.header.flags = flag::kSyn;
+  return p;
+}
+
+// One slot with its accumulators and the session limits it runs under.
+struct SlotUnderTest {
+  SlotState state;
+  Values values;
+  SessionLimits limits;
+
+  SlotUnderTest(int world, int k, std::uint32_t payload, std::uint64_t straggler_timeout_ns = 1'000'000'000)
+      : values(payload, 0) {
+    limits.world_size = static_cast<std::uint8_t>(world);
+    limits.k = static_cast<std::uint8_t>(k);
+    limits.payload = payload;
+    limits.straggler_timeout_ns = straggler_timeout_ns;
+  }
+
+  SlotAction step(const Packet& p, std::uint64_t now_ns = kT0) {
+    return step_slot(state, values, p.header, p.payload, bit(p.header.rank), limits, now_ns);
+  }
+
+  Header reply(SlotAction action, const Packet& request) const {
+    return reply_header(state, action, request.header, kSession);
+  }
+
+  // Runs round `seq` to completion with every rank contributing `value` in every position.
+  void complete_round(std::uint32_t seq, std::int32_t value = 1) {
+    state.seq = seq - 1;
+    for (int r = 0; r < limits.world_size; ++r) {
+      const SlotAction action = step(data(r, seq, Values(values.size(), value)));
+      ASSERT_EQ(action, r + 1 == limits.world_size ? SlotAction::multicast_result : SlotAction::counted);
+    }
+    ASSERT_TRUE(state.complete);
+  }
+};
+
+void expect_same_state(const SlotState& actual, const SlotState& expected) {
+  EXPECT_EQ(actual.generation, expected.generation);
+  EXPECT_EQ(actual.seq, expected.seq);
+  EXPECT_EQ(actual.op_id, expected.op_id);
+  EXPECT_EQ(actual.offset, expected.offset);
+  EXPECT_EQ(actual.bitmap, expected.bitmap);
+  EXPECT_EQ(actual.first_arrival_ns, expected.first_arrival_ns);
+  EXPECT_EQ(actual.count, expected.count);
+  EXPECT_EQ(actual.flags, expected.flags);
+  EXPECT_EQ(actual.contributors, expected.contributors);
+  EXPECT_EQ(actual.target, expected.target);
+  EXPECT_EQ(actual.exp_used, expected.exp_used);
+  EXPECT_EQ(actual.exp_max, expected.exp_max);
+  EXPECT_EQ(actual.complete, expected.complete);
+}
+
+// A scripted exchange: each step sends one packet at a time and names what must happen.
+struct Step {
+  const char* what;
+  Packet packet;
+  std::uint64_t now_ns;
+  SlotAction expected;
+  int contributors_after;
+};
+
+void run_steps(SlotUnderTest& slot, const std::vector<Step>& steps) {
+  for (const Step& step : steps) {
+    SCOPED_TRACE(step.what);
+    EXPECT_EQ(slot.step(step.packet, step.now_ns), step.expected);
+    EXPECT_EQ(slot.state.contributors, step.contributors_after);
+  }
+}
+
+// ---- Starting a round -----------------------------------------------------------------------
+
+TEST(SlotStateMachine, FirstPacketOfNextRoundResetsTheSlotAndStoresItsValues) {
+  SlotUnderTest slot(/*world=*/2, /*k=*/2, /*payload=*/4);
+  slot.complete_round(4, /*value=*/1000);
+
+  Packet first = data(1, 5, {7, -8, 9, 0x7fffffff});
+  first.header.op_id = 91;
+  first.header.offset = 8192;
+  first.header.count = 3;
+  first.header.exp_used = 6;
+  first.header.exp_next = -4;
+  EXPECT_EQ(slot.step(first, kT0 + 55), SlotAction::counted);
+
+  EXPECT_EQ(slot.state.seq, 5u);
+  EXPECT_EQ(slot.state.op_id, 91u);
+  EXPECT_EQ(slot.state.offset, 8192u);
+  EXPECT_EQ(slot.state.count, 3);
+  EXPECT_EQ(slot.state.flags, 0);
+  EXPECT_EQ(slot.state.bitmap, bit(1));
+  EXPECT_EQ(slot.state.contributors, 1);
+  EXPECT_EQ(slot.state.target, 2);
+  EXPECT_EQ(slot.state.exp_used, 6);
+  EXPECT_EQ(slot.state.exp_max, -4);
+  EXPECT_EQ(slot.state.first_arrival_ns, kT0 + 55);
+  EXPECT_FALSE(slot.state.complete);
+  EXPECT_EQ(slot.values, (Values{7, -8, 9, 0x7fffffff})) << "the old round's sums must be overwritten";
+}
+
+TEST(SlotStateMachine, FirstUseOfAFreshSlotIsSeqOne) {
+  SlotUnderTest slot(2, 2, 2);
+  EXPECT_EQ(slot.step(data(0, 1, {3, 4})), SlotAction::counted);
+  EXPECT_EQ(slot.state.seq, 1u);
+  EXPECT_EQ(slot.values, (Values{3, 4}));
+}
+
+TEST(SlotStateMachine, FloatFlagIsStoredButCountToKIsNot) {
+  SlotUnderTest slot(4, 2, 2);
+  EXPECT_EQ(slot.step(with_flags(data(0, 1, {1, 2}), flag::kFloat | flag::kCountToK)), SlotAction::counted);
+  EXPECT_EQ(slot.state.flags, flag::kFloat);
+  EXPECT_EQ(slot.state.target, 2);
+}
+
+// ---- Summing and completing -----------------------------------------------------------------
+
+TEST(SlotStateMachine, ContributionsAddBigEndianValuesWithInt32WrapAround) {
+  SlotUnderTest slot(3, 3, 4);
+  constexpr std::int32_t kMax = std::numeric_limits<std::int32_t>::max();
+  constexpr std::int32_t kMin = std::numeric_limits<std::int32_t>::min();
+  run_steps(slot, {
+      {"rank 0 opens the round", data(0, 1, {kMax, -5, 0x01020304, kMin}), kT0, SlotAction::counted, 1},
+      {"rank 2 adds", data(2, 1, {1, 7, 0x10000000, -1}), kT0, SlotAction::counted, 2},
+  });
+  EXPECT_EQ(slot.values, (Values{kMin, 2, 0x11020304, kMax})) << "sums wrap like the switch ALU";
+  EXPECT_EQ(slot.state.bitmap, bit(0) | bit(2));
+  EXPECT_FALSE(slot.state.complete);
+}
+
+TEST(SlotStateMachine, CompletesAtWorldSizeWithContributorsBitmapAndMaxExponent) {
+  SlotUnderTest slot(4, 4, 2);
+  auto packet = [](int rank, std::int8_t exp_next) {
+    Packet p = with_flags(data(rank, 1, {rank + 1, -(rank + 1)}), flag::kFloat);
+    p.header.exp_used = 3;
+    p.header.exp_next = exp_next;
+    return p;
+  };
+  run_steps(slot, {
+      {"rank 2, exp_next 1", packet(2, 1), kT0, SlotAction::counted, 1},
+      {"rank 0, exp_next 5", packet(0, 5), kT0 + 1, SlotAction::counted, 2},
+      {"rank 3, exp_next -3", packet(3, -3), kT0 + 2, SlotAction::counted, 3},
+      {"rank 1, exp_next 2 completes", packet(1, 2), kT0 + 3, SlotAction::multicast_result, 4},
+  });
+  EXPECT_TRUE(slot.state.complete);
+  EXPECT_EQ(slot.values, (Values{10, -10}));
+
+  const Header reply = slot.reply(SlotAction::multicast_result, packet(1, 2));
+  EXPECT_EQ(reply.flags, flag::kResult | flag::kFloat);
+  EXPECT_EQ(reply.error, ErrorCode::none);
+  EXPECT_EQ(reply.session, kSession);
+  EXPECT_EQ(reply.op_id, kOp);
+  EXPECT_EQ(reply.slot, kSlot);
+  EXPECT_EQ(reply.seq, 1u);
+  EXPECT_EQ(reply.offset, kOffset);
+  EXPECT_EQ(reply.count, 2);
+  EXPECT_EQ(reply.rank, 1);
+  EXPECT_EQ(reply.k, 4);
+  EXPECT_EQ(reply.contributors, 4);
+  EXPECT_EQ(reply.bitmap, 0xfu);
+  EXPECT_EQ(reply.exp_used, 3);
+  EXPECT_EQ(reply.exp_next, 5) << "the result carries the max of every exp_next";
+}
+
+TEST(SlotStateMachine, WorldOfOneCompletesOnTheFirstPacket) {
+  SlotUnderTest slot(1, 1, 3);
+  EXPECT_EQ(slot.step(data(0, 1, {4, 5, 6})), SlotAction::multicast_result);
+  EXPECT_TRUE(slot.state.complete);
+  EXPECT_EQ(slot.state.contributors, 1);
+  EXPECT_EQ(slot.state.bitmap, 1u);
+  EXPECT_EQ(slot.values, (Values{4, 5, 6}));
+}
+
+TEST(SlotStateMachine, SixtyFourRanksFillTheWholeBitmap) {
+  SlotUnderTest slot(64, 64, 3);
+  for (int r = 0; r < 64; ++r) {
+    SCOPED_TRACE(r);
+    EXPECT_EQ(slot.step(data(r, 1, {r, 1, -r})),
+              r == 63 ? SlotAction::multicast_result : SlotAction::counted);
+  }
+  EXPECT_EQ(slot.state.bitmap, ~std::uint64_t{0});
+  EXPECT_EQ(slot.state.contributors, 64);
+  EXPECT_EQ(slot.values, (Values{2016, 64, -2016}));
+  const Header reply = slot.reply(SlotAction::multicast_result, data(63, 1, {}));
+  EXPECT_EQ(reply.bitmap, ~std::uint64_t{0});
+  EXPECT_EQ(reply.contributors, 64);
+}
+
+// ---- Duplicates, retransmissions and late packets -------------------------------------------
+
+TEST(SlotStateMachine, DuplicateOfACountedContributionIsNotAddedTwice) {
+  SlotUnderTest slot(3, 3, 2);
+  run_steps(slot, {
+      {"rank 0", data(0, 1, {5, 6}), kT0, SlotAction::counted, 1},
+      {"rank 0 again", data(0, 1, {5, 6}), kT0 + 10, SlotAction::duplicate, 1},
+      {"rank 1", data(1, 1, {1, 1}), kT0 + 20, SlotAction::counted, 2},
+      {"rank 1 again", data(1, 1, {1, 1}), kT0 + 30, SlotAction::duplicate, 2},
+  });
+  EXPECT_EQ(slot.values, (Values{6, 7}));
+  EXPECT_EQ(slot.state.bitmap, bit(0) | bit(1));
+}
+
+TEST(SlotStateMachine, RetransmissionAfterCompletionGetsAUnicastCopyOfTheResult) {
+  SlotUnderTest slot(2, 2, 2);
+  run_steps(slot, {
+      {"rank 0", data(0, 1, {1, 2}), kT0, SlotAction::counted, 1},
+      {"rank 1 completes", data(1, 1, {10, 20}), kT0, SlotAction::multicast_result, 2},
+      {"rank 0 retransmits", data(0, 1, {1, 2}), kT0 + 100, SlotAction::unicast_result, 2},
+  });
+  EXPECT_EQ(slot.values, (Values{11, 22}));
+  const Header reply = slot.reply(SlotAction::unicast_result, data(0, 1, {1, 2}));
+  EXPECT_EQ(reply.flags, flag::kResult | flag::kRetransmit);
+  EXPECT_EQ(reply.rank, 0);
+  EXPECT_EQ(reply.count, 2);
+  EXPECT_EQ(reply.contributors, 2);
+  EXPECT_EQ(reply.bitmap, 3u);
+}
+
+TEST(SlotStateMachine, LateContributionAfterCompletionGetsTheResultAndIsNotAdded) {
+  SlotUnderTest slot(3, 2, 2);
+  run_steps(slot, {
+      {"rank 0 asks for the first 2", with_flags(data(0, 1, {1, 1}), flag::kCountToK), kT0, SlotAction::counted, 1},
+      {"rank 1 completes at K", data(1, 1, {2, 2}), kT0, SlotAction::multicast_result, 2},
+      {"rank 2 is late", data(2, 1, {100, 100}), kT0, SlotAction::unicast_result, 2},
+  });
+  EXPECT_EQ(slot.values, (Values{3, 3}));
+  EXPECT_EQ(slot.state.bitmap, bit(0) | bit(1)) << "the late rank must not enter the bitmap";
+}
+
+// ---- Rounds that are behind or ahead --------------------------------------------------------
+
+TEST(SlotStateMachine, PacketBehindACompleteRoundGetsOldWithComplete) {
+  SlotUnderTest slot(2, 2, 2);
+  slot.complete_round(5);
+  const SlotState before = slot.state;
+  const Values values_before = slot.values;
+
+  for (const std::uint32_t seq : {4u, 1u, 5u - 1000u}) {
+    SCOPED_TRACE(seq);
+    const Packet old = data(1, seq, {9, 9});
+    EXPECT_EQ(slot.step(old), SlotAction::unicast_old);
+    const Header reply = slot.reply(SlotAction::unicast_old, old);
+    EXPECT_EQ(reply.flags, flag::kOld | flag::kComplete);
+    EXPECT_EQ(reply.seq, 5u) << "the reply tells where the slot is";
+    EXPECT_EQ(reply.count, 0);
+  }
+  expect_same_state(slot.state, before);
+  EXPECT_EQ(slot.values, values_before);
+}
+
+TEST(SlotStateMachine, PacketBehindAnOpenRoundGetsOldWithoutComplete) {
+  SlotUnderTest slot(2, 2, 2);
+  slot.state.seq = 4;
+  ASSERT_EQ(slot.step(data(0, 5, {1, 1})), SlotAction::counted);
+  const Packet old = data(1, 4, {9, 9});
+  EXPECT_EQ(slot.step(old), SlotAction::unicast_old);
+  const Header reply = slot.reply(SlotAction::unicast_old, old);
+  EXPECT_EQ(reply.flags, flag::kOld);
+  EXPECT_EQ(reply.seq, 5u);
+  EXPECT_EQ(slot.state.contributors, 1);
+  EXPECT_EQ(slot.values, (Values{1, 1}));
+}
+
+TEST(SlotStateMachine, RoundTwoOrMoreAheadIsAnError) {
+  SlotUnderTest slot(2, 2, 2);
+  slot.complete_round(5);
+  const SlotState before = slot.state;
+  for (const std::uint32_t seq : {7u, 8u, 5u + 0x7fffffffu}) {
+    SCOPED_TRACE(seq);
+    const Packet ahead = data(0, seq, {1, 1});
+    EXPECT_EQ(slot.step(ahead), SlotAction::error_seq_ahead);
+    const Header reply = slot.reply(SlotAction::error_seq_ahead, ahead);
+    EXPECT_EQ(reply.flags, flag::kError);
+    EXPECT_EQ(reply.error, ErrorCode::seq_ahead);
+    EXPECT_EQ(reply.seq, seq) << "an error echoes the request";
+    EXPECT_EQ(reply.offset, 5u) << "offset carries the slot's round";
+  }
+  expect_same_state(slot.state, before);
+}
+
+TEST(SlotStateMachine, SequenceNumbersWrapAround) {
+  SlotUnderTest slot(2, 2, 1);
+  slot.complete_round(0xffffffffu);
+  ASSERT_EQ(slot.state.seq, 0xffffffffu);
+
+  EXPECT_EQ(slot.step(data(0, 0xfffffffeu, {1})), SlotAction::unicast_old);
+  EXPECT_EQ(slot.step(data(0, 1, {1})), SlotAction::error_seq_ahead);
+  run_steps(slot, {
+      {"seq 0 follows 0xffffffff", data(0, 0, {5}), kT0, SlotAction::counted, 1},
+      {"rank 1 completes round 0", data(1, 0, {6}), kT0, SlotAction::multicast_result, 2},
+  });
+  EXPECT_EQ(slot.state.seq, 0u);
+  EXPECT_EQ(slot.values, (Values{11}));
+  EXPECT_EQ(slot.step(data(0, 0xffffffffu, {1})), SlotAction::unicast_old);
+  EXPECT_EQ(slot.step(data(0, 1, {1})), SlotAction::counted);
+}
+
+// ---- Mismatches -----------------------------------------------------------------------------
+
+TEST(SlotStateMachine, DifferentOperationOnTheSameRoundIsAnError) {
+  SlotUnderTest slot(3, 3, 2);
+  ASSERT_EQ(slot.step(data(0, 1, {1, 1})), SlotAction::counted);
+  const SlotState before = slot.state;
+
+  Packet other = data(1, 1, {5, 5});
+  other.header.op_id = kOp + 1;
+  EXPECT_EQ(slot.step(other), SlotAction::error_op_mismatch);
+  expect_same_state(slot.state, before);
+  EXPECT_EQ(slot.values, (Values{1, 1}));
+
+  const Header reply = slot.reply(SlotAction::error_op_mismatch, other);
+  EXPECT_EQ(reply.flags, flag::kError);
+  EXPECT_EQ(reply.error, ErrorCode::op_mismatch);
+  EXPECT_EQ(reply.op_id, kOp + 1) << "an error echoes the request";
+  EXPECT_EQ(reply.offset, kOp) << "offset carries the slot's op_id";
+  EXPECT_EQ(reply.rank, 1);
+  EXPECT_EQ(reply.count, 0);
+  EXPECT_EQ(reply.contributors, 0);
+  EXPECT_EQ(reply.bitmap, 0u);
+}
+
+TEST(SlotStateMachine, DifferentOperationIsAnErrorEvenAfterCompletion) {
+  SlotUnderTest slot(2, 2, 2);
+  slot.complete_round(3);
+  Packet other = data(0, 3, {1, 1});
+  other.header.op_id = kOp + 5;
+  EXPECT_EQ(slot.step(other), SlotAction::error_op_mismatch);
+}
+
+TEST(SlotStateMachine, FloatAndInt32OnTheSameRoundIsAnError) {
+  {
+    SlotUnderTest slot(3, 3, 2);
+    ASSERT_EQ(slot.step(with_flags(data(0, 1, {1, 1}), flag::kFloat)), SlotAction::counted);
+    const Packet int_packet = data(1, 1, {5, 5});
+    EXPECT_EQ(slot.step(int_packet), SlotAction::error_dtype_mismatch);
+    EXPECT_EQ(slot.state.contributors, 1);
+    EXPECT_EQ(slot.values, (Values{1, 1}));
+    const Header reply = slot.reply(SlotAction::error_dtype_mismatch, int_packet);
+    EXPECT_EQ(reply.flags, flag::kError);
+    EXPECT_EQ(reply.error, ErrorCode::dtype_mismatch);
+    EXPECT_EQ(reply.offset, flag::kFloat) << "offset carries the slot's data-type flag";
+  }
+  {
+    SlotUnderTest slot(3, 3, 2);
+    ASSERT_EQ(slot.step(data(0, 1, {1, 1})), SlotAction::counted);
+    const Packet float_packet = with_flags(data(1, 1, {5, 5}), flag::kFloat);
+    EXPECT_EQ(slot.step(float_packet), SlotAction::error_dtype_mismatch);
+    const Header reply = slot.reply(SlotAction::error_dtype_mismatch, float_packet);
+    EXPECT_EQ(reply.flags, flag::kError | flag::kFloat);
+    EXPECT_EQ(reply.offset, 0u);
+  }
+}
+
+// ---- Fastest-K ------------------------------------------------------------------------------
+
+TEST(SlotStateMachine, CountToKOnTheFirstPacketCompletesAtK) {
+  SlotUnderTest slot(4, 2, 1);
+  run_steps(slot, {
+      {"rank 3 asks for K", with_flags(data(3, 1, {1}), flag::kCountToK), kT0, SlotAction::counted, 1},
+      {"rank 1 completes at K = 2", data(1, 1, {2}), kT0, SlotAction::multicast_result, 2},
+  });
+  EXPECT_EQ(slot.state.target, 2);
+  EXPECT_EQ(slot.values, (Values{3}));
+  const Header reply = slot.reply(SlotAction::multicast_result, data(1, 1, {}));
+  EXPECT_EQ(reply.k, 2);
+  EXPECT_EQ(reply.contributors, 2);
+  EXPECT_EQ(reply.bitmap, bit(1) | bit(3));
+}
+
+TEST(SlotStateMachine, CountToKWithKOfOneCompletesOnTheFirstPacket) {
+  SlotUnderTest slot(4, 1, 1);
+  EXPECT_EQ(slot.step(with_flags(data(2, 1, {9}), flag::kCountToK)), SlotAction::multicast_result);
+  EXPECT_EQ(slot.state.contributors, 1);
+}
+
+TEST(SlotStateMachine, CountToKOnALaterPacketDoesNotChangeTheTarget) {
+  SlotUnderTest slot(3, 2, 1);
+  run_steps(slot, {
+      {"rank 0 without COUNT_TO_K", data(0, 1, {1}), kT0, SlotAction::counted, 1},
+      {"rank 1 with COUNT_TO_K", with_flags(data(1, 1, {1}), flag::kCountToK), kT0, SlotAction::counted, 2},
+      {"rank 2 completes at N", data(2, 1, {1}), kT0, SlotAction::multicast_result, 3},
+  });
+}
+
+constexpr std::uint64_t kStragglerTimeout = 1000;  // ns
+
+TEST(SlotStateMachine, ReactiveFastestKCompletesOnARetransmissionAfterTheTimeout) {
+  SlotUnderTest slot(4, 2, 1, kStragglerTimeout);
+  run_steps(slot, {
+      {"rank 0 opens", data(0, 1, {1}), kT0, SlotAction::counted, 1},
+      {"rank 1 adds (K reached, no timeout yet)", data(1, 1, {2}), kT0 + 100, SlotAction::counted, 2},
+      {"rank 0 retransmits before the timeout", data(0, 1, {1}), kT0 + 500, SlotAction::duplicate, 2},
+      {"rank 0 retransmits exactly at the timeout", data(0, 1, {1}), kT0 + kStragglerTimeout, SlotAction::duplicate, 2},
+      {"rank 1 retransmits after the timeout: complete with 2 of 4", data(1, 1, {2}), kT0 + kStragglerTimeout + 1,
+       SlotAction::multicast_result, 2},
+      {"rank 2 arrives late", data(2, 1, {100}), kT0 + 5000, SlotAction::unicast_result, 2},
+  });
+  EXPECT_TRUE(slot.state.complete);
+  EXPECT_EQ(slot.values, (Values{3}));
+  EXPECT_EQ(slot.state.bitmap, bit(0) | bit(1));
+  const Header reply = slot.reply(SlotAction::multicast_result, data(1, 1, {}));
+  EXPECT_EQ(reply.contributors, 2);
+  EXPECT_EQ(reply.bitmap, 3u);
+}
+
+TEST(SlotStateMachine, ReactiveFastestKNeverCompletesWithFewerThanK) {
+  SlotUnderTest slot(4, 2, 1, kStragglerTimeout);
+  run_steps(slot, {
+      {"rank 0 opens", data(0, 1, {1}), kT0, SlotAction::counted, 1},
+      {"rank 0 retransmits long after the timeout", data(0, 1, {1}), kT0 + 100 * kStragglerTimeout,
+       SlotAction::duplicate, 1},
+  });
+  EXPECT_FALSE(slot.state.complete);
+}
+
+TEST(SlotStateMachine, ReactiveFastestKCompletesOnANewContributionAfterTheTimeout) {
+  SlotUnderTest slot(4, 2, 1, kStragglerTimeout);
+  run_steps(slot, {
+      {"rank 0 opens", data(0, 1, {1}), kT0, SlotAction::counted, 1},
+      {"rank 3 after the timeout makes K = 2", data(3, 1, {4}), kT0 + 2 * kStragglerTimeout,
+       SlotAction::multicast_result, 2},
+  });
+  EXPECT_EQ(slot.values, (Values{5}));
+}
+
+TEST(SlotStateMachine, ReactiveFastestKNewContributionAfterTheTimeoutBelowKStaysOpen) {
+  SlotUnderTest slot(4, 3, 1, kStragglerTimeout);
+  run_steps(slot, {
+      {"rank 0 opens", data(0, 1, {1}), kT0, SlotAction::counted, 1},
+      {"rank 1 after the timeout (2 < K = 3)", data(1, 1, {1}), kT0 + 2 * kStragglerTimeout, SlotAction::counted, 2},
+      {"rank 2 after the timeout reaches K", data(2, 1, {1}), kT0 + 3 * kStragglerTimeout,
+       SlotAction::multicast_result, 3},
+  });
+}
+
+// ---- SYN probes -----------------------------------------------------------------------------
+
+TEST(SlotStateMachine, SynProbeOnACompleteRoundGetsTheResultWithoutChangingState) {
+  SlotUnderTest slot(2, 2, 2);
+  slot.complete_round(3, /*value=*/4);
+  const SlotState before = slot.state;
+
+  const Packet probe = syn(1, 3);
+  EXPECT_EQ(slot.step(probe, kT0 + 99), SlotAction::unicast_result);
+  expect_same_state(slot.state, before);
+  EXPECT_EQ(slot.values, (Values{8, 8}));
+  const Header reply = slot.reply(SlotAction::unicast_result, probe);
+  EXPECT_EQ(reply.flags, flag::kResult | flag::kRetransmit | flag::kSyn);
+  EXPECT_EQ(reply.count, 2);
+  EXPECT_EQ(reply.seq, 3u);
+}
+
+TEST(SlotStateMachine, SynProbeOnAnotherRoundOfACompleteSlotGetsSynWithComplete) {
+  SlotUnderTest slot(2, 2, 2);
+  slot.complete_round(3);
+  const Packet probe = syn(1, 2);
+  EXPECT_EQ(slot.step(probe), SlotAction::unicast_syn);
+  const Header reply = slot.reply(SlotAction::unicast_syn, probe);
+  EXPECT_EQ(reply.flags, flag::kSyn | flag::kComplete);
+  EXPECT_EQ(reply.seq, 3u);
+  EXPECT_EQ(reply.count, 0);
+}
+
+TEST(SlotStateMachine, SynProbeOnAnOpenRoundGetsSynWithoutChangingState) {
+  SlotUnderTest slot(3, 3, 2);
+  ASSERT_EQ(slot.step(data(0, 1, {1, 2})), SlotAction::counted);
+  const SlotState before = slot.state;
+
+  for (const std::uint32_t seq : {1u, 2u, 0u}) {
+    SCOPED_TRACE(seq);
+    const Packet probe = syn(2, seq);
+    EXPECT_EQ(slot.step(probe, kT0 + 10'000'000'000), SlotAction::unicast_syn);
+    const Header reply = slot.reply(SlotAction::unicast_syn, probe);
+    EXPECT_EQ(reply.flags, flag::kSyn);
+    EXPECT_EQ(reply.seq, 1u);
+    EXPECT_EQ(reply.contributors, 1);
+    EXPECT_EQ(reply.bitmap, bit(0));
+  }
+  expect_same_state(slot.state, before);
+  EXPECT_EQ(slot.values, (Values{1, 2}));
+}
+
+// ---- accumulate_be --------------------------------------------------------------------------
+
+TEST(AccumulateBe, OverwriteAndAddMatchAReferenceForEveryTailLength) {
+  std::mt19937 rng(12345);
+  for (std::size_t n = 0; n <= 17; ++n) {
+    for (const std::size_t misalign : {std::size_t{0}, std::size_t{1}, std::size_t{40}}) {
+      SCOPED_TRACE("n " + std::to_string(n) + ", input offset " + std::to_string(misalign));
+      Values input(n);
+      for (std::int32_t& v : input) v = static_cast<std::int32_t>(rng());
+      if (n > 0) input[0] = std::numeric_limits<std::int32_t>::max();
+      Bytes storage(misalign, std::byte{0xee});
+      const Bytes be = to_be(input);
+      storage.insert(storage.end(), be.begin(), be.end());
+
+      constexpr std::int32_t kSentinel = 0x5a5a5a5a;
+      Values acc(n + 1, kSentinel);
+      for (std::size_t i = 0; i < n; ++i) acc[i] = static_cast<std::int32_t>(rng());
+      if (n > 0) acc[0] = 1;  // INT32_MAX + 1 wraps
+      const Values start = acc;
+
+      accumulate_be(std::span(acc.data(), n), storage.data() + misalign, /*overwrite=*/false);
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto expected = static_cast<std::int32_t>(static_cast<std::uint32_t>(start[i]) +
+                                                        static_cast<std::uint32_t>(input[i]));
+        EXPECT_EQ(acc[i], expected) << "add, index " << i;
+      }
+      EXPECT_EQ(acc[n], kSentinel) << "add wrote past the end";
+
+      accumulate_be(std::span(acc.data(), n), storage.data() + misalign, /*overwrite=*/true);
+      for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(acc[i], input[i]) << "overwrite, index " << i;
+      EXPECT_EQ(acc[n], kSentinel) << "overwrite wrote past the end";
+    }
+  }
+}
+
+// ---- The software switch over UDP -----------------------------------------------------------
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using transport::Endpoint;
+constexpr std::uint32_t kLoopback = 0x7f000001;
+constexpr auto kReplyTimeout = 2s;
+
+struct Reply {
+  Header header;
+  Bytes payload;
+  Endpoint from;
+};
+
+// A worker socket on 127.0.0.1 that sends raw datagrams and collects decoded replies.
+class RawClient {
+ public:
+  RawClient() {
+    transport::UdpOptions options;
+    options.bind_host = "127.0.0.1";
+    options.batch = 16;
+    options.socket_buffer_bytes = 1 << 20;
+    io_ = transport::make_udp_transport(options);
+  }
+
+  [[nodiscard]] std::uint16_t port() const { return io_->local_endpoint().port; }
+
+  void send(const Bytes& datagram, const Endpoint& to) {
+    const transport::TxPacket packet{datagram.data(), static_cast<std::uint32_t>(datagram.size()), to};
+    io_->send(std::span(&packet, 1));
+  }
+
+  // The next reply, waiting at most kReplyTimeout. Replies that do not decode are test failures.
+  std::optional<Reply> receive() {
+    const auto deadline = Clock::now() + kReplyTimeout;
+    std::vector<transport::RxPacket> batch(16);
+    while (pending_.empty() && Clock::now() < deadline) {
+      const std::size_t n = io_->receive(batch, 50ms);
+      for (std::size_t i = 0; i < n; ++i) {
+        Reply reply;
+        std::span<const std::byte> payload;
+        const auto status = protocol::decode(batch[i].data, reply.header, payload);
+        EXPECT_EQ(status, protocol::DecodeStatus::ok) << "switch sent an undecodable datagram";
+        if (status != protocol::DecodeStatus::ok) continue;
+        reply.payload.assign(payload.begin(), payload.end());
+        reply.from = batch[i].from;
+        pending_.push_back(std::move(reply));
+      }
+    }
+    if (pending_.empty()) return std::nullopt;
+    Reply reply = std::move(pending_.front());
+    pending_.pop_front();
+    return reply;
+  }
+
+ private:
+  std::unique_ptr<transport::Transport> io_;
+  std::deque<Reply> pending_;
+};
+
+Bytes encode_packet(const Header& header, const Bytes& payload = {}) {
+  Bytes datagram(protocol::kHeaderSize);
+  protocol::encode(header, datagram.data());
+  datagram.insert(datagram.end(), payload.begin(), payload.end());
+  return datagram;
+}
+
+// Polls until `ready` holds, for at most two seconds (counters are published once per batch).
+template <class Predicate>
+bool eventually(Predicate ready) {
+  const auto deadline = Clock::now() + kReplyTimeout;
+  while (!ready()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+class SoftwareSwitchTest : public ::testing::Test {
+ protected:
+  static constexpr std::uint32_t kOpen = 1;        // world 2, any sender
+  static constexpr std::uint32_t kRestricted = 2;  // world 2, only 127.0.0.2
+  static constexpr std::uint32_t kUnknown = 99;
+  static constexpr std::uint32_t kPayload = 4;
+  static constexpr std::uint32_t kPoolSize = 64;
+
+  static SwitchConfig make_config() {
+    SwitchConfig config;
+    config.host = "127.0.0.1";
+    config.port = 0;
+    config.threads = 1;
+    config.socket_buffer_bytes = 1 << 20;
+    SessionConfig open;
+    open.id = kOpen;
+    open.world_size = 2;
+    open.payload = kPayload;
+    open.pool_size = kPoolSize;
+    SessionConfig restricted = open;
+    restricted.id = kRestricted;
+    restricted.workers = {{"127.0.0.2", 0}};
+    config.sessions = {open, restricted};
+    return config;
+  }
+
+  SoftwareSwitchTest() : switch_(make_config()), switch_endpoint_{kLoopback, switch_.port()} {}
+
+  // A JOIN of a 1-thread rank whose thread 0 is `client`.
+  static Bytes join(std::uint32_t session, int rank, const RawClient& client, std::uint32_t window = 4) {
+    protocol::JoinRequest request;
+    request.nonce = 0x1000u + static_cast<std::uint32_t>(rank);
+    request.world_size = 2;
+    request.threads = 1;
+    request.window = window;
+    request.payload = kPayload;
+    request.ports[0] = client.port();
+    Header h;
+    h.flags = flag::kJoin;
+    h.session = session;
+    h.rank = static_cast<std::uint8_t>(rank);
+    h.count = static_cast<std::uint16_t>(request.words());
+    Bytes payload(request.words() * 4);
+    protocol::encode(request, payload.data());
+    return encode_packet(h, payload);
+  }
+
+  static Bytes data_packet(std::uint32_t session, int rank, std::uint32_t slot, std::uint32_t seq,
+                           const Values& values) {
+    Header h;
+    h.session = session;
+    h.op_id = 1;
+    h.slot = slot;
+    h.seq = seq;
+    h.count = static_cast<std::uint16_t>(values.size());
+    h.rank = static_cast<std::uint8_t>(rank);
+    return encode_packet(h, to_be(values));
+  }
+
+  static void expect_error(const std::optional<Reply>& reply, ErrorCode code, std::uint16_t kind_flags) {
+    ASSERT_TRUE(reply.has_value()) << "no reply within " << kReplyTimeout.count() << " s";
+    EXPECT_EQ(reply->header.flags, flag::kError | kind_flags);
+    EXPECT_EQ(reply->header.error, code) << protocol::to_string(reply->header.error);
+  }
+
+  SoftwareSwitch switch_;
+  Endpoint switch_endpoint_;
+};
+
+TEST_F(SoftwareSwitchTest, MalformedAndUnknownSessionPacketsAreDroppedAndCounted) {
+  RawClient client;
+  client.send(Bytes(7, std::byte{0x42}), switch_endpoint_);                  // garbage
+  client.send(Bytes(protocol::kHeaderSize - 1, std::byte{0}), switch_endpoint_);  // short
+  Bytes bad_version = data_packet(kOpen, 0, 0, 1, {1, 2, 3, 4});
+  bad_version[0] = std::byte{2};
+  client.send(bad_version, switch_endpoint_);
+  Bytes switch_only_flag = data_packet(kOpen, 0, 0, 1, {1, 2, 3, 4});
+  switch_only_flag[3] = std::byte{flag::kResult};  // workers never send RESULT
+  client.send(switch_only_flag, switch_endpoint_);
+  client.send(data_packet(kUnknown, 0, 0, 1, {1, 2, 3, 4}), switch_endpoint_);
+
+  // None of those gets a reply; a JOIN for an unknown session does, and arrives first.
+  client.send(join(kUnknown, 0, client), switch_endpoint_);
+  const std::optional<Reply> reply = client.receive();
+  ASSERT_NO_FATAL_FAILURE(expect_error(reply, ErrorCode::unknown_session, flag::kJoin));
+  EXPECT_EQ(reply->header.session, kUnknown);
+
+  EXPECT_TRUE(eventually([&] { return switch_.counters().rx_packets >= 6; }));
+  const SwitchCounters counters = switch_.counters();
+  EXPECT_EQ(counters.rx_packets, 6u);
+  EXPECT_EQ(counters.dropped_malformed, 4u);
+  EXPECT_EQ(counters.dropped_unknown_session, 2u);
+  EXPECT_EQ(counters.errors_sent, 1u);
+  EXPECT_EQ(counters.tx_packets, 1u);
+}
+
+TEST_F(SoftwareSwitchTest, JoinForUnknownSessionGetsUnknownSession) {
+  RawClient client;
+  client.send(join(kUnknown, 1, client), switch_endpoint_);
+  const std::optional<Reply> reply = client.receive();
+  ASSERT_NO_FATAL_FAILURE(expect_error(reply, ErrorCode::unknown_session, flag::kJoin));
+  EXPECT_EQ(reply->header.rank, 1);
+  EXPECT_EQ(reply->from, switch_endpoint_);
+}
+
+TEST_F(SoftwareSwitchTest, JoinFromAnUnregisteredAddressGetsNotRegistered) {
+  RawClient client;  // 127.0.0.1; the session accepts only 127.0.0.2
+  client.send(join(kRestricted, 0, client), switch_endpoint_);
+  expect_error(client.receive(), ErrorCode::not_registered, flag::kJoin);
+  EXPECT_TRUE(eventually([&] { return switch_.counters().dropped_unregistered == 1; }));
+}
+
+TEST_F(SoftwareSwitchTest, DataBeforeJoiningGetsNotJoined) {
+  RawClient client;
+  client.send(data_packet(kOpen, 0, 0, 1, {1, 2, 3, 4}), switch_endpoint_);
+  expect_error(client.receive(), ErrorCode::not_joined, 0);
+  EXPECT_TRUE(eventually([&] { return switch_.counters().dropped_not_joined == 1; }));
+}
+
+TEST_F(SoftwareSwitchTest, WindowMismatchBetweenJoinersRejectsBoth) {
+  RawClient rank0;
+  RawClient rank1;
+  rank0.send(join(kOpen, 0, rank0, /*window=*/4), switch_endpoint_);
+  // Rank 0's JOIN must be recorded before rank 1's arrives: wait until the switch counted it.
+  ASSERT_TRUE(eventually([&] { return switch_.counters().joins == 1; }));
+  rank1.send(join(kOpen, 1, rank1, /*window=*/8), switch_endpoint_);
+
+  for (RawClient* client : {&rank0, &rank1}) {
+    const std::optional<Reply> reply = client->receive();
+    ASSERT_NO_FATAL_FAILURE(expect_error(reply, ErrorCode::window_mismatch, flag::kJoin));
+    EXPECT_EQ(reply->header.offset, 4u) << "offset carries the window of the first joiner";
+  }
+}
+
+TEST_F(SoftwareSwitchTest, TwoRanksJoinThenAFullRoundIsMulticastToBoth) {
+  RawClient rank0;
+  RawClient rank1;
+  rank0.send(join(kOpen, 0, rank0), switch_endpoint_);
+  ASSERT_TRUE(eventually([&] { return switch_.counters().joins == 1; }));
+  rank1.send(join(kOpen, 1, rank1), switch_endpoint_);
+
+  for (RawClient* client : {&rank0, &rank1}) {
+    const std::optional<Reply> ack = client->receive();
+    ASSERT_TRUE(ack.has_value()) << "no JOIN acknowledgement";
+    EXPECT_EQ(ack->header.flags, flag::kJoin | flag::kResult);
+    EXPECT_EQ(ack->header.error, ErrorCode::none);
+    EXPECT_EQ(ack->header.session, kOpen);
+    EXPECT_EQ(ack->header.bitmap, 3u) << "both ranks joined";
+    EXPECT_EQ(ack->header.seq, 1u) << "seq carries the generation";
+    protocol::JoinReply reply;
+    ASSERT_TRUE(protocol::decode(ack->payload, reply));
+    EXPECT_EQ(ack->header.count, reply.words());
+    EXPECT_EQ(reply.payload, kPayload);
+    EXPECT_EQ(reply.world_size, 2u);
+    EXPECT_EQ(reply.k_default, 2u);
+    EXPECT_EQ(reply.straggler_timeout_us, 10000u);
+    EXPECT_EQ(reply.pool_base, 0u);
+    EXPECT_EQ(reply.pool_size, kPoolSize);
+    EXPECT_EQ(reply.generation, 1u);
+    EXPECT_EQ(reply.switch_ports, 1u);
+    EXPECT_EQ(reply.ports[0], switch_.port());
+  }
+
+  constexpr std::int32_t kMax = std::numeric_limits<std::int32_t>::max();
+  rank0.send(data_packet(kOpen, 0, /*slot=*/0, /*seq=*/1, {1, -2, 3, kMax}), switch_endpoint_);
+  rank1.send(data_packet(kOpen, 1, /*slot=*/0, /*seq=*/1, {10, 20, -30, 1}), switch_endpoint_);
+  for (RawClient* client : {&rank0, &rank1}) {
+    const std::optional<Reply> result = client->receive();
+    ASSERT_TRUE(result.has_value()) << "no multicast result";
+    EXPECT_EQ(result->header.flags, flag::kResult);
+    EXPECT_EQ(result->header.slot, 0u);
+    EXPECT_EQ(result->header.seq, 1u);
+    EXPECT_EQ(result->header.op_id, 1u);
+    EXPECT_EQ(result->header.count, kPayload);
+    EXPECT_EQ(result->header.contributors, 2);
+    EXPECT_EQ(result->header.bitmap, 3u);
+    EXPECT_EQ(from_be(result->payload), (Values{11, 18, -27, std::numeric_limits<std::int32_t>::min()}));
+  }
+
+  // A retransmission after completion gets a unicast copy, to the sender only.
+  rank0.send(data_packet(kOpen, 0, 0, 1, {1, -2, 3, kMax}), switch_endpoint_);
+  const std::optional<Reply> copy = rank0.receive();
+  ASSERT_TRUE(copy.has_value());
+  EXPECT_EQ(copy->header.flags, flag::kResult | flag::kRetransmit);
+  EXPECT_EQ(from_be(copy->payload), (Values{11, 18, -27, std::numeric_limits<std::int32_t>::min()}));
+
+  EXPECT_TRUE(eventually([&] { return switch_.counters().retransmitted_results == 1; }));
+  const SwitchCounters counters = switch_.counters();
+  EXPECT_EQ(counters.joins, 2u);
+  EXPECT_EQ(counters.aggregated, 2u);
+  EXPECT_EQ(counters.completed_full, 1u);
+  EXPECT_EQ(counters.completed_partial, 0u);
+  EXPECT_EQ(counters.errors_sent, 0u);
+}
+
+}  // namespace
+}  // namespace dpa::sw
