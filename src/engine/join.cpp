@@ -125,6 +125,7 @@ SessionInfo join_session(const Config& config, transport::Transport& control,
       info.payload = answer.payload;
       info.world_size = static_cast<int>(answer.world_size);
       info.k_default = static_cast<std::uint8_t>(answer.k_default);
+      info.straggler_timeout = std::chrono::microseconds(answer.straggler_timeout_us);
       info.pool_base = answer.pool_base;
       info.generation = answer.generation;
       for (std::uint32_t p = 0; p < answer.switch_ports; ++p) {

@@ -2,6 +2,7 @@
 // switch, which resets the session's slots for the new generation once all ranks are in.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -16,6 +17,7 @@ struct SessionInfo {
   std::uint32_t payload = 0;
   int world_size = 0;
   std::uint8_t k_default = 0;
+  std::chrono::microseconds straggler_timeout{0};
   std::uint32_t pool_base = 0;
   std::uint32_t generation = 0;
   std::vector<transport::Endpoint> switch_ports;  // worker thread t uses [t % size()]

@@ -24,6 +24,14 @@ std::uint64_t now_ns() {
 
 std::uint64_t to_ns(std::chrono::nanoseconds d) { return static_cast<std::uint64_t>(d.count()); }
 
+// Reactive fastest-K completes a stuck slot when a retransmission arrives after the straggler
+// timeout, so when K < N back-off stops at half that timeout: a slot then waits ~1.5x of it.
+std::uint64_t fastest_k_max_rto(const Config& config, const SessionInfo& session) {
+  std::uint64_t cap = to_ns(config.max_retransmit_timeout);
+  if (session.straggler_timeout.count() > 0) cap = std::min(cap, to_ns(session.straggler_timeout) / 2);
+  return std::max(cap, to_ns(config.retransmit_timeout));
+}
+
 }  // namespace
 
 ThreadEngine::ThreadEngine(std::uint32_t thread_index, const Config& config,
@@ -35,6 +43,8 @@ ThreadEngine::ThreadEngine(std::uint32_t thread_index, const Config& config,
       layout_{session.pool_base, static_cast<std::uint32_t>(config.window)},
       slot_base_(layout_.slot(thread_index, 0, 0)),
       switch_port_(session.switch_ports[thread_index % session.switch_ports.size()]),
+      max_rto_ns_(to_ns(config.max_retransmit_timeout)),
+      fastest_k_max_rto_ns_(fastest_k_max_rto(config, session)),
       transport_(std::move(transport)),
       entries_(static_cast<std::size_t>(config.window)),
       packet_memory_(entries_.size() * (protocol::kHeaderSize + 4 * session.payload)),
@@ -87,6 +97,8 @@ void ThreadEngine::execute(Operation& op) {
   plan_ = BlockPlan(op.count, payload, index_, static_cast<std::size_t>(config_.threads));
   stats_ = OpStats{};
   stats_.blocks = plan_.thread_blocks;
+  const int k = op.k != 0 ? op.k : session_.k_default;
+  op_max_rto_ns_ = k < session_.world_size ? fastest_k_max_rto_ns_ : max_rto_ns_;
   std::exception_ptr error;
   std::uint64_t now = now_ns();
   for (std::uint32_t e = 0; e < entries_.size(); ++e) start_entry(op, e, now);
@@ -137,6 +149,9 @@ void ThreadEngine::start_entry(Operation& op, std::uint32_t e, std::uint64_t now
   if (entry.blocks == 0) return;
   entry.active = true;
   ++active_entries_;
+  entry.rto_ns = initial_rto();
+  entry.sent_ns = now;
+  entry.retransmitted = false;
   build_data(op, e);
   queue_send(e, now);
 }
@@ -211,9 +226,24 @@ void ThreadEngine::build_probe(Operation& op, std::uint32_t e, std::uint32_t seq
   ++stats_.syn_probes;
 }
 
+void ThreadEngine::sample_rtt(std::uint64_t rtt_ns) {
+  if (srtt_ns_ == 0) {
+    srtt_ns_ = rtt_ns;
+    rttvar_ns_ = rtt_ns / 2;
+    return;
+  }
+  const std::uint64_t deviation = rtt_ns > srtt_ns_ ? rtt_ns - srtt_ns_ : srtt_ns_ - rtt_ns;
+  rttvar_ns_ = (3 * rttvar_ns_ + deviation) / 4;
+  srtt_ns_ = (7 * srtt_ns_ + rtt_ns) / 8;
+}
+
+std::uint64_t ThreadEngine::initial_rto() const {
+  const std::uint64_t floor = to_ns(config_.retransmit_timeout);
+  return std::clamp(srtt_ns_ + 4 * rttvar_ns_, floor, std::max(floor, op_max_rto_ns_));
+}
+
 void ThreadEngine::queue_send(std::uint32_t e, std::uint64_t now) {
   Entry& entry = entries_[e];
-  if (entry.rto_ns == 0) entry.rto_ns = to_ns(config_.retransmit_timeout);
   entry.deadline_ns = now + entry.rto_ns;
   tx_.push_back({entry.packet, entry.packet_size, switch_port_});
 }
@@ -222,7 +252,9 @@ void ThreadEngine::move_to(Operation& op, std::uint32_t e, std::uint64_t round, 
   Entry& entry = entries_[e];
   entry.round = round;
   entry.probing = false;
-  entry.rto_ns = to_ns(config_.retransmit_timeout);
+  entry.rto_ns = initial_rto();
+  entry.sent_ns = now;
+  entry.retransmitted = false;
   if (round >= entry.end_round) {
     entry.round = entry.end_round;
     finish_entry(e);
@@ -255,6 +287,11 @@ void ThreadEngine::deliver(Operation& op, std::uint32_t e, std::uint64_t round, 
                            std::span<const std::byte> payload) {
   Entry& entry = entries_[e];
   if (is_float(op)) entry.exponent = h.exp_next;
+  const auto world = static_cast<std::uint32_t>(session_.world_size);
+  const bool mine = ((h.bitmap >> config_.rank) & 1) != 0;
+  // Reactive fastest-K: once a round of this entry completed without a straggler, later rounds
+  // of the operation complete at the first K instead of waiting for the timeout again.
+  if (h.contributors < world && mine) entry.count_to_k = true;
   const std::int64_t j = block_index(op, entry, round);
   if (j < 0) return;  // the priming round only carries the next exponent
   const std::size_t begin =
@@ -277,16 +314,11 @@ void ThreadEngine::deliver(Operation& op, std::uint32_t e, std::uint64_t round, 
     quant::int32_from_wire(payload.data(), valid, divisor, reinterpret_cast<std::int32_t*>(op.out) + begin);
   }
   if (op.block_contributors != nullptr) op.block_contributors[begin / session_.payload] = h.bitmap;
-  const auto world = static_cast<std::uint32_t>(session_.world_size);
-  const bool mine = ((h.bitmap >> config_.rank) & 1) != 0;
   ++(h.contributors >= world ? stats_.blocks_full : stats_.blocks_partial);
   if (mine) ++stats_.contributed;
   if (stats_.min_contributors == 0 || h.contributors < stats_.min_contributors) {
     stats_.min_contributors = h.contributors;
   }
-  // Reactive fastest-K: once a round of this entry completed without a straggler, later rounds
-  // of the operation complete at the first K instead of waiting for the timeout again.
-  if (h.contributors < world && mine) entry.count_to_k = true;
 }
 
 void ThreadEngine::handle_packet(Operation& op, const transport::RxPacket& packet, std::uint64_t now) {
@@ -331,6 +363,7 @@ void ThreadEngine::handle_packet(Operation& op, const transport::RxPacket& packe
 
   if (h.has(flag::kResult)) {
     if (h.count * 4u > payload.size()) return;
+    if (round == entry.round && !entry.retransmitted && !entry.probing) sample_rtt(now - entry.sent_ns);
     miss_blocks(op, e, entry.round, round);
     deliver(op, e, round, h, payload);
     move_to(op, e, round + 1, now);
@@ -349,7 +382,7 @@ void ThreadEngine::handle_packet(Operation& op, const transport::RxPacket& packe
     miss_blocks(op, e, entry.round, round);
     entry.round = round;
     entry.probing = true;
-    entry.rto_ns = to_ns(config_.retransmit_timeout);
+    entry.rto_ns = initial_rto();
     build_probe(op, e, h.seq);
     queue_send(e, now);
     return;
@@ -362,7 +395,6 @@ void ThreadEngine::handle_packet(Operation& op, const transport::RxPacket& packe
 
 void ThreadEngine::check_timeouts(Operation& op, std::uint64_t now) {
   const std::uint64_t give_up = to_ns(config_.timeout);
-  const std::uint64_t max_rto = to_ns(config_.max_retransmit_timeout);
   for (std::uint32_t e = 0; e < entries_.size(); ++e) {
     Entry& entry = entries_[e];
     if (!entry.active || entry.deadline_ns > now) continue;
@@ -377,7 +409,8 @@ void ThreadEngine::check_timeouts(Operation& op, std::uint64_t now) {
     }
     ++stats_.timeouts;
     ++stats_.retransmissions;
-    entry.rto_ns = std::min(entry.rto_ns * 2, max_rto);
+    entry.retransmitted = true;
+    entry.rto_ns = std::min(entry.rto_ns * 2, std::max(op_max_rto_ns_, to_ns(config_.retransmit_timeout)));
     queue_send(e, now);
   }
 }

@@ -43,6 +43,8 @@ class ThreadEngine {
     std::uint64_t deadline_ns = 0;
     std::uint64_t last_reply_ns = 0;
     std::uint64_t rto_ns = 0;
+    std::uint64_t sent_ns = 0;    // first transmission of the current round
+    bool retransmitted = false;   // Karn: no RTT sample from a retransmitted round
     std::uint32_t packet_size = 0;
     std::byte* packet = nullptr;
   };
@@ -75,6 +77,8 @@ class ThreadEngine {
   const protocol::SlotLayout layout_;
   const std::uint32_t slot_base_;
   const transport::Endpoint switch_port_;
+  const std::uint64_t max_rto_ns_;        // back-off cap when K = N
+  const std::uint64_t fastest_k_max_rto_ns_;  // cap when a slot may complete early
   std::unique_ptr<transport::Transport> transport_;
 
   std::vector<Entry> entries_;
@@ -83,7 +87,15 @@ class ThreadEngine {
   std::vector<transport::TxPacket> tx_;
   std::size_t active_entries_ = 0;
 
+  // Smoothed round-trip time of this thread's rounds (RFC 6298 style), which sets the first
+  // retransmission timeout of each round; the configured timeout is its floor.
+  void sample_rtt(std::uint64_t rtt_ns);
+  [[nodiscard]] std::uint64_t initial_rto() const;
+  std::uint64_t srtt_ns_ = 0;
+  std::uint64_t rttvar_ns_ = 0;
+
   // State of the operation being executed.
+  std::uint64_t op_max_rto_ns_ = 0;
   BlockPlan plan_{0, 1, 0, 1};
   OpStats stats_;
 

@@ -88,7 +88,8 @@ SlotAction step_slot(SlotState& slot, std::span<std::int32_t> values, const Head
     return slot.complete ? SlotAction::multicast_result : SlotAction::counted;
   }
   if (diff < 0) return SlotAction::unicast_old;
-  if (diff > 1) return SlotAction::error_seq_ahead;
+  // Ahead by more than one round, or a round the slot never opened in this generation.
+  if (diff > 1 || slot.target == 0) return SlotAction::error_seq_ahead;
 
   if (h.op_id != slot.op_id) return SlotAction::error_op_mismatch;
   if ((h.flags & flag::kFloat) != slot.flags) return SlotAction::error_dtype_mismatch;

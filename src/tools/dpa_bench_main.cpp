@@ -1,1 +1,325 @@
-int main() { return 0; }
+// dpa-bench: allreduce goodput and latency. By default it starts a software switch in this
+// process and N local worker processes (copies of itself with --worker); with --switch it uses
+// an existing switch, and with --worker it runs as one rank of a multi-host run.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "dpa/context.hpp"
+#include "dpa/switch.hpp"
+#include "tools/process.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+struct Settings {
+  int ranks = 2;
+  std::string switch_address;  // host:port; empty: start one here
+  std::vector<std::string> sizes = {"4KiB", "64KiB", "1MiB", "16MiB", "64MiB"};
+  std::string dtype = "float32";
+  int iterations = 20;
+  int warmup = 3;
+  int threads = 1;
+  int window = 32;
+  std::uint32_t payload = 2048;
+  int switch_threads = 1;
+  int straggler_rank = -1;
+  int straggler_delay_ms = 0;
+  int k = 0;
+  std::string modes;  // comma list of full, reactive, preemptive
+  std::int64_t straggler_timeout_us = 5000;
+  std::int64_t rto_us = 2000;
+  std::string json_path;
+  bool verify = false;
+  // Worker mode.
+  bool worker = false;
+  int rank = 0;
+  std::string mode = "full";
+};
+
+std::size_t parse_size(const std::string& text) {
+  std::size_t consumed = 0;
+  const double value = std::stod(text, &consumed);
+  std::string unit = text.substr(consumed);
+  std::transform(unit.begin(), unit.end(), unit.begin(), ::tolower);
+  double scale = 1;
+  if (unit == "k" || unit == "kib" || unit == "kb") scale = 1024;
+  else if (unit == "m" || unit == "mib" || unit == "mb") scale = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gib" || unit == "gb") scale = 1024.0 * 1024 * 1024;
+  else if (!unit.empty() && unit != "b") throw CLI::ValidationError("--sizes", "unknown unit in " + text);
+  return static_cast<std::size_t>(value * scale);
+}
+
+std::pair<std::string, std::uint16_t> split_address(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) return {address, 4242};
+  return {address.substr(0, colon), static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1)))};
+}
+
+double percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const auto index = static_cast<std::size_t>(p * static_cast<double>(values.size() - 1) + 0.5);
+  return values[std::min(index, values.size() - 1)];
+}
+
+// Inputs every rank can predict for every other rank: rank r holds (r + 1) * c_i with
+// c_i = (i % 13 + 1) (times 0.25 for float32, exactly representable).
+double input_of(int rank, std::size_t i, bool is_float) {
+  return (rank + 1) * static_cast<double>(i % 13 + 1) * (is_float ? 0.25 : 1.0);
+}
+
+void fill_input(std::vector<float>& buffer, int rank, bool is_float) {
+  if (is_float) {
+    for (std::size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<float>(input_of(rank, i, true));
+    return;
+  }
+  auto* ints = reinterpret_cast<std::int32_t*>(buffer.data());
+  for (std::size_t i = 0; i < buffer.size(); ++i) ints[i] = static_cast<std::int32_t>(input_of(rank, i, false));
+}
+
+// Checks every element against the contributors the switch reported for its block: exact for
+// int32, within the documented bound for float32; missed blocks must hold the rank's input.
+std::size_t verify_output(const std::vector<float>& buffer, int rank, int world, bool is_float,
+                          std::uint32_t payload, const std::vector<std::uint64_t>& contributors) {
+  std::size_t wrong = 0;
+  const auto* ints = reinterpret_cast<const std::int32_t*>(buffer.data());
+  for (std::size_t i = 0; i < buffer.size(); ++i) {
+    const std::uint64_t bitmap = contributors[i / payload];
+    double expected = 0;
+    double largest = 0;
+    for (int r = 0; r < world; ++r) {
+      if (bitmap == 0 ? r == rank : ((bitmap >> r) & 1) != 0) {
+        expected += input_of(r, i, is_float);
+        largest = std::max(largest, (r + 1) * 13 * (is_float ? 0.25 : 1.0));
+      }
+    }
+    const double got = is_float ? static_cast<double>(buffer[i]) : static_cast<double>(ints[i]);
+    // docs/protocol.md: |error| <= N * (2^(e+h-32) + 2^(e-24)) + 2^-23 * |exact|.
+    const double bound = is_float ? world * largest * (0x1p-27 + 0x1p-23) + std::abs(expected) * 0x1p-23 : 0.0;
+    if (!(std::abs(got - expected) <= bound)) ++wrong;
+  }
+  return wrong;
+}
+
+// One rank: time every size, print one JSON line per size.
+int run_worker(const Settings& s) {
+  dpa::Config config;
+  config.rank = s.rank;
+  config.world_size = s.ranks;
+  std::tie(config.switch_host, config.switch_port) = split_address(s.switch_address);
+  config.threads = s.threads;
+  config.window = s.window;
+  config.retransmit_timeout = std::chrono::microseconds(s.rto_us);
+  config.max_retransmit_timeout = std::max(config.retransmit_timeout, config.max_retransmit_timeout);
+  config.timeout = std::chrono::milliseconds(60000);
+  config.join_timeout = std::chrono::milliseconds(60000);
+  const bool fastest_k = s.mode != "full";
+  config.k = fastest_k ? (s.k > 0 ? s.k : std::max(1, s.ranks - 1)) : 0;
+  config.preemptive = s.mode == "preemptive";
+  dpa::Context context(config);
+
+  const bool is_float = s.dtype == "float32";
+  const dpa::DataType type = is_float ? dpa::DataType::float32 : dpa::DataType::int32;
+  dpa::AllreduceOptions barrier;  // a full-N allreduce lines the ranks up between sizes
+  barrier.k = s.ranks;
+  barrier.preemptive = false;
+  float token = 1;
+
+  for (const std::string& size_text : s.sizes) {
+    const std::size_t bytes = parse_size(size_text);
+    const std::size_t count = std::max<std::size_t>(1, bytes / 4);
+    std::vector<float> buffer(count);
+    std::vector<std::uint64_t> contributors((count + context.payload() - 1) / context.payload());
+    dpa::AllreduceOptions options;
+    options.block_contributors = contributors.data();
+    std::vector<double> seconds;
+    std::size_t wrong = 0;
+    dpa::OpStats totals;
+    context.allreduce(&token, &token, 1, dpa::DataType::float32, barrier);
+    for (int i = 0; i < s.warmup + s.iterations; ++i) {
+      if (s.rank == s.straggler_rank && s.straggler_delay_ms > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(s.straggler_delay_ms));
+      }
+      // Fresh input every time, so repeated in-place sums cannot overflow.
+      fill_input(buffer, s.rank, is_float);
+      const auto start = Clock::now();
+      const dpa::OpStats stats = context.allreduce(buffer.data(), buffer.data(), count, type, options);
+      const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      if (s.verify) wrong += verify_output(buffer, s.rank, s.ranks, is_float, context.payload(), contributors);
+      if (i >= s.warmup) {
+        seconds.push_back(elapsed);
+        totals += stats;
+      }
+    }
+    const double p50 = percentile(seconds, 0.5);
+    json line = {{"rank", s.rank},
+                 {"mode", s.mode},
+                 {"bytes", count * 4},
+                 {"payload", context.payload()},
+                 {"elements", count},
+                 {"p50_us", p50 * 1e6},
+                 {"p99_us", percentile(seconds, 0.99) * 1e6},
+                 {"goodput_gbps", p50 > 0 ? static_cast<double>(count) * 32 / p50 / 1e9 : 0.0},
+                 {"retransmissions", totals.retransmissions},
+                 {"blocks", totals.blocks},
+                 {"partial", totals.blocks_partial},
+                 {"missed", totals.blocks_missed},
+                 {"wrong", wrong}};
+    std::cout << line.dump() << std::endl;
+    if (wrong > 0) {
+      std::cerr << "dpa-bench: rank " << s.rank << ": " << wrong << " wrong elements at "
+                << size_text << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}
+
+std::vector<std::string> worker_argv(const Settings& s, int rank, const std::string& mode,
+                                     std::uint16_t port) {
+  std::vector<std::string> argv = {
+      dpa::tools::executable_directory() + "/dpa-bench", "--worker", "--rank", std::to_string(rank),
+      "--ranks", std::to_string(s.ranks), "--switch",
+      s.switch_address.empty() ? "127.0.0.1:" + std::to_string(port) : s.switch_address,
+      "--dtype", s.dtype, "--iterations", std::to_string(s.iterations), "--warmup",
+      std::to_string(s.warmup), "--threads", std::to_string(s.threads), "--window",
+      std::to_string(s.window), "--k", std::to_string(s.k), "--mode", mode,
+      "--straggler-rank", std::to_string(s.straggler_rank), "--straggler-delay-ms",
+      std::to_string(s.straggler_delay_ms), "--rto-us", std::to_string(s.rto_us), "--sizes"};
+  if (s.verify) argv.insert(argv.begin() + 2, "--verify");
+  std::string sizes;
+  for (const std::string& size : s.sizes) sizes += (sizes.empty() ? "" : ",") + size;
+  argv.push_back(sizes);
+  return argv;
+}
+
+std::vector<json> run_mode(const Settings& s, const std::string& mode) {
+  std::unique_ptr<dpa::SoftwareSwitch> sw;
+  std::uint16_t port = 0;
+  if (s.switch_address.empty()) {
+    dpa::SessionConfig session;
+    session.world_size = s.ranks;
+    session.payload = s.payload;
+    session.pool_size = static_cast<std::uint32_t>(std::max(4096, 2 * s.threads * s.window));
+    session.straggler_timeout = std::chrono::microseconds(s.straggler_timeout_us);
+    dpa::SwitchConfig config;
+    config.port = 0;
+    config.threads = s.switch_threads;
+    config.sessions = {session};
+    sw = std::make_unique<dpa::SoftwareSwitch>(config);
+    port = sw->port();
+  }
+  std::vector<dpa::tools::Process> workers;
+  for (int rank = 0; rank < s.ranks; ++rank) workers.emplace_back(worker_argv(s, rank, mode, port));
+  const auto codes = dpa::tools::wait_all(workers, Clock::now() + std::chrono::minutes(30));
+  std::vector<json> lines;
+  for (std::size_t r = 0; r < workers.size(); ++r) {
+    if (!codes[r] || *codes[r] != 0) {
+      throw std::runtime_error("worker rank " + std::to_string(r) + " failed");
+    }
+    std::istringstream output(workers[r].output());
+    for (std::string line; std::getline(output, line);) {
+      if (!line.empty()) lines.push_back(json::parse(line));
+    }
+  }
+  return lines;
+}
+
+void print_table(const Settings& s, const std::vector<json>& lines) {
+  std::printf("%-10s %9s %10s %10s %10s %16s %8s %8s %7s\n", "mode", "bytes", "elements", "p50 us",
+              "p99 us", "Gbit/s/worker", "retrans", "partial", "missed");
+  // Rank 0 stands for the fast ranks (the straggler, if any, is another rank); goodput is the
+  // mean over the ranks that are not the straggler.
+  for (const json& line : lines) {
+    if (line["rank"] != 0) continue;
+    double goodput = 0;
+    int counted = 0;
+    std::uint64_t retransmissions = 0;
+    for (const json& other : lines) {
+      if (other["mode"] != line["mode"] || other["bytes"] != line["bytes"]) continue;
+      retransmissions += other["retransmissions"].get<std::uint64_t>();
+      if (other["rank"] == s.straggler_rank) continue;
+      goodput += other["goodput_gbps"].get<double>();
+      ++counted;
+    }
+    std::printf("%-10s %9llu %10llu %10.1f %10.1f %16.2f %8llu %8llu %7llu\n",
+                line["mode"].get<std::string>().c_str(),
+                static_cast<unsigned long long>(line["bytes"].get<std::uint64_t>()),
+                static_cast<unsigned long long>(line["elements"].get<std::uint64_t>()),
+                line["p50_us"].get<double>(), line["p99_us"].get<double>(),
+                counted > 0 ? goodput / counted : 0.0, static_cast<unsigned long long>(retransmissions),
+                static_cast<unsigned long long>(line["partial"].get<std::uint64_t>()),
+                static_cast<unsigned long long>(line["missed"].get<std::uint64_t>()));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dpa-bench: allreduce goodput (elements x 32 bit / time) and latency"};
+  Settings s;
+  app.add_option("-n,--ranks", s.ranks, "Ranks (local worker processes)")->capture_default_str();
+  app.add_option("--switch", s.switch_address, "Use the switch at host:port instead of starting one");
+  app.add_option("--sizes", s.sizes, "Tensor sizes (B, KiB, MiB, GiB)")->delimiter(',')->capture_default_str();
+  app.add_option("--dtype", s.dtype)->check(CLI::IsMember({"float32", "int32"}))->capture_default_str();
+  app.add_option("--iterations", s.iterations, "Timed operations per size")->capture_default_str();
+  app.add_option("--warmup", s.warmup)->capture_default_str();
+  app.add_option("--threads", s.threads, "Worker threads per rank")->capture_default_str();
+  app.add_option("--window", s.window, "Outstanding packets per thread")->capture_default_str();
+  app.add_option("--payload", s.payload, "Values per packet (switch started here)")->capture_default_str();
+  app.add_option("--switch-threads", s.switch_threads)->capture_default_str();
+  app.add_option("--straggler-rank", s.straggler_rank, "Rank delayed before every operation");
+  app.add_option("--straggler-delay-ms", s.straggler_delay_ms, "Delay of the straggler per operation");
+  app.add_option("--k", s.k, "K for the fastest-K modes (default: ranks - 1)");
+  app.add_option("--modes", s.modes,
+                 "Comma list of full, reactive, preemptive (default: full; all three with a straggler)");
+  app.add_option("--straggler-timeout-us", s.straggler_timeout_us, "Switch straggler timeout")
+      ->capture_default_str();
+  app.add_option("--rto-us", s.rto_us, "Worker retransmission timeout")->capture_default_str();
+  app.add_option("--json", s.json_path, "Also write the raw per-rank results here");
+  app.add_flag("--verify", s.verify,
+               "Check every result (exact int32, float32 within the bound, missed blocks)");
+  app.add_flag("--worker", s.worker, "Run as one rank (used by the launcher and for multi-host runs)");
+  app.add_option("--rank", s.rank);
+  app.add_option("--mode", s.mode)->check(CLI::IsMember({"full", "reactive", "preemptive"}));
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (s.worker) return run_worker(s);
+    if (s.straggler_delay_ms > 0 && s.straggler_rank < 0) s.straggler_rank = s.ranks - 1;
+    std::vector<std::string> modes;
+    std::stringstream list(s.modes.empty() ? (s.straggler_delay_ms > 0 ? "full,reactive,preemptive" : "full")
+                                           : s.modes);
+    for (std::string mode; std::getline(list, mode, ',');) modes.push_back(mode);
+    std::vector<json> all;
+    for (const std::string& mode : modes) {
+      const std::vector<json> lines = run_mode(s, mode);
+      all.insert(all.end(), lines.begin(), lines.end());
+    }
+    std::printf("dpa-bench: %d ranks, %s, %d thread(s), window %d, payload %u, %d iterations%s%s\n",
+                s.ranks, s.dtype.c_str(), s.threads, s.window,
+                all.empty() ? s.payload : all.front()["payload"].get<std::uint32_t>(), s.iterations,
+                s.verify ? ", every result verified" : "",
+                s.straggler_delay_ms > 0
+                    ? (", rank " + std::to_string(s.straggler_rank) + " delayed " +
+                       std::to_string(s.straggler_delay_ms) + " ms per operation").c_str()
+                    : "");
+    print_table(s, all);
+    if (!s.json_path.empty()) std::ofstream(s.json_path) << json(all).dump(2) << "\n";
+    return 0;
+  } catch (const std::exception& error) {
+    std::cerr << "dpa-bench: " << error.what() << "\n";
+    return 1;
+  }
+}

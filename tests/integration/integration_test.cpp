@@ -99,6 +99,10 @@ struct SizeCase {
   const char* op;
 };
 
+void PrintTo(const SizeCase& c, std::ostream* os) {
+  *os << "N=" << c.world << " count=" << c.count << " " << c.dtype << " " << c.op;
+}
+
 class Sizes : public testing::TestWithParam<SizeCase> {};
 
 TEST_P(Sizes, ResultsAreExactOrWithinBound) {
