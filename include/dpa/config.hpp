@@ -40,6 +40,9 @@ struct Config {
   std::chrono::microseconds max_retransmit_timeout{16000};  // back-off cap (doubling)
   std::chrono::milliseconds timeout{10000};       // no reply for this long fails the operation
   std::chrono::milliseconds join_timeout{30000};  // waiting for every rank to join
+  // Spin on the socket this long before blocking (0: never spin). Lowers latency on machines
+  // with a core to spare per worker thread; off by default so small machines stay idle.
+  std::chrono::microseconds busy_poll{0};
 
   int k = 0;                 // fastest-K default for operations; 0 uses the session's
   bool preemptive = false;   // complete every block at the first K (DPA_PREEMPTIVE)

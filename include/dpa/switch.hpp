@@ -38,6 +38,7 @@ struct SwitchConfig {
   int threads = 1;
   std::size_t batch = 64;
   int socket_buffer_bytes = 32 << 20;
+  std::chrono::microseconds busy_poll{0};  // spin before blocking in receive (0: never)
   std::vector<SessionConfig> sessions;
 
   // Reads configs/softswitch.json's format; unknown keys are a ConfigError.

@@ -2,15 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <charconv>
 #include <concepts>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
-#include <functional>
 #include <limits>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,33 +16,30 @@
 #include <nlohmann/json.hpp>
 
 #include "api/env.hpp"
+#include "api/json_fields.hpp"
 #include "dpa/error.hpp"
 #include "protocol/wire.hpp"
 
 namespace dpa {
 namespace {
 
-using nlohmann::json;
+using detail::fail;
+using detail::FieldReaders;
+using detail::integer_kind;
+using detail::integer_range;
+using detail::json;
+using detail::read_json;
+using detail::read_object;
+using detail::reader_for;
+using detail::require_object;
 
 // Outstanding packets per thread; each needs two switch slots, so this bounds the pool a
 // rank occupies.
 constexpr int kMaxWindow = 4096;
 
-[[noreturn]] void fail(std::string message) { throw ConfigError(std::move(message)); }
-
 template <class... Args>
 void require(bool ok, fmt::format_string<Args...> format, Args&&... args) {
   if (!ok) fail("invalid dpa config: " + fmt::format(format, std::forward<Args>(args)...));
-}
-
-template <std::integral T>
-std::string integer_range() {
-  return fmt::format("[{}, {}]", std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
-}
-
-template <std::integral T>
-std::string_view integer_kind() {
-  return std::unsigned_integral<T> ? "a non-negative integer" : "an integer";
 }
 
 struct HostPort {
@@ -68,79 +60,6 @@ std::optional<HostPort> parse_host_port(std::string_view text) {
 }
 
 // ---- JSON ---------------------------------------------------------------------------------
-// `where` in these readers names the file and the key ("worker.json: faults.drop").
-
-template <std::integral T>
-T json_integer(const json& value, const std::string& where) {
-  // nlohmann keeps non-negative literals as uint64 and negative ones as int64.
-  if (value.is_number_unsigned()) {
-    if (const auto number = value.get<std::uint64_t>(); std::in_range<T>(number)) {
-      return static_cast<T>(number);
-    }
-  } else if (value.is_number_integer()) {
-    if (const auto number = value.get<std::int64_t>(); std::in_range<T>(number)) {
-      return static_cast<T>(number);
-    }
-  } else {
-    fail(fmt::format("{}: expected {}, got {}", where, integer_kind<T>(), value.type_name()));
-  }
-  fail(fmt::format("{}: {} is out of range {}", where, value.dump(), integer_range<T>()));
-}
-
-template <std::integral T>
-  requires(!std::same_as<T, bool>)
-void read_json(const json& value, const std::string& where, T& out) {
-  out = json_integer<T>(value, where);
-}
-
-void read_json(const json& value, const std::string& where, bool& out) {
-  if (!value.is_boolean()) fail(fmt::format("{}: expected a boolean, got {}", where, value.type_name()));
-  out = value.get<bool>();
-}
-
-void read_json(const json& value, const std::string& where, double& out) {
-  if (!value.is_number()) fail(fmt::format("{}: expected a number, got {}", where, value.type_name()));
-  out = value.get<double>();
-}
-
-void read_json(const json& value, const std::string& where, std::string& out) {
-  if (!value.is_string()) fail(fmt::format("{}: expected a string, got {}", where, value.type_name()));
-  out = value.get<std::string>();
-}
-
-// Durations are integers in the unit of the field's type, which the key's suffix spells out.
-template <class Rep, class Period>
-void read_json(const json& value, const std::string& where, std::chrono::duration<Rep, Period>& out) {
-  out = std::chrono::duration<Rep, Period>{json_integer<Rep>(value, where)};
-}
-
-template <class Target>
-using FieldReader = std::function<void(const json& value, const std::string& where, Target& target)>;
-template <class Target>
-using FieldReaders = std::map<std::string_view, FieldReader<Target>, std::less<>>;
-
-template <class Target, class Field>
-FieldReader<Target> reader_for(Field Target::*member) {
-  return [member](const json& value, const std::string& where, Target& target) {
-    read_json(value, where, target.*member);
-  };
-}
-
-void require_object(const json& value, const std::string& where) {
-  if (!value.is_object()) fail(fmt::format("{}: expected an object, got {}", where, value.type_name()));
-}
-
-// Reads every key of `object`; `key_prefix` is what precedes a key in messages ("file: faults.").
-template <class Target>
-void read_object(const json& object, const std::string& key_prefix, const FieldReaders<Target>& readers,
-                 Target& target) {
-  for (const auto& [key, value] : object.items()) {
-    const std::string where = key_prefix + key;
-    const auto reader = readers.find(key);
-    if (reader == readers.end()) fail(where + ": unknown key");
-    reader->second(value, where, target);
-  }
-}
 
 const FieldReaders<FaultInjection>& fault_readers() {
   static const FieldReaders<FaultInjection> readers{
@@ -280,16 +199,7 @@ bool env_flag(const char* name, bool fallback) {
 }  // namespace detail
 
 Config Config::from_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  json root;
-  try {
-    root = json::parse(in, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
-  } catch (const json::parse_error& error) {
-    fail(fmt::format("{}: invalid JSON: {}", path, error.what()));
-  }
-  if (!root.is_object()) fail(fmt::format("{}: expected a JSON object, got {}", path, root.type_name()));
-
+  const json root = detail::parse_json_object_file(path);
   Config config;
   read_object(root, path + ": ", config_readers(), config);
   return config;

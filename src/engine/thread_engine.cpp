@@ -116,7 +116,7 @@ void ThreadEngine::execute(Operation& op) {
         if (entry.active) next_deadline = std::min(next_deadline, entry.deadline_ns);
       }
       const std::uint64_t wait = next_deadline > now ? next_deadline - now : 0;
-      const std::size_t received = transport_->receive(rx_, std::chrono::nanoseconds(wait));
+      const std::size_t received = receive(std::chrono::nanoseconds(wait), now);
       now = now_ns();
       for (std::size_t i = 0; i < received; ++i) handle_packet(op, rx_[i], now);
       check_timeouts(op, now);
@@ -135,6 +135,21 @@ void ThreadEngine::execute(Operation& op) {
   }
   tx_.clear();
   op.finish_part(stats_, error);
+}
+
+std::size_t ThreadEngine::receive(std::chrono::nanoseconds wait, std::uint64_t now) {
+  // Opt-in busy polling: spin on non-blocking receives before falling back to ppoll.
+  const std::uint64_t spin_until = now + to_ns(config_.busy_poll);
+  while (config_.busy_poll.count() > 0 && now_ns() < std::min(spin_until, now + to_ns(wait))) {
+    if (const std::size_t received = transport_->receive(rx_, std::chrono::nanoseconds(0))) {
+      return received;
+    }
+  }
+  const std::uint64_t spent = now_ns() - now;
+  const auto remaining = std::chrono::nanoseconds(wait.count() > static_cast<std::int64_t>(spent)
+                                                      ? wait.count() - static_cast<std::int64_t>(spent)
+                                                      : 0);
+  return transport_->receive(rx_, remaining);
 }
 
 void ThreadEngine::start_entry(Operation& op, std::uint32_t e, std::uint64_t now) {

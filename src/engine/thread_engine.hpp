@@ -51,6 +51,7 @@ class ThreadEngine {
 
   void run();
   void execute(Operation& op);
+  std::size_t receive(std::chrono::nanoseconds wait, std::uint64_t now);
 
   // Per-operation helpers (all on the engine thread).
   void start_entry(Operation& op, std::uint32_t e, std::uint64_t now);

@@ -131,8 +131,15 @@ class SwitchImpl {
     batch.tx.reserve(config_.batch * protocol::kMaxWorld);
     constexpr auto kStopCheck = std::chrono::milliseconds(20);
 
+    const auto spin = std::chrono::nanoseconds(config_.busy_poll);
     while (!stop_.load(std::memory_order_relaxed)) {
-      const std::size_t received = io.receive(batch.rx, kStopCheck);
+      std::size_t received = 0;
+      // Opt-in busy polling before blocking, for machines with cores to spare.
+      for (auto until = std::chrono::steady_clock::now() + spin;
+           received == 0 && spin.count() > 0 && std::chrono::steady_clock::now() < until;) {
+        received = io.receive(batch.rx, std::chrono::nanoseconds(0));
+      }
+      if (received == 0) received = io.receive(batch.rx, kStopCheck);
       if (received == 0) continue;
       const std::uint64_t now = steady_now_ns();
       const SessionTable& sessions = *table_.load(std::memory_order_acquire);

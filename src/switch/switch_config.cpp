@@ -1,14 +1,8 @@
 #include <arpa/inet.h>
 
-#include <cerrno>
 #include <charconv>
-#include <concepts>
 #include <cstdint>
-#include <cstring>
-#include <fstream>
-#include <functional>
 #include <limits>
-#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -18,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "api/json_fields.hpp"
 #include "dpa/error.hpp"
 #include "dpa/switch.hpp"
 #include "protocol/wire.hpp"
@@ -25,13 +20,18 @@
 namespace dpa {
 namespace {
 
-using nlohmann::json;
+using detail::fail;
+using detail::FieldReader;
+using detail::FieldReaders;
+using detail::json;
+using detail::read_json;
+using detail::read_object;
+using detail::require_array;
+using detail::require_object;
 
 constexpr int kMaxSwitchThreads = 64;
 constexpr std::size_t kMaxBatch = 1024;  // packets one recvmmsg/sendmmsg call moves
 constexpr std::uint64_t kSlotSpace = std::uint64_t{1} << 32;  // slot indices are 32-bit on the wire
-
-[[noreturn]] void fail(std::string message) { throw ConfigError(std::move(message)); }
 
 template <class... Args>
 void require(bool ok, fmt::format_string<Args...> format, Args&&... args) {
@@ -41,38 +41,10 @@ void require(bool ok, fmt::format_string<Args...> format, Args&&... args) {
 // ---- JSON ---------------------------------------------------------------------------------
 // `where` in these readers names the file and the key ("softswitch.json: sessions[0].k").
 
-template <std::integral T>
-T json_integer(const json& value, const std::string& where) {
-  // nlohmann keeps non-negative literals as uint64 and negative ones as int64.
-  if (value.is_number_unsigned()) {
-    if (const auto number = value.get<std::uint64_t>(); std::in_range<T>(number)) {
-      return static_cast<T>(number);
-    }
-  } else if (value.is_number_integer()) {
-    if (const auto number = value.get<std::int64_t>(); std::in_range<T>(number)) {
-      return static_cast<T>(number);
-    }
-  } else {
-    fail(fmt::format("{}: expected an integer, got {}", where, value.type_name()));
-  }
-  fail(fmt::format("{}: {} is out of range [{}, {}]", where, value.dump(), std::numeric_limits<T>::min(),
-                   std::numeric_limits<T>::max()));
-}
-
-template <std::integral T>
-void read_json(const json& value, const std::string& where, T& out) {
-  out = json_integer<T>(value, where);
-}
-
-void read_json(const json& value, const std::string& where, std::string& out) {
-  if (!value.is_string()) fail(fmt::format("{}: expected a string, got {}", where, value.type_name()));
-  out = value.get<std::string>();
-}
-
-// Durations are integers in the unit of the field's type, which the key's suffix spells out.
-template <class Rep, class Period>
-void read_json(const json& value, const std::string& where, std::chrono::duration<Rep, Period>& out) {
-  out = std::chrono::duration<Rep, Period>{json_integer<Rep>(value, where)};
+// Unlike the worker config, the switch config calls unsigned fields "an integer" too.
+template <class Target, class Field>
+FieldReader<Target> reader_for(Field Target::*member) {
+  return detail::reader_for<detail::IntegerWording::plain>(member);
 }
 
 // "a.b.c.d" or "a.b.c.d:port"; the address itself is checked by SessionConfig::validate.
@@ -90,39 +62,11 @@ WorkerAddress parse_worker(const json& value, const std::string& where) {
   return WorkerAddress{text.substr(0, colon), port};
 }
 
-void read_json(const json& value, const std::string& where, std::vector<WorkerAddress>& out) {
-  if (!value.is_array()) fail(fmt::format("{}: expected an array, got {}", where, value.type_name()));
+void read_workers(const json& value, const std::string& where, std::vector<WorkerAddress>& out) {
+  require_array(value, where);
   out.clear();
   for (std::size_t i = 0; i < value.size(); ++i) {
     out.push_back(parse_worker(value[i], fmt::format("{}[{}]", where, i)));
-  }
-}
-
-template <class Target>
-using FieldReader = std::function<void(const json& value, const std::string& where, Target& target)>;
-template <class Target>
-using FieldReaders = std::map<std::string_view, FieldReader<Target>, std::less<>>;
-
-template <class Target, class Field>
-FieldReader<Target> reader_for(Field Target::*member) {
-  return [member](const json& value, const std::string& where, Target& target) {
-    read_json(value, where, target.*member);
-  };
-}
-
-void require_object(const json& value, const std::string& where) {
-  if (!value.is_object()) fail(fmt::format("{}: expected an object, got {}", where, value.type_name()));
-}
-
-// Reads every key of `object`; `key_prefix` is what precedes a key in messages ("file: switch.").
-template <class Target>
-void read_object(const json& object, const std::string& key_prefix, const FieldReaders<Target>& readers,
-                 Target& target) {
-  for (const auto& [key, value] : object.items()) {
-    const std::string where = key_prefix + key;
-    const auto reader = readers.find(key);
-    if (reader == readers.end()) fail(where + ": unknown key");
-    reader->second(value, where, target);
   }
 }
 
@@ -135,7 +79,10 @@ const FieldReaders<SessionConfig>& session_readers() {
       {"pool_base", reader_for(&SessionConfig::pool_base)},
       {"pool_size", reader_for(&SessionConfig::pool_size)},
       {"straggler_timeout_us", reader_for(&SessionConfig::straggler_timeout)},
-      {"workers", reader_for(&SessionConfig::workers)},
+      {"workers",
+       [](const json& value, const std::string& where, SessionConfig& session) {
+         read_workers(value, where, session.workers);
+       }},
   };
   return readers;
 }
@@ -160,7 +107,7 @@ const FieldReaders<SwitchConfig>& top_level_readers() {
        }},
       {"sessions",
        [](const json& value, const std::string& where, SwitchConfig& config) {
-         if (!value.is_array()) fail(fmt::format("{}: expected an array, got {}", where, value.type_name()));
+         require_array(value, where);
          config.sessions.clear();
          for (std::size_t i = 0; i < value.size(); ++i) {
            const std::string session_where = fmt::format("{}[{}]", where, i);
@@ -202,16 +149,7 @@ void SessionConfig::validate() const {
 }
 
 SwitchConfig SwitchConfig::from_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  json root;
-  try {
-    root = json::parse(in, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
-  } catch (const json::parse_error& error) {
-    fail(fmt::format("{}: invalid JSON: {}", path, error.what()));
-  }
-  if (!root.is_object()) fail(fmt::format("{}: expected a JSON object, got {}", path, root.type_name()));
-
+  const json root = detail::parse_json_object_file(path);
   SwitchConfig config;
   read_object(root, path + ": ", top_level_readers(), config);
   return config;

@@ -39,6 +39,7 @@ struct Settings {
   std::string modes;  // comma list of full, reactive, preemptive
   std::int64_t straggler_timeout_us = 5000;
   std::int64_t rto_us = 2000;
+  std::int64_t busy_poll_us = 0;
   std::string json_path;
   bool verify = false;
   // Worker mode.
@@ -122,6 +123,7 @@ int run_worker(const Settings& s) {
   config.window = s.window;
   config.retransmit_timeout = std::chrono::microseconds(s.rto_us);
   config.max_retransmit_timeout = std::max(config.retransmit_timeout, config.max_retransmit_timeout);
+  config.busy_poll = std::chrono::microseconds(s.busy_poll_us);
   config.timeout = std::chrono::milliseconds(60000);
   config.join_timeout = std::chrono::milliseconds(60000);
   const bool fastest_k = s.mode != "full";
@@ -196,7 +198,8 @@ std::vector<std::string> worker_argv(const Settings& s, int rank, const std::str
       std::to_string(s.warmup), "--threads", std::to_string(s.threads), "--window",
       std::to_string(s.window), "--k", std::to_string(s.k), "--mode", mode,
       "--straggler-rank", std::to_string(s.straggler_rank), "--straggler-delay-ms",
-      std::to_string(s.straggler_delay_ms), "--rto-us", std::to_string(s.rto_us), "--sizes"};
+      std::to_string(s.straggler_delay_ms), "--rto-us", std::to_string(s.rto_us),
+      "--busy-poll-us", std::to_string(s.busy_poll_us), "--sizes"};
   if (s.verify) argv.insert(argv.begin() + 2, "--verify");
   std::string sizes;
   for (const std::string& size : s.sizes) sizes += (sizes.empty() ? "" : ",") + size;
@@ -216,6 +219,7 @@ std::vector<json> run_mode(const Settings& s, const std::string& mode) {
     dpa::SwitchConfig config;
     config.port = 0;
     config.threads = s.switch_threads;
+    config.busy_poll = std::chrono::microseconds(s.busy_poll_us);
     config.sessions = {session};
     sw = std::make_unique<dpa::SoftwareSwitch>(config);
     port = sw->port();
@@ -287,6 +291,9 @@ int main(int argc, char** argv) {
   app.add_option("--straggler-timeout-us", s.straggler_timeout_us, "Switch straggler timeout")
       ->capture_default_str();
   app.add_option("--rto-us", s.rto_us, "Worker retransmission timeout")->capture_default_str();
+  app.add_option("--busy-poll-us", s.busy_poll_us,
+                 "Workers and the switch started here spin this long before blocking")
+      ->capture_default_str();
   app.add_option("--json", s.json_path, "Also write the raw per-rank results here");
   app.add_flag("--verify", s.verify,
                "Check every result (exact int32, float32 within the bound, missed blocks)");

@@ -38,12 +38,15 @@ int main(int argc, char** argv) {
   int world_size = 0;
   std::int64_t straggler_timeout_us = session.straggler_timeout.count();
   std::vector<std::string> workers;
+  std::int64_t busy_poll_us = 0;
 
   app.add_option("-c,--config", config_path, "Switch config JSON (configs/softswitch.json)");
   app.add_option("--host", config.host, "Address to listen on")->capture_default_str();
   app.add_option("--port", config.port, "First UDP port (thread i uses port + i; 0: ephemeral)")
       ->capture_default_str();
   app.add_option("--threads", config.threads, "Switch threads")->capture_default_str();
+  app.add_option("--busy-poll-us", busy_poll_us, "Spin this long before blocking (0: never)")
+      ->capture_default_str();
   app.add_option("--port-file", port_file, "Write the first bound port here once listening");
   app.add_option("--session", session.id, "Session id of the session given by flags")
       ->capture_default_str();
@@ -70,6 +73,7 @@ int main(int argc, char** argv) {
       config.socket_buffer_bytes = from_file.socket_buffer_bytes;
       config.sessions = from_file.sessions;
     }
+    if (app.count("--busy-poll-us") > 0) config.busy_poll = std::chrono::microseconds(busy_poll_us);
     if (world_size > 0) {
       session.world_size = world_size;
       session.straggler_timeout = std::chrono::microseconds(straggler_timeout_us);
