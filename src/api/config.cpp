@@ -96,6 +96,7 @@ const FieldReaders<Config>& config_readers() {
       {"max_retransmit_timeout_us", reader_for(&Config::max_retransmit_timeout)},
       {"timeout_ms", reader_for(&Config::timeout)},
       {"join_timeout_ms", reader_for(&Config::join_timeout)},
+      {"busy_poll_us", reader_for(&Config::busy_poll)},
       {"k", reader_for(&Config::k)},
       {"preemptive", reader_for(&Config::preemptive)},
       {"syn_disable", reader_for(&Config::syn_disable)},
@@ -228,6 +229,7 @@ Config Config::from_env() {
   apply_env("DPA_MAX_RTO_US", config.max_retransmit_timeout);
   apply_env("DPA_TIMEOUT_MS", config.timeout);
   apply_env("DPA_JOIN_TIMEOUT_MS", config.join_timeout);
+  apply_env("DPA_BUSY_POLL_US", config.busy_poll);
   apply_env("DPA_K", config.k);
   apply_env("DPA_PREEMPTIVE", config.preemptive);
   apply_env("DPA_SYN_DISABLE", config.syn_disable);

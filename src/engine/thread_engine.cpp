@@ -167,6 +167,7 @@ void ThreadEngine::start_entry(Operation& op, std::uint32_t e, std::uint64_t now
   entry.rto_ns = initial_rto();
   entry.sent_ns = now;
   entry.retransmitted = false;
+  entry.expedited = false;
   build_data(op, e);
   queue_send(e, now);
 }
@@ -270,6 +271,7 @@ void ThreadEngine::move_to(Operation& op, std::uint32_t e, std::uint64_t round, 
   entry.rto_ns = initial_rto();
   entry.sent_ns = now;
   entry.retransmitted = false;
+  entry.expedited = false;
   if (round >= entry.end_round) {
     entry.round = entry.end_round;
     finish_entry(e);
@@ -357,7 +359,10 @@ void ThreadEngine::handle_packet(Operation& op, const transport::RxPacket& packe
     // A reply about the entry's other slot (to a stale or duplicated packet): it cannot tell
     // that this entry's current round is lost, which is always retrievable from its own slot.
     // A newer result there means the current round is complete: ask for it now.
-    if (h.has(flag::kResult) || op_delta > 0) entry.deadline_ns = now;
+    if (h.has(flag::kResult) || op_delta > 0) {
+      entry.deadline_ns = now;
+      entry.expedited = true;
+    }
     return;
   }
   if (op_delta > 0) {
@@ -422,10 +427,15 @@ void ThreadEngine::check_timeouts(Operation& op, std::uint64_t now) {
           std::to_string(protocol::SlotLayout::seq_of_round(entry.round)) +
           "): is dpa-switch running, and are all ranks alive and running the same operations?");
     }
-    ++stats_.timeouts;
     ++stats_.retransmissions;
     entry.retransmitted = true;
-    entry.rto_ns = std::min(entry.rto_ns * 2, std::max(op_max_rto_ns_, to_ns(config_.retransmit_timeout)));
+    if (entry.expedited) {
+      entry.expedited = false;  // not a timeout: no back-off
+    } else {
+      ++stats_.timeouts;
+      entry.rto_ns =
+          std::min(entry.rto_ns * 2, std::max(op_max_rto_ns_, to_ns(config_.retransmit_timeout)));
+    }
     queue_send(e, now);
   }
 }

@@ -45,6 +45,7 @@ class ThreadEngine {
     std::uint64_t rto_ns = 0;
     std::uint64_t sent_ns = 0;    // first transmission of the current round
     bool retransmitted = false;   // Karn: no RTT sample from a retransmitted round
+    bool expedited = false;       // resend now: a reply showed the round is already complete
     std::uint32_t packet_size = 0;
     std::byte* packet = nullptr;
   };

@@ -24,10 +24,12 @@ Session::Session(const SessionConfig& config)
 
 Session::~Session() = default;
 
-bool Session::registered(std::uint32_t rank, const transport::Endpoint& from) const {
+bool Session::registered(std::uint32_t rank, const transport::Endpoint& from,
+                         bool check_port) const {
   if (registered_.empty()) return true;
   const transport::Endpoint& allowed = registered_.size() == 1 ? registered_[0] : registered_[rank];
-  return allowed.address == from.address && (allowed.port == 0 || allowed.port == from.port);
+  return allowed.address == from.address &&
+         (!check_port || allowed.port == 0 || allowed.port == from.port);
 }
 
 JoinOutcome Session::reject_all(ErrorCode code, std::uint32_t expected) {

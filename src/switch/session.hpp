@@ -53,7 +53,10 @@ class Session {
   [[nodiscard]] std::uint32_t k_default() const { return limits_.k; }
 
   // Whether `from` is a registered address for `rank` (rank < world size is checked first).
-  [[nodiscard]] bool registered(std::uint32_t rank, const transport::Endpoint& from) const;
+  // The registered port, if any, is thread 0's: only JOINs (sent by thread 0) check it; data
+  // packets are matched against the exact per-thread endpoints announced in the JOIN.
+  [[nodiscard]] bool registered(std::uint32_t rank, const transport::Endpoint& from,
+                                bool check_port) const;
 
   [[nodiscard]] const Membership* membership() const {
     return membership_.load(std::memory_order_acquire);

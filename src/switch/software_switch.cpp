@@ -191,7 +191,7 @@ class SwitchImpl {
       if (is_join) send_error(batch, h, ErrorCode::rank_out_of_range, world, packet.from);
       return;
     }
-    if (!session.registered(h.rank, packet.from)) {
+    if (!session.registered(h.rank, packet.from, /*check_port=*/is_join)) {
       ++batch.counters.dropped_unregistered;
       if (is_join) send_error(batch, h, ErrorCode::not_registered, 0, packet.from);
       return;

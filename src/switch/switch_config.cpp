@@ -94,6 +94,7 @@ const FieldReaders<SwitchConfig>& switch_readers() {
       {"threads", reader_for(&SwitchConfig::threads)},
       {"batch", reader_for(&SwitchConfig::batch)},
       {"socket_buffer_bytes", reader_for(&SwitchConfig::socket_buffer_bytes)},
+      {"busy_poll_us", reader_for(&SwitchConfig::busy_poll)},
   };
   return readers;
 }

@@ -85,7 +85,7 @@ TEST(WorkerJson, ReadsEveryKey) {
     "rank": 2, "world_size": 8, "switch": "10.0.0.9:5000", "session": 7, "threads": 4,
     "window": 64, "payload": 256, "local_host": "10.0.0.2", "local_port": 6000,
     "retransmit_timeout_us": 500, "max_retransmit_timeout_us": 8000, "timeout_ms": 3000,
-    "join_timeout_ms": 4000, "k": 6, "preemptive": true, "syn_disable": true,
+    "join_timeout_ms": 4000, "busy_poll_us": 25, "k": 6, "preemptive": true, "syn_disable": true,
     "faults": {"drop": 0.1, "duplicate": 0.2, "reorder": 0.3, "delay": 0.4,
                "delay_time_us": 750, "seed": 99}
   })");
@@ -103,6 +103,7 @@ TEST(WorkerJson, ReadsEveryKey) {
   EXPECT_EQ(config.max_retransmit_timeout, 8000us);
   EXPECT_EQ(config.timeout, 3000ms);
   EXPECT_EQ(config.join_timeout, 4000ms);
+  EXPECT_EQ(config.busy_poll, 25us);
   EXPECT_EQ(config.k, 6);
   EXPECT_TRUE(config.preemptive);
   EXPECT_TRUE(config.syn_disable);
@@ -264,7 +265,7 @@ class EnvTest : public ::testing::Test {
       "DPA_CONFIG",      "DPA_RANK",         "RANK",           "DPA_WORLD_SIZE",      "WORLD_SIZE",
       "DPA_SWITCH",      "DPA_SESSION",      "DPA_THREADS",    "DPA_WINDOW",          "DPA_PAYLOAD",
       "DPA_LOCAL_HOST",  "DPA_LOCAL_PORT",   "DPA_RTO_US",     "DPA_MAX_RTO_US",      "DPA_TIMEOUT_MS",
-      "DPA_JOIN_TIMEOUT_MS", "DPA_K",        "DPA_PREEMPTIVE", "DPA_SYN_DISABLE",     "DPA_FAULT_DROP",
+      "DPA_JOIN_TIMEOUT_MS", "DPA_BUSY_POLL_US", "DPA_K",        "DPA_PREEMPTIVE", "DPA_SYN_DISABLE",     "DPA_FAULT_DROP",
       "DPA_FAULT_DUPLICATE", "DPA_FAULT_REORDER", "DPA_FAULT_DELAY", "DPA_FAULT_DELAY_US", "DPA_FAULT_SEED",
       "DPA_TEST_FLAG",
   };
@@ -316,6 +317,7 @@ TEST_F(EnvTest, ReadsEveryVariable) {
   set("DPA_MAX_RTO_US", "9000");
   set("DPA_TIMEOUT_MS", "1500");
   set("DPA_JOIN_TIMEOUT_MS", "2500");
+  set("DPA_BUSY_POLL_US", "40");
   set("DPA_K", "5");
   set("DPA_PREEMPTIVE", "yes");
   set("DPA_SYN_DISABLE", "ON");
@@ -341,6 +343,7 @@ TEST_F(EnvTest, ReadsEveryVariable) {
   EXPECT_EQ(config.max_retransmit_timeout, 9000us);
   EXPECT_EQ(config.timeout, 1500ms);
   EXPECT_EQ(config.join_timeout, 2500ms);
+  EXPECT_EQ(config.busy_poll, 40us);
   EXPECT_EQ(config.k, 5);
   EXPECT_TRUE(config.preemptive);
   EXPECT_TRUE(config.syn_disable);
@@ -464,7 +467,7 @@ TEST(SwitchJson, ShippedConfigsParseAndValidate) {
   EXPECT_EQ(session.id, 1u);
   EXPECT_EQ(session.world_size, 4);
   EXPECT_EQ(session.k, 0);
-  EXPECT_EQ(session.payload, 1024u);
+  EXPECT_EQ(session.payload, 2048u);
   EXPECT_EQ(session.pool_base, 0u);
   EXPECT_EQ(session.pool_size, 4096u);
   EXPECT_EQ(session.straggler_timeout, 10000us);
