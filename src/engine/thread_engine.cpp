@@ -243,6 +243,7 @@ void ThreadEngine::build_probe(Operation& op, std::uint32_t e, std::uint32_t seq
 }
 
 void ThreadEngine::sample_rtt(std::uint64_t rtt_ns) {
+  backoff_shift_ = 0;
   if (srtt_ns_ == 0) {
     srtt_ns_ = rtt_ns;
     rttvar_ns_ = rtt_ns / 2;
@@ -255,7 +256,8 @@ void ThreadEngine::sample_rtt(std::uint64_t rtt_ns) {
 
 std::uint64_t ThreadEngine::initial_rto() const {
   const std::uint64_t floor = to_ns(config_.retransmit_timeout);
-  return std::clamp(srtt_ns_ + 4 * rttvar_ns_, floor, std::max(floor, op_max_rto_ns_));
+  return std::clamp((srtt_ns_ + 4 * rttvar_ns_) << backoff_shift_, floor,
+                    std::max(floor, op_max_rto_ns_));
 }
 
 void ThreadEngine::queue_send(std::uint32_t e, std::uint64_t now) {
@@ -433,6 +435,7 @@ void ThreadEngine::check_timeouts(Operation& op, std::uint64_t now) {
       entry.expedited = false;  // not a timeout: no back-off
     } else {
       ++stats_.timeouts;
+      backoff_shift_ = std::min(backoff_shift_ + 1, 6u);
       entry.rto_ns =
           std::min(entry.rto_ns * 2, std::max(op_max_rto_ns_, to_ns(config_.retransmit_timeout)));
     }

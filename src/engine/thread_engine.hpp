@@ -95,6 +95,9 @@ class ThreadEngine {
   [[nodiscard]] std::uint64_t initial_rto() const;
   std::uint64_t srtt_ns_ = 0;
   std::uint64_t rttvar_ns_ = 0;
+  // Karn: a timeout doubles the timeout of later rounds too, until a round completes without
+  // a retransmission and gives a fresh sample. Keeps an overloaded path from a resend storm.
+  unsigned backoff_shift_ = 0;
 
   // State of the operation being executed.
   std::uint64_t op_max_rto_ns_ = 0;
