@@ -48,10 +48,12 @@ ThreadEngine::ThreadEngine(std::uint32_t thread_index, const Config& config,
       transport_(std::move(transport)),
       entries_(static_cast<std::size_t>(config.window)),
       packet_memory_(entries_.size() * (protocol::kHeaderSize + 4 * session.payload)),
+      probe_memory_(entries_.size() * protocol::kHeaderSize),
       rx_(64) {
   tx_.reserve(entries_.size());
   for (std::size_t e = 0; e < entries_.size(); ++e) {
     entries_[e].packet = packet_memory_.data() + e * (protocol::kHeaderSize + 4 * session.payload);
+    entries_[e].probe = probe_memory_.data() + e * protocol::kHeaderSize;
   }
   thread_ = std::thread([this] { run(); });
 }
@@ -242,6 +244,21 @@ void ThreadEngine::build_probe(Operation& op, std::uint32_t e, std::uint32_t seq
   ++stats_.syn_probes;
 }
 
+void ThreadEngine::send_retransmit_probe(const Operation& op, std::uint32_t e, std::uint64_t now) {
+  Entry& entry = entries_[e];
+  Header h;
+  h.flags = static_cast<std::uint16_t>(flag::kSyn | (is_float(op) ? flag::kFloat : 0));
+  h.session = config_.session;
+  h.op_id = op.op_id;
+  h.slot = layout_.slot(index_, e, entry.round);
+  h.seq = protocol::SlotLayout::seq_of_round(entry.round);
+  h.rank = static_cast<std::uint8_t>(config_.rank);
+  h.k = op.k;
+  protocol::encode(h, entry.probe);
+  entry.deadline_ns = now + entry.rto_ns;
+  tx_.push_back({entry.probe, static_cast<std::uint32_t>(protocol::kHeaderSize), switch_port_});
+}
+
 void ThreadEngine::sample_rtt(std::uint64_t rtt_ns) {
   backoff_shift_ = 0;
   if (srtt_ns_ == 0) {
@@ -378,6 +395,18 @@ void ThreadEngine::handle_packet(Operation& op, const transport::RxPacket& packe
   // The round the reply speaks of, rebuilt from the 32-bit sequence number of the slot.
   const auto seq_delta =
       static_cast<std::int32_t>(h.seq - protocol::SlotLayout::seq_of_round(entry.round));
+  const bool probe_reply = h.has(flag::kSyn) && !h.has(flag::kResult) && !h.has(flag::kOld) &&
+                           !entry.probing;
+  if (probe_reply && seq_delta <= 0) {
+    // The switch's answer to a retransmission probe: if it has not counted this rank's
+    // contribution to the round (the data packet was lost), send the data again now.
+    const bool counted = seq_delta == 0 && ((h.bitmap >> config_.rank) & 1) != 0;
+    if (!counted) {
+      ++stats_.retransmissions;
+      queue_send(e, now);
+    }
+    return;
+  }
   if (seq_delta < 0) return;
   const std::uint64_t round = entry.round + 2 * static_cast<std::uint64_t>(seq_delta);
   if (round >= entry.end_round) return;
@@ -439,7 +468,14 @@ void ThreadEngine::check_timeouts(Operation& op, std::uint64_t now) {
       entry.rto_ns =
           std::min(entry.rto_ns * 2, std::max(op_max_rto_ns_, to_ns(config_.retransmit_timeout)));
     }
-    queue_send(e, now);
+    // Retransmit with a header-only probe: the switch answers with the result if the round is
+    // complete, or says whether it counted this rank; the payload goes again only if it did not.
+    // A skip-forward probe is already header-only.
+    if (entry.probing) {
+      queue_send(e, now);
+    } else {
+      send_retransmit_probe(op, e, now);
+    }
   }
 }
 

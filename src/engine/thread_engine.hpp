@@ -47,7 +47,8 @@ class ThreadEngine {
     bool retransmitted = false;   // Karn: no RTT sample from a retransmitted round
     bool expedited = false;       // resend now: a reply showed the round is already complete
     std::uint32_t packet_size = 0;
-    std::byte* packet = nullptr;
+    std::byte* packet = nullptr;  // the current data packet (or the skip-forward SYN probe)
+    std::byte* probe = nullptr;   // header-only retransmission probe for the current round
   };
 
   void run();
@@ -58,6 +59,7 @@ class ThreadEngine {
   void start_entry(Operation& op, std::uint32_t e, std::uint64_t now);
   void build_data(Operation& op, std::uint32_t e);
   void build_probe(Operation& op, std::uint32_t e, std::uint32_t seq);
+  void send_retransmit_probe(const Operation& op, std::uint32_t e, std::uint64_t now);
   void queue_send(std::uint32_t e, std::uint64_t now);
   void handle_packet(Operation& op, const transport::RxPacket& packet, std::uint64_t now);
   void deliver(Operation& op, std::uint32_t e, std::uint64_t round, const protocol::Header& h,
@@ -85,6 +87,7 @@ class ThreadEngine {
 
   std::vector<Entry> entries_;
   std::vector<std::byte> packet_memory_;
+  std::vector<std::byte> probe_memory_;
   std::vector<transport::RxPacket> rx_;
   std::vector<transport::TxPacket> tx_;
   std::size_t active_entries_ = 0;

@@ -67,7 +67,16 @@ SlotAction step_slot(SlotState& slot, std::span<std::int32_t> values, const Head
   const auto diff = static_cast<std::int32_t>(h.seq - slot.seq);
 
   if (h.has(flag::kSyn)) {
-    return diff == 0 && slot.complete ? SlotAction::unicast_result : SlotAction::unicast_syn;
+    if (diff != 0 || slot.target == 0) return SlotAction::unicast_syn;
+    if (slot.complete) return SlotAction::unicast_result;
+    // A probe from a counted worker stands for its retransmission (workers retransmit with
+    // header-only probes): reactive fastest-K may complete the round here.
+    if ((slot.bitmap & sender_bit) != 0 && straggler_timed_out(slot, limits, now_ns) &&
+        slot.contributors >= limits.k) {
+      slot.complete = true;
+      return SlotAction::multicast_result;
+    }
+    return SlotAction::unicast_syn;
   }
   if (diff == 1) {
     // The first packet of the slot's next round resets it: a worker only moves a window entry
