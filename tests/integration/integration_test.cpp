@@ -277,6 +277,21 @@ TEST(Integration, UnregisteredSenderIsRejectedAndCounted) {
   expect_all_succeeded(run_workers(sw.port(), scenario));
 }
 
+TEST(Integration, RegisteredWorkerPortAdmitsEveryThreadOfThatRank) {
+  // The registered port is thread 0's; the other threads announce theirs in the JOIN.
+  const auto base = static_cast<std::uint16_t>(20000 + (getpid() % 20000));
+  auto session = session_config(2);
+  session.workers = {{"127.0.0.1", base}, {"127.0.0.1", static_cast<std::uint16_t>(base + 10)}};
+  dpa::SoftwareSwitch sw(switch_config(session, 2));
+  Scenario scenario;
+  scenario.world = 2;
+  scenario.worker_args = {"--threads", "2", "--count", "50000", "--local-host", "127.0.0.1"};
+  scenario.rank_args = {{"--local-port", std::to_string(base)},
+                        {"--local-port", std::to_string(base + 10)}};
+  expect_all_succeeded(run_workers(sw.port(), scenario));
+  EXPECT_EQ(sw.counters().dropped_unregistered, 0u);
+}
+
 TEST(Integration, RankConfigurationMismatchNamesTheSetting) {
   Scenario scenario;
   scenario.world = 2;

@@ -173,6 +173,7 @@ int main(int argc, char** argv) {
   app.add_option("--port", c.switch_port)->required();
   app.add_option("--host", c.switch_host);
   app.add_option("--local-host", c.local_host);
+  app.add_option("--local-port", c.local_port);
   app.add_option("--session", c.session);
   app.add_option("--rank", c.rank)->required();
   app.add_option("--world", c.world_size)->required();
