@@ -64,6 +64,17 @@ void quantize(const float* in, std::size_t n, float scale, float limit, std::byt
     return bswap32(_mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(x, lo), hi)));
   };
   std::size_t i = 0;
+  // Four independent vectors per iteration keep the multiply/convert ports busy.
+  for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
+    const __m256i a = convert(load(in + i));
+    const __m256i b = convert(load(in + i + kLanes));
+    const __m256i c = convert(load(in + i + 2 * kLanes));
+    const __m256i d = convert(load(in + i + 3 * kLanes));
+    store(out + 4 * i, a);
+    store(out + 4 * (i + kLanes), b);
+    store(out + 4 * (i + 2 * kLanes), c);
+    store(out + 4 * (i + 3 * kLanes), d);
+  }
   for (; i + kLanes <= n; i += kLanes) store(out + 4 * i, convert(load(in + i)));
   if (i < n) {
     const __m256i mask = tail_mask(n - i);
@@ -77,6 +88,16 @@ void dequantize(const std::byte* in, std::size_t n, float factor, float* out) {
     return _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtepi32_ps(bswap32(wire)), vfactor));
   };
   std::size_t i = 0;
+  for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
+    const __m256i a = convert(load(in + 4 * i));
+    const __m256i b = convert(load(in + 4 * (i + kLanes)));
+    const __m256i c = convert(load(in + 4 * (i + 2 * kLanes)));
+    const __m256i d = convert(load(in + 4 * (i + 3 * kLanes)));
+    store(out + i, a);
+    store(out + i + kLanes, b);
+    store(out + i + 2 * kLanes, c);
+    store(out + i + 3 * kLanes, d);
+  }
   for (; i + kLanes <= n; i += kLanes) store(out + i, convert(load(in + 4 * i)));
   if (i < n) {
     const __m256i mask = tail_mask(n - i);
