@@ -30,6 +30,9 @@ struct SessionConfig {
   std::vector<WorkerAddress> workers;
 
   void validate() const;  // throws ConfigError naming the key
+  // One session object in the JSON form of a switch config's "sessions" entries; `where` names
+  // the source in error messages. Validated.
+  static SessionConfig from_json(const std::string& text, const std::string& where);
 };
 
 struct SwitchConfig {
@@ -81,7 +84,8 @@ class SoftwareSwitch {
   SoftwareSwitch& operator=(const SoftwareSwitch&) = delete;
 
   void add_session(const SessionConfig& session);  // ConfigError if the id exists
-  void remove_session(std::uint32_t id);
+  void remove_session(std::uint32_t id);            // ConfigError if the id is unknown
+  [[nodiscard]] std::vector<std::uint32_t> session_ids() const;
   void stop();
 
   [[nodiscard]] std::uint16_t port() const;  // thread 0's port (the one workers are given)

@@ -96,6 +96,12 @@ class SwitchImpl {
 
   [[nodiscard]] std::uint16_t port() const { return ports_[0]; }
 
+  [[nodiscard]] std::vector<std::uint32_t> session_ids() const {
+    std::vector<std::uint32_t> ids;
+    for (const auto& entry : *table_.load(std::memory_order_acquire)) ids.push_back(entry.first);
+    return ids;
+  }
+
   [[nodiscard]] SwitchCounters counters() const {
     std::lock_guard lock(counters_mutex_);
     SwitchCounters total;
@@ -400,6 +406,7 @@ void SoftwareSwitch::add_session(const SessionConfig& session) { impl_->add_sess
 void SoftwareSwitch::remove_session(std::uint32_t id) { impl_->remove_session(id); }
 void SoftwareSwitch::stop() { impl_->stop(); }
 std::uint16_t SoftwareSwitch::port() const { return impl_->port(); }
+std::vector<std::uint32_t> SoftwareSwitch::session_ids() const { return impl_->session_ids(); }
 SwitchCounters SoftwareSwitch::counters() const { return impl_->counters(); }
 
 }  // namespace dpa

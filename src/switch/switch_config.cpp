@@ -149,6 +149,20 @@ void SessionConfig::validate() const {
   }
 }
 
+SessionConfig SessionConfig::from_json(const std::string& text, const std::string& where) {
+  json object;
+  try {
+    object = json::parse(text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+  } catch (const json::exception& error) {
+    detail::fail(where + ": invalid JSON: " + error.what());
+  }
+  require_object(object, where);
+  SessionConfig session;
+  read_object(object, where + ".", session_readers(), session);
+  session.validate();
+  return session;
+}
+
 SwitchConfig SwitchConfig::from_json_file(const std::string& path) {
   const json root = detail::parse_json_object_file(path);
   SwitchConfig config;

@@ -4,8 +4,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
 
 #include "api/logging.hpp"
+#include "switch/control_channel.hpp"
 #include "dpa/error.hpp"
 #include "dpa/switch.hpp"
 
@@ -39,6 +41,8 @@ int main(int argc, char** argv) {
   std::int64_t straggler_timeout_us = session.straggler_timeout.count();
   std::vector<std::string> workers;
   std::int64_t busy_poll_us = 0;
+  int control_port = -1;
+  std::string control_host = "127.0.0.1";
 
   app.add_option("-c,--config", config_path, "Switch config JSON (configs/softswitch.json)");
   app.add_option("--host", config.host, "Address to listen on")->capture_default_str();
@@ -46,6 +50,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--threads", config.threads, "Switch threads")->capture_default_str();
   app.add_option("--busy-poll-us", busy_poll_us, "Spin this long before blocking (0: never)")
+      ->capture_default_str();
+  app.add_option("--control-port", control_port,
+                 "Serve JSON control requests (add/remove sessions, counters) on this TCP port; "
+                 "0: ephemeral")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--control-host", control_host, "Address of the control channel")
       ->capture_default_str();
   app.add_option("--port-file", port_file, "Write the first bound port here once listening");
   app.add_option("--session", session.id, "Session id of the session given by flags")
@@ -81,8 +91,8 @@ int main(int argc, char** argv) {
       std::erase_if(config.sessions, [&](const dpa::SessionConfig& s) { return s.id == session.id; });
       config.sessions.push_back(session);
     }
-    if (config.sessions.empty()) {
-      throw dpa::ConfigError("no session: give --config FILE or --world-size N");
+    if (config.sessions.empty() && control_port < 0) {
+      throw dpa::ConfigError("no session: give --config FILE, --world-size N or --control-port");
     }
 
     // Block the stop signals before any thread starts, then wait for one on this thread.
@@ -98,9 +108,16 @@ int main(int argc, char** argv) {
       std::ofstream(temporary) << sw.port() << "\n";
       std::rename(temporary.c_str(), port_file.c_str());
     }
+    std::unique_ptr<dpa::sw::ControlChannel> control;
+    if (control_port >= 0) {
+      control = std::make_unique<dpa::sw::ControlChannel>(sw, control_host,
+                                                          static_cast<std::uint16_t>(control_port));
+      std::cout << "dpa-switch control channel on " << control_host << ":" << control->port() << "\n";
+    }
     std::cout << "dpa-switch listening on " << config.host << ":" << sw.port() << std::endl;
     int received = 0;
     sigwait(&stop_signals, &received);
+    control.reset();
     sw.stop();
     std::cout << "dpa-switch stopping (signal " << received << ")\n" << sw.counters().to_string()
               << std::flush;

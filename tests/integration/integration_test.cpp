@@ -4,6 +4,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -13,6 +18,7 @@
 
 #include "dpa/switch.hpp"
 #include "protocol/wire.hpp"
+#include "switch/control_channel.hpp"
 #include "tools/process.hpp"
 #include "transport/transport.hpp"
 
@@ -350,6 +356,73 @@ TEST(Integration, MalformedPacketsAreDroppedAndTheSwitchKeepsWorking) {
   scenario.worker_args = {"--count", "5000"};
   expect_all_succeeded(run_workers(sw.port(), scenario));
   EXPECT_EQ(sw.counters().dropped_malformed, 100u);
+}
+
+// Sends request lines to the control channel over TCP and returns the reply lines.
+std::vector<nlohmann::json> control_requests(std::uint16_t port, const std::vector<std::string>& requests) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  std::vector<nlohmann::json> replies;
+  std::string pending;
+  for (const std::string& request : requests) {
+    const std::string line = request + "\n";
+    EXPECT_EQ(send(fd, line.data(), line.size(), 0), static_cast<ssize_t>(line.size()));
+    while (pending.find('\n') == std::string::npos) {
+      char buffer[4096];
+      const ssize_t n = recv(fd, buffer, sizeof buffer, 0);
+      if (n <= 0) break;
+      pending.append(buffer, static_cast<std::size_t>(n));
+    }
+    const auto newline = pending.find('\n');
+    if (newline == std::string::npos) break;
+    replies.push_back(nlohmann::json::parse(pending.substr(0, newline)));
+    pending.erase(0, newline + 1);
+  }
+  close(fd);
+  return replies;
+}
+
+TEST(Integration, ControlChannelAddsAndRemovesSessionsOfARunningSwitch) {
+  dpa::SwitchConfig config = switch_config(session_config(2));
+  config.sessions.clear();
+  dpa::SoftwareSwitch sw(config);
+  dpa::sw::ControlChannel control(sw, "127.0.0.1", 0);
+
+  auto replies = control_requests(
+      control.port(),
+      {R"({"op":"add_session","session":{"id":5,"world_size":2,"payload":256,"pool_size":256}})",
+       R"({"op":"add_session","session":{"id":5,"world_size":2}})",
+       R"({"op":"add_session","session":{"id":6,"wrold_size":2}})", R"({"op":"sessions"})",
+       R"(not json)", R"({"op":"reboot"})"});
+  ASSERT_EQ(replies.size(), 6u);
+  EXPECT_EQ(replies[0]["ok"], true);
+  EXPECT_EQ(replies[1]["ok"], false);
+  EXPECT_THAT(replies[1]["error"].get<std::string>(), HasSubstr("session 5 already exists"));
+  EXPECT_THAT(replies[2]["error"].get<std::string>(), HasSubstr("wrold_size: unknown key"));
+  EXPECT_EQ(replies[3]["sessions"], nlohmann::json::array({5}));
+  EXPECT_THAT(replies[4]["error"].get<std::string>(), HasSubstr("invalid request"));
+  EXPECT_THAT(replies[5]["error"].get<std::string>(), HasSubstr("unknown op"));
+
+  Scenario scenario;
+  scenario.world = 2;
+  scenario.worker_args = {"--session", "5", "--count", "3000"};
+  expect_all_succeeded(run_workers(sw.port(), scenario));
+  replies = control_requests(control.port(), {R"({"op":"counters"})", R"({"op":"remove_session","id":5})",
+                                              R"({"op":"remove_session","id":5})"});
+  ASSERT_EQ(replies.size(), 3u);
+  EXPECT_GT(replies[0]["counters"]["aggregated"].get<std::uint64_t>(), 0u);
+  EXPECT_EQ(replies[1]["ok"], true);
+  EXPECT_THAT(replies[2]["error"].get<std::string>(), HasSubstr("unknown session 5"));
+
+  scenario.world = 1;
+  scenario.worker_args = {"--session", "5", "--expect-error", "session 5 is unknown"};
+  expect_all_succeeded(run_workers(sw.port(), scenario));
 }
 
 TEST(Integration, SwitchKilledMidOperationGivesATimeoutError) {
