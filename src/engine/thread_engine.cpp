@@ -187,16 +187,7 @@ void ThreadEngine::build_data(Operation& op, std::uint32_t e) {
   const std::size_t payload = session_.payload;
   std::byte* values = entry.packet + protocol::kHeaderSize;
 
-  Header h;
-  h.flags = static_cast<std::uint16_t>((is_float(op) ? flag::kFloat : 0) |
-                                       (entry.count_to_k ? flag::kCountToK : 0));
-  h.session = config_.session;
-  h.op_id = op.op_id;
-  h.slot = layout_.slot(index_, e, entry.round);
-  h.seq = protocol::SlotLayout::seq_of_round(entry.round);
-  h.rank = static_cast<std::uint8_t>(config_.rank);
-  h.k = op.k;
-
+  Header h = request_header(op, e, entry.count_to_k ? flag::kCountToK : 0);
   const auto* in_floats = reinterpret_cast<const float*>(op.in);
   std::size_t valid = 0;
   if (j < 0) {
@@ -230,31 +221,29 @@ void ThreadEngine::build_data(Operation& op, std::uint32_t e) {
   entry.packet_size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * payload);
 }
 
-void ThreadEngine::build_probe(Operation& op, std::uint32_t e, std::uint32_t seq) {
-  Entry& entry = entries_[e];
+Header ThreadEngine::request_header(const Operation& op, std::uint32_t e, std::uint16_t flags) const {
+  const Entry& entry = entries_[e];
   Header h;
-  h.flags = static_cast<std::uint16_t>(flag::kSyn | (is_float(op) ? flag::kFloat : 0));
-  h.session = config_.session;
-  h.op_id = op.op_id;
-  h.slot = layout_.slot(index_, e, entry.round);
-  h.seq = seq;
-  h.rank = static_cast<std::uint8_t>(config_.rank);
-  protocol::encode(h, entry.packet);
-  entry.packet_size = protocol::kHeaderSize;
-  ++stats_.syn_probes;
-}
-
-void ThreadEngine::send_retransmit_probe(const Operation& op, std::uint32_t e, std::uint64_t now) {
-  Entry& entry = entries_[e];
-  Header h;
-  h.flags = static_cast<std::uint16_t>(flag::kSyn | (is_float(op) ? flag::kFloat : 0));
+  h.flags = static_cast<std::uint16_t>(flags | (is_float(op) ? flag::kFloat : 0));
   h.session = config_.session;
   h.op_id = op.op_id;
   h.slot = layout_.slot(index_, e, entry.round);
   h.seq = protocol::SlotLayout::seq_of_round(entry.round);
   h.rank = static_cast<std::uint8_t>(config_.rank);
   h.k = op.k;
-  protocol::encode(h, entry.probe);
+  return h;
+}
+
+void ThreadEngine::build_probe(Operation& op, std::uint32_t e) {
+  Entry& entry = entries_[e];
+  protocol::encode(request_header(op, e, flag::kSyn), entry.packet);
+  entry.packet_size = protocol::kHeaderSize;
+  ++stats_.syn_probes;
+}
+
+void ThreadEngine::send_retransmit_probe(const Operation& op, std::uint32_t e, std::uint64_t now) {
+  Entry& entry = entries_[e];
+  protocol::encode(request_header(op, e, flag::kSyn), entry.probe);
   entry.deadline_ns = now + entry.rto_ns;
   tx_.push_back({entry.probe, static_cast<std::uint32_t>(protocol::kHeaderSize), switch_port_});
 }
@@ -434,7 +423,7 @@ void ThreadEngine::handle_packet(Operation& op, const transport::RxPacket& packe
     entry.round = round;
     entry.probing = true;
     entry.rto_ns = initial_rto();
-    build_probe(op, e, h.seq);
+    build_probe(op, e);
     queue_send(e, now);
     return;
   }

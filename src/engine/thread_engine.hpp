@@ -58,7 +58,10 @@ class ThreadEngine {
   // Per-operation helpers (all on the engine thread).
   void start_entry(Operation& op, std::uint32_t e, std::uint64_t now);
   void build_data(Operation& op, std::uint32_t e);
-  void build_probe(Operation& op, std::uint32_t e, std::uint32_t seq);
+  // Header fields every request of entry e's current round shares.
+  [[nodiscard]] protocol::Header request_header(const Operation& op, std::uint32_t e,
+                                                std::uint16_t flags) const;
+  void build_probe(Operation& op, std::uint32_t e);
   void send_retransmit_probe(const Operation& op, std::uint32_t e, std::uint64_t now);
   void queue_send(std::uint32_t e, std::uint64_t now);
   void handle_packet(Operation& op, const transport::RxPacket& packet, std::uint64_t now);
