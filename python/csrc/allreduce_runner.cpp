@@ -1,0 +1,139 @@
+#include "allreduce_runner.hpp"
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "fastest_k.hpp"
+
+namespace dpa::torch_backend {
+namespace {
+
+std::string describe(const AllreduceRequest& request, int rank) {
+  std::string text = "dpa all_reduce (" + std::string(to_string(request.options.op)) + ") on rank " +
+                     std::to_string(rank) + " of ";
+  for (std::size_t i = 0; i < request.tensors.size(); ++i) {
+    const at::Tensor& tensor = request.tensors[i];
+    if (i > 0) text += ", ";
+    text += std::to_string(tensor.numel()) + " " + std::string(c10::toString(tensor.scalar_type())) +
+            " on " + tensor.device().str();
+  }
+  return text;
+}
+
+}  // namespace
+
+std::size_t AllreduceRequest::largest_tensor_bytes() const {
+  std::size_t largest = 0;
+  for (const at::Tensor& tensor : tensors) largest = std::max(largest, static_cast<std::size_t>(tensor.nbytes()));
+  return largest;
+}
+
+AllreduceRunner::AllreduceRunner(Context& context, OrderedSubmitter& submitter,
+                                 HostBufferPool& pool, const TorchSettings& settings)
+    : context_(context), submitter_(submitter), pool_(pool), settings_(settings) {}
+
+void AllreduceRunner::fail(AllreduceRequest& request, std::exception_ptr error) const {
+  std::string reason;
+  try {
+    std::rethrow_exception(error);
+  } catch (const TimeoutError& e) {
+    reason = std::string(e.what()) + " (DPA_TIMEOUT_MS bounds the wait for the switch and the other ranks)";
+  } catch (const std::exception& e) {
+    reason = e.what();
+  } catch (...) {
+    reason = "unknown error";
+  }
+  request.work->fail(std::make_exception_ptr(
+      std::runtime_error(describe(request, context_.rank()) + " failed: " + reason)));
+}
+
+InFlight AllreduceRunner::stage_and_submit(AllreduceRequest& request) {
+  InFlight in_flight;
+  try {
+    for (std::size_t i = 0; i < request.tensors.size(); ++i) {
+      in_flight.tensors.push_back(std::make_unique<TensorAllreduce>(
+          request.tensors[i], std::move(request.caller_ready[i]), 0, pool_));
+      in_flight.tensors.back()->stage_in(0);
+    }
+  } catch (...) {
+    in_flight.error = std::current_exception();
+  }
+  // The turn is taken even after a staging error, so later requests are not held up.
+  try {
+    auto turn = submitter_.wait_turn(request.ticket);
+    if (!in_flight.error) {
+      for (auto& tensor : in_flight.tensors) tensor->submit(0, context_, request.options);
+    }
+  } catch (...) {
+    if (!in_flight.error) in_flight.error = std::current_exception();
+  }
+  return in_flight;
+}
+
+void AllreduceRunner::complete(AllreduceRequest& request, InFlight& in_flight) {
+  if (!in_flight.error) {
+    try {
+      for (auto& tensor : in_flight.tensors) {
+        tensor->wait(0);
+        tensor->stage_out(0);
+        tensor->finish();
+        record_last_stats(tensor->stats());
+      }
+    } catch (...) {
+      in_flight.error = std::current_exception();
+    }
+  }
+  // Waits for anything dpa or the device still does with the buffers before completing.
+  in_flight.tensors.clear();
+  if (in_flight.error) {
+    fail(request, in_flight.error);
+  } else {
+    request.work->complete();
+  }
+}
+
+void AllreduceRunner::run_whole(AllreduceRequest& request) {
+  InFlight in_flight = stage_and_submit(request);
+  complete(request, in_flight);
+}
+
+void AllreduceRunner::run_chunked(AllreduceRequest& request) {
+  try {
+    // One thread runs the whole request, so it keeps the turn until its last chunk is submitted.
+    auto turn = submitter_.wait_turn(request.ticket);
+    for (std::size_t i = 0; i < request.tensors.size(); ++i) {
+      run_one_chunked(request.tensors[i], std::move(request.caller_ready[i]), request.options);
+    }
+  } catch (...) {
+    fail(request, std::current_exception());
+    return;
+  }
+  request.work->complete();
+}
+
+void AllreduceRunner::run_one_chunked(const at::Tensor& tensor, std::optional<c10::Event> ready,
+                                      const AllreduceOptions& options) {
+  const bool large = static_cast<std::size_t>(tensor.nbytes()) >= settings_.pipeline_threshold;
+  const std::size_t per_chunk =
+      large ? chunk_elements(static_cast<std::size_t>(tensor.numel()), settings_.pipeline_chunks,
+                             context_.payload())
+            : 0;
+  TensorAllreduce op(tensor, std::move(ready), per_chunk, pool_);
+  // Chunk c+1 is staged while chunk c is on the network, and chunk c is copied out while
+  // chunk c+1 is.
+  op.stage_in(0);
+  op.submit(0, context_, options);
+  for (std::size_t c = 1; c < op.chunk_count(); ++c) {
+    op.stage_in(c);
+    op.submit(c, context_, options);
+    op.wait(c - 1);
+    op.stage_out(c - 1);
+  }
+  op.wait(op.chunk_count() - 1);
+  op.stage_out(op.chunk_count() - 1);
+  op.finish();
+  record_last_stats(op.stats());
+}
+
+}  // namespace dpa::torch_backend

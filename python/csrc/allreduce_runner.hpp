@@ -1,0 +1,69 @@
+// Runs all_reduce requests through dpa, in the two shapes the execution modes are built from:
+// whole (each tensor one dpa operation, staged before its turn to submit) and chunked (each large
+// tensor cut into pieces whose copies overlap the network).
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/core/Event.h>
+
+#include "dpa/context.hpp"
+#include "dpa_work.hpp"
+#include "host_buffer_pool.hpp"
+#include "ordered_submitter.hpp"
+#include "tensor_allreduce.hpp"
+#include "torch_settings.hpp"
+
+namespace dpa::torch_backend {
+
+// One all_reduce call, captured on the calling thread.
+struct AllreduceRequest {
+  std::vector<at::Tensor> tensors;  // each its own dpa operation, in this order
+  std::vector<std::optional<c10::Event>> caller_ready;  // per tensor, CUDA only
+  AllreduceOptions options;         // op and the caller's fastest-K choice
+  c10::intrusive_ptr<DpaWork> work;
+  std::uint64_t ticket = 0;         // submission turn (OrderedSubmitter)
+
+  [[nodiscard]] std::size_t largest_tensor_bytes() const;
+};
+
+// A request whose tensors are submitted and not yet complete.
+struct InFlight {
+  std::vector<std::unique_ptr<TensorAllreduce>> tensors;
+  std::exception_ptr error;
+};
+
+class AllreduceRunner {
+ public:
+  AllreduceRunner(Context& context, OrderedSubmitter& submitter, HostBufferPool& pool,
+                  const TorchSettings& settings);
+
+  // Stages every tensor, then submits them in the request's turn.
+  InFlight stage_and_submit(AllreduceRequest& request);
+  // Waits for the results, copies them out and completes the request's work.
+  void complete(AllreduceRequest& request, InFlight& in_flight);
+  void run_whole(AllreduceRequest& request);
+  // Tensors of at least DPA_TORCH_PIPELINE_THRESH bytes go in DPA_TORCH_PIPELINE_CHUNKS pieces.
+  void run_chunked(AllreduceRequest& request);
+
+  [[nodiscard]] OrderedSubmitter& submitter() { return submitter_; }
+  [[nodiscard]] const TorchSettings& settings() const { return settings_; }
+  // Completes a request's work with an error that says which operation failed and why.
+  void fail(AllreduceRequest& request, std::exception_ptr error) const;
+
+ private:
+  void run_one_chunked(const at::Tensor& tensor, std::optional<c10::Event> ready,
+                       const AllreduceOptions& options);
+
+  Context& context_;
+  OrderedSubmitter& submitter_;
+  HostBufferPool& pool_;
+  TorchSettings settings_;
+};
+
+}  // namespace dpa::torch_backend

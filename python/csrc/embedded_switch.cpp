@@ -1,0 +1,86 @@
+#include "embedded_switch.hpp"
+
+#include <thread>
+
+#include "dpa/error.hpp"
+#include "torch_settings.hpp"
+
+namespace dpa::torch_backend {
+namespace {
+
+constexpr const char* kSwitchKey = "dpa/switch";
+constexpr const char* kClosedKey = "dpa/closed";
+constexpr std::uint32_t kDefaultPayload = 2048;
+
+std::string read_key(c10d::Store& store, const std::string& key, std::chrono::milliseconds timeout) {
+  store.wait({key}, timeout);
+  const std::vector<std::uint8_t> bytes = store.get(key);
+  return {bytes.begin(), bytes.end()};
+}
+
+std::unique_ptr<SoftwareSwitch> start_switch(const Config& config) {
+  const EmbeddedSwitchSettings settings = EmbeddedSwitchSettings::from_env();
+  SessionConfig session;
+  session.id = config.session;
+  session.world_size = config.world_size;
+  session.k = config.k;
+  session.payload = config.payload != 0 ? config.payload : kDefaultPayload;
+  session.pool_size = static_cast<std::uint32_t>(config.threads * 2 * config.window);
+  session.straggler_timeout = settings.straggler_timeout;
+
+  SwitchConfig switch_config;
+  switch_config.host = "127.0.0.1";
+  switch_config.port = 0;
+  switch_config.threads = settings.threads;
+  switch_config.sessions.push_back(session);
+  switch_config.validate();
+  return std::make_unique<SoftwareSwitch>(switch_config);
+}
+
+}  // namespace
+
+std::unique_ptr<SoftwareSwitch> place_switch(Config& config, c10d::Store& store,
+                                             std::chrono::milliseconds timeout) {
+  if (switch_configured()) return nullptr;
+  std::unique_ptr<SoftwareSwitch> embedded;
+  if (config.rank == 0) {
+    embedded = start_switch(config);
+    config.switch_host = "127.0.0.1";
+    config.switch_port = embedded->port();
+    const std::string address = switch_address(config);
+    store.set(kSwitchKey, std::vector<std::uint8_t>(address.begin(), address.end()));
+    return embedded;
+  }
+  std::string address;
+  try {
+    address = read_key(store, kSwitchKey, timeout);
+  } catch (const std::exception& e) {
+    throw Error("rank " + std::to_string(config.rank) +
+                " found no switch address from rank 0 in the store (" + e.what() +
+                "); rank 0 starts the embedded switch unless DPA_SWITCH is set");
+  }
+  const auto colon = address.rfind(':');
+  config.switch_host = address.substr(0, colon);
+  config.switch_port = static_cast<std::uint16_t>(std::stoul(address.substr(colon + 1)));
+  return nullptr;
+}
+
+void wait_for_all_ranks_closed(c10d::Store& store, const Config& config, bool embeds_switch) {
+  // The store may already be gone (a rank that exited hosted it): then nobody is waiting.
+  try {
+    std::int64_t closed = store.add(kClosedKey, 1);
+    if (!embeds_switch) return;
+    const auto deadline = std::chrono::steady_clock::now() + config.timeout;
+    while (closed < config.world_size && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      closed = store.add(kClosedKey, 0);
+    }
+  } catch (const std::exception&) {
+  }
+}
+
+std::string switch_address(const Config& config) {
+  return config.switch_host + ":" + std::to_string(config.switch_port);
+}
+
+}  // namespace dpa::torch_backend

@@ -1,0 +1,27 @@
+// Where the ranks find their switch. With DPA_SWITCH or DPA_CONFIG the configured switch is used.
+// Otherwise rank 0 starts a dpa::SoftwareSwitch inside its own process on 127.0.0.1 (an ephemeral
+// port) and publishes its address in the process group's store, where the other ranks read it.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "dpa/config.hpp"
+#include "dpa/switch.hpp"
+
+namespace dpa::torch_backend {
+
+// Points `config` at the switch. Returns the embedded switch on the rank that runs it.
+std::unique_ptr<SoftwareSwitch> place_switch(Config& config, c10d::Store& store,
+                                             std::chrono::milliseconds timeout);
+
+// Waits until every rank has called this (or `timeout` passed): the embedding rank keeps its
+// switch up until the others are done with it.
+void wait_for_all_ranks_closed(c10d::Store& store, const Config& config, bool embeds_switch);
+
+std::string switch_address(const Config& config);
+
+}  // namespace dpa::torch_backend

@@ -1,0 +1,83 @@
+// dpa._C: the Python face of the backend. dpa/__init__.py registers it with torch.distributed.
+#include <chrono>
+#include <optional>
+
+#include <pybind11/chrono.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/python.h>
+
+#include "fastest_k.hpp"
+#include "process_group_dpa.hpp"
+
+namespace py = pybind11;
+using dpa::torch_backend::BackendBase;
+using dpa::torch_backend::FastestK;
+using dpa::torch_backend::ProcessGroupDpa;
+
+namespace {
+
+py::object stats_to_dict(const std::optional<dpa::OpStats>& stats) {
+  if (!stats) return py::none();
+  py::list missed;
+  for (const dpa::ElementRange& range : stats->missed) missed.append(py::make_tuple(range.begin, range.end));
+  py::dict result;
+  result["blocks"] = stats->blocks;
+  result["blocks_full"] = stats->blocks_full;
+  result["blocks_partial"] = stats->blocks_partial;
+  result["blocks_missed"] = stats->blocks_missed;
+  result["blocks_non_finite"] = stats->blocks_non_finite;
+  result["contributed"] = stats->contributed;
+  result["retransmissions"] = stats->retransmissions;
+  result["timeouts"] = stats->timeouts;
+  result["syn_probes"] = stats->syn_probes;
+  result["min_contributors"] = stats->min_contributors;
+  result["missed"] = missed;
+  result["seconds"] = stats->seconds;
+  return std::move(result);
+}
+
+py::tuple choice_to_tuple(const FastestK& choice) { return py::make_tuple(choice.k, choice.preemptive); }
+
+}  // namespace
+
+PYBIND11_MODULE(_C, module) {
+  module.doc() = "dpa in-network allreduce: the torch.distributed backend";
+  // The base class's Python type must be registered before ours derives from it.
+  py::module_::import("torch.distributed");
+
+  module.attr("TORCH_VERSION") = TORCH_VERSION;
+  module.attr("TORCH_VERSION_MAJOR") = TORCH_VERSION_MAJOR;
+  module.attr("TORCH_VERSION_MINOR") = TORCH_VERSION_MINOR;
+  module.attr("CXX11_ABI") = static_cast<bool>(_GLIBCXX_USE_CXX11_ABI);
+
+  py::class_<ProcessGroupDpa, BackendBase, c10::intrusive_ptr<ProcessGroupDpa>>(module,
+                                                                                "ProcessGroupDpa")
+      .def(py::init<const c10::intrusive_ptr<c10d::Store>&, int, int, std::chrono::milliseconds,
+                    c10::intrusive_ptr<BackendBase>>(),
+           py::arg("store"), py::arg("rank"), py::arg("world_size"), py::arg("timeout"),
+           py::arg("gloo"), py::call_guard<py::gil_scoped_release>())
+      .def("close", &ProcessGroupDpa::close, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("mode", &ProcessGroupDpa::mode)
+      .def_property_readonly("payload", &ProcessGroupDpa::payload)
+      .def_property_readonly("switch_address", &ProcessGroupDpa::switch_address)
+      .def_property_readonly("embeds_switch", &ProcessGroupDpa::embeds_switch);
+
+  module.def("close_all", &ProcessGroupDpa::close_all, py::call_guard<py::gil_scoped_release>());
+
+  module.def(
+      "set_thread_fastest_k",
+      [](std::optional<int> k, std::optional<bool> preemptive) {
+        dpa::torch_backend::set_thread_fastest_k({k, preemptive});
+      },
+      py::arg("k"), py::arg("preemptive"));
+  module.def("thread_fastest_k", [] { return choice_to_tuple(dpa::torch_backend::thread_fastest_k()); });
+  module.def(
+      "set_default_fastest_k",
+      [](std::optional<int> k, std::optional<bool> preemptive) {
+        dpa::torch_backend::set_default_fastest_k({k, preemptive});
+      },
+      py::arg("k"), py::arg("preemptive"));
+  module.def("default_fastest_k", [] { return choice_to_tuple(dpa::torch_backend::default_fastest_k()); });
+  module.def("last_stats", [] { return stats_to_dict(dpa::torch_backend::last_stats()); });
+}

@@ -1,0 +1,257 @@
+#include "process_group_dpa.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include <pybind11/pybind11.h>
+
+#include "embedded_switch.hpp"
+#include "fastest_k.hpp"
+#include "tensor_allreduce.hpp"
+
+namespace dpa::torch_backend {
+namespace {
+
+constexpr const char* kChunkingKey = "dpa/chunking";
+
+std::mutex live_groups_mutex;
+std::set<ProcessGroupDpa*> live_groups;
+
+std::optional<ReduceOp> dpa_reduce_op(const c10d::ReduceOp& op) {
+  const c10d::ReduceOp::RedOpType type = op;
+  if (type == c10d::ReduceOp::SUM) return ReduceOp::sum;
+  if (type == c10d::ReduceOp::AVG) return ReduceOp::avg;
+  return std::nullopt;
+}
+
+}  // namespace
+
+ProcessGroupDpa::ProcessGroupDpa(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                 std::chrono::milliseconds timeout,
+                                 c10::intrusive_ptr<BackendBase> gloo)
+    : BackendBase(rank, size),
+      store_(store),
+      gloo_(std::move(gloo)),
+      settings_(TorchSettings::from_env()),
+      config_(Config::from_env()) {
+  if (!gloo_) throw ConfigError("ProcessGroupDpa needs a Gloo process group for delegation");
+  config_.rank = rank;
+  config_.world_size = size;
+  check_same_chunking_on_all_ranks(timeout);
+  embedded_switch_ = place_switch(config_, *store_, timeout);
+  context_ = std::make_unique<Context>(config_);
+  runner_ = std::make_unique<AllreduceRunner>(*context_, submitter_, pool_, settings_);
+  executor_ = make_executor(settings_.mode, *runner_);
+  std::lock_guard lock(live_groups_mutex);
+  live_groups.insert(this);
+}
+
+ProcessGroupDpa::~ProcessGroupDpa() {
+  {
+    std::lock_guard lock(live_groups_mutex);
+    live_groups.erase(this);
+  }
+  close();
+}
+
+void ProcessGroupDpa::check_same_chunking_on_all_ranks(std::chrono::milliseconds timeout) {
+  // Chunking turns one all_reduce into several dpa operations; ranks that chunk differently
+  // would submit different operation sequences and fail with confusing protocol errors.
+  const std::string mine = to_string(settings_.mode) + ": " + settings_.chunking_signature();
+  if (config_.rank == 0) {
+    store_->set(kChunkingKey, std::vector<std::uint8_t>(mine.begin(), mine.end()));
+    return;
+  }
+  store_->wait({kChunkingKey}, timeout);
+  const std::vector<std::uint8_t> bytes = store_->get(kChunkingKey);
+  const std::string rank0(bytes.begin(), bytes.end());
+  if (settings_.chunking_signature() != rank0.substr(rank0.find(": ") + 2)) {
+    throw ConfigError("rank " + std::to_string(config_.rank) + " runs DPA_TORCH_MODE " + mine +
+                      " but rank 0 runs " + rank0 +
+                      "; DPA_TORCH_MODE, DPA_TORCH_PIPELINE_CHUNKS and DPA_TORCH_PIPELINE_THRESH "
+                      "must cut operations the same way on every rank");
+  }
+}
+
+void ProcessGroupDpa::close() {
+  // Worker threads may need the GIL (Python future callbacks) to finish; never hold it here.
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    pybind11::gil_scoped_release release;
+    close_once();
+  } else {
+    close_once();
+  }
+}
+
+void ProcessGroupDpa::close_once() {
+  std::unique_lock lock(lifecycle_mutex_);
+  if (closed_) return;
+  closed_ = true;
+  if (executor_) executor_->shutdown();
+  submitter_.close();
+  executor_.reset();
+  runner_.reset();
+  context_.reset();
+  wait_for_all_ranks_closed(*store_, config_, embeds_switch());
+  embedded_switch_.reset();
+}
+
+void ProcessGroupDpa::close_all() {
+  std::lock_guard lock(live_groups_mutex);
+  for (ProcessGroupDpa* group : live_groups) group->close();
+}
+
+std::uint32_t ProcessGroupDpa::payload() const { return context_ ? context_->payload() : 0; }
+
+std::string ProcessGroupDpa::switch_address() const {
+  return dpa::torch_backend::switch_address(config_);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allreduce(std::vector<at::Tensor>& tensors,
+                                                          const c10d::AllreduceOptions& opts) {
+  const std::optional<ReduceOp> op = dpa_reduce_op(opts.reduceOp);
+  if (!op || tensors.empty() || !std::all_of(tensors.begin(), tensors.end(), dpa_supports)) {
+    return gloo_->allreduce(tensors, opts);
+  }
+  std::shared_lock lifecycle(lifecycle_mutex_);
+  TORCH_CHECK(!closed_, "dpa: all_reduce on a process group that was shut down");
+
+  AllreduceRequest request;
+  request.tensors = tensors;
+  for (const at::Tensor& tensor : tensors) request.caller_ready.push_back(mark_caller_stream(tensor));
+  const FastestK choice = resolve_fastest_k();
+  request.options.op = *op;
+  request.options.k = choice.k;
+  request.options.preemptive = choice.preemptive;
+  request.work = c10::make_intrusive<DpaWork>(rank_, tensors);
+  c10::intrusive_ptr<DpaWork> work = request.work;
+  {
+    std::lock_guard lock(outstanding_mutex_);
+    while (!outstanding_.empty() && outstanding_.front().expired()) outstanding_.pop_front();
+    outstanding_.emplace_back(work);
+  }
+  executor_->enqueue(std::move(request));
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::barrier(const c10d::BarrierOptions& opts) {
+  std::deque<c10::weak_intrusive_ptr<DpaWork>> pending;
+  {
+    std::lock_guard lock(outstanding_mutex_);
+    pending.swap(outstanding_);
+  }
+  for (auto& weak : pending) {
+    if (auto work = weak.lock()) work->wait_quietly();
+  }
+  return gloo_->barrier(opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  return gloo_->allreduce_coalesced(tensors, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::broadcast(std::vector<at::Tensor>& tensors,
+                                                          const c10d::BroadcastOptions& opts) {
+  return gloo_->broadcast(tensors, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::reduce(std::vector<at::Tensor>& tensors,
+                                                       const c10d::ReduceOptions& opts) {
+  return gloo_->reduce(tensors, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  return gloo_->allgather(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  return gloo_->_allgather_base(output, input, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  return gloo_->allgather_coalesced(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  return gloo_->gather(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  return gloo_->scatter(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  return gloo_->reduce_scatter(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  return gloo_->_reduce_scatter_base(output, input, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
+    std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
+  return gloo_->alltoall_base(output, input, output_split_sizes, input_split_sizes, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::alltoall(std::vector<at::Tensor>& outputs,
+                                                         std::vector<at::Tensor>& inputs,
+                                                         const c10d::AllToAllOptions& opts) {
+  return gloo_->alltoall(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::send(std::vector<at::Tensor>& tensors,
+                                                     int dst_rank, int tag) {
+  return gloo_->send(tensors, dst_rank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::recv(std::vector<at::Tensor>& tensors,
+                                                     int src_rank, int tag) {
+  return gloo_->recv(tensors, src_rank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                              int tag) {
+  return gloo_->recvAnysource(tensors, tag);
+}
+
+void ProcessGroupDpa::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  gloo_->monitoredBarrier(opts, wait_all_ranks);
+}
+
+void ProcessGroupDpa::setSequenceNumberForGroup() { gloo_->setSequenceNumberForGroup(); }
+
+uint64_t ProcessGroupDpa::getSequenceNumberForGroup() {
+  return gloo_->getSequenceNumberForGroup();
+}
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  return gloo_->allgather_into_tensor_coalesced(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  return gloo_->reduce_scatter_tensor_coalesced(outputs, inputs, opts);
+}
+#endif
+
+}  // namespace dpa::torch_backend

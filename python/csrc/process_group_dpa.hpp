@@ -1,0 +1,123 @@
+// The c10d backend "dpa": all_reduce (SUM, AVG) of float32, float16, bfloat16 and int32 tensors on
+// CPU or CUDA goes through the switch; every other collective, dtype or reduction goes to a Gloo
+// group built from the same store.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "dpa/context.hpp"
+#include "dpa/switch.hpp"
+#include "dpa_work.hpp"
+#include "execution_modes.hpp"
+#include "host_buffer_pool.hpp"
+#include "ordered_submitter.hpp"
+#include "torch_compat.hpp"
+#include "torch_settings.hpp"
+
+namespace dpa::torch_backend {
+
+class ProcessGroupDpa final : public BackendBase {
+ public:
+  // `gloo` is a Gloo group over a prefixed view of the same store; it carries the delegated
+  // collectives. Joins the dpa session (starting the embedded switch on rank 0 if none is set).
+  ProcessGroupDpa(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                  std::chrono::milliseconds timeout, c10::intrusive_ptr<BackendBase> gloo);
+  ~ProcessGroupDpa() override;
+
+  // Finishes running operations, fails queued ones, leaves the session and, on the rank that
+  // embeds the switch, stops it once every rank has closed. Idempotent.
+  void close();
+  // Closes every live dpa process group of this process (at interpreter exit).
+  static void close_all();
+
+  [[nodiscard]] std::string mode() const { return to_string(settings_.mode); }
+  [[nodiscard]] std::uint32_t payload() const;
+  [[nodiscard]] std::string switch_address() const;
+  [[nodiscard]] bool embeds_switch() const { return embedded_switch_ != nullptr; }
+
+  const std::string getBackendName() const override { return "dpa"; }
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  // Waits for this process's outstanding dpa all_reduce operations, then a Gloo barrier.
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+  void setSequenceNumberForGroup() override;
+  uint64_t getSequenceNumberForGroup() override;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+#endif
+
+ private:
+  void check_same_chunking_on_all_ranks(std::chrono::milliseconds timeout);
+  void close_once();
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<BackendBase> gloo_;
+  TorchSettings settings_;
+  Config config_;
+  std::unique_ptr<SoftwareSwitch> embedded_switch_;
+  std::unique_ptr<Context> context_;
+  HostBufferPool pool_;
+  OrderedSubmitter submitter_;
+  std::unique_ptr<AllreduceRunner> runner_;
+  std::unique_ptr<Executor> executor_;
+
+  std::mutex outstanding_mutex_;
+  std::deque<c10::weak_intrusive_ptr<DpaWork>> outstanding_;  // for barrier()
+
+  // Shared by issuing calls, exclusive for close(): nothing is issued into a closing group.
+  std::shared_mutex lifecycle_mutex_;
+  bool closed_ = false;
+};
+
+}  // namespace dpa::torch_backend

@@ -1,0 +1,171 @@
+#include "tensor_allreduce.hpp"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+namespace dpa::torch_backend {
+namespace {
+
+// The device-generic stream and event API: the same code drives CUDA when torch has it, and
+// compiles against a CPU-only torch (it is only reached for CUDA tensors).
+c10::impl::VirtualGuardImpl cuda_guard() { return c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA); }
+
+// c10::Event has no blocking wait in torch 1.13, so poll; copies of a chunk take tens of
+// microseconds or more, and the poll interval is of that order.
+void wait_for(const c10::Event& event) {
+  while (!event.query()) std::this_thread::sleep_for(std::chrono::microseconds(20));
+}
+
+at::ScalarType wire_scalar_type(at::ScalarType type) {
+  return type == at::kInt ? at::kInt : at::kFloat;
+}
+
+}  // namespace
+
+bool dpa_supports(const at::Tensor& tensor) {
+  if (!tensor.defined() || tensor.layout() != at::kStrided) return false;
+  if (!tensor.device().is_cpu() && !tensor.device().is_cuda()) return false;
+  const auto type = tensor.scalar_type();
+  return type == at::kFloat || type == at::kHalf || type == at::kBFloat16 || type == at::kInt;
+}
+
+std::optional<c10::Event> mark_caller_stream(const at::Tensor& tensor) {
+  if (!tensor.is_cuda()) return std::nullopt;
+  c10::Event event(c10::DeviceType::CUDA);
+  event.record(cuda_guard().getStream(tensor.device()));
+  return event;
+}
+
+std::size_t chunk_elements(std::size_t count, int chunks, std::uint32_t payload) {
+  const std::size_t parts = static_cast<std::size_t>(std::max(chunks, 1));
+  const std::size_t per_chunk = (count + parts - 1) / parts;
+  const std::size_t block = std::max<std::size_t>(payload, 1);
+  return std::max<std::size_t>((per_chunk + block - 1) / block * block, block);
+}
+
+TensorAllreduce::TensorAllreduce(const at::Tensor& tensor, std::optional<c10::Event> caller_ready,
+                                 std::size_t elements_per_chunk, HostBufferPool& pool)
+    : tensor_(tensor.detach()), started_(std::chrono::steady_clock::now()) {
+  const bool cuda = tensor_.is_cuda();
+  if (cuda) {
+    auto guard = cuda_guard();
+    d2h_stream_ = guard.getStreamFromGlobalPool(tensor_.device(), /*isHighPriority=*/true);
+    h2d_stream_ = guard.getStreamFromGlobalPool(tensor_.device(), /*isHighPriority=*/true);
+    if (caller_ready) caller_ready->block(*d2h_stream_);
+  }
+  {
+    // Packing a non-contiguous CUDA tensor is a device kernel: it runs on the side stream, after
+    // the caller's pending work.
+    c10::OptionalStreamGuard on_side_stream(d2h_stream_);
+    packed_ = !tensor_.is_contiguous();
+    flat_ = packed_ ? tensor_.contiguous().view({-1}) : tensor_.view({-1});
+  }
+
+  const at::ScalarType wire = wire_scalar_type(tensor_.scalar_type());
+  wire_type_ = wire == at::kInt ? DataType::int32 : DataType::float32;
+  staged_ = cuda || flat_.scalar_type() != wire;
+  const auto count = static_cast<std::size_t>(flat_.numel());
+  if (staged_) {
+    buffer_ = pool.acquire(count * at::elementSize(wire), /*pinned=*/cuda);
+    host_ = buffer_.view(wire, flat_.numel());
+  } else {
+    host_ = flat_;
+  }
+
+  const std::size_t step = elements_per_chunk == 0 ? std::max<std::size_t>(count, 1) : elements_per_chunk;
+  for (std::size_t begin = 0; begin < count || chunks_.empty(); begin += step) {
+    chunks_.push_back(Chunk{begin, std::min(step, count - begin), std::nullopt, Handle{}, false});
+  }
+}
+
+TensorAllreduce::~TensorAllreduce() {
+  for (auto& chunk : chunks_) {
+    if (!chunk.in_flight) continue;
+    try {
+      chunk.handle.wait();
+    } catch (...) {
+      // Already reported through wait(); here only the buffers' lifetime matters.
+    }
+  }
+  if (h2d_stream_) {
+    // Device copies may still read or write the host buffer that goes back to the pool.
+    d2h_stream_->synchronize();
+    h2d_stream_->synchronize();
+  }
+}
+
+at::Tensor TensorAllreduce::host_chunk(const Chunk& chunk) const {
+  return host_.narrow(0, static_cast<std::int64_t>(chunk.begin), static_cast<std::int64_t>(chunk.count));
+}
+
+at::Tensor TensorAllreduce::device_chunk(const Chunk& chunk) const {
+  return flat_.narrow(0, static_cast<std::int64_t>(chunk.begin), static_cast<std::int64_t>(chunk.count));
+}
+
+void TensorAllreduce::stage_in(std::size_t index) {
+  Chunk& chunk = chunks_.at(index);
+  if (!staged_ || chunk.count == 0) return;
+  if (d2h_stream_) {
+    c10::StreamGuard on_side_stream(*d2h_stream_);
+    host_chunk(chunk).copy_(device_chunk(chunk), /*non_blocking=*/true);
+    chunk.staged_in.emplace(c10::DeviceType::CUDA);
+    chunk.staged_in->record(*d2h_stream_);
+  } else {
+    host_chunk(chunk).copy_(device_chunk(chunk));
+  }
+}
+
+void TensorAllreduce::submit(std::size_t index, Context& context, const AllreduceOptions& options) {
+  Chunk& chunk = chunks_.at(index);
+  if (chunk.staged_in) wait_for(*chunk.staged_in);
+  void* data = chunk.count == 0 ? nullptr : host_chunk(chunk).data_ptr();
+  chunk.handle = context.allreduce_async(data, data, chunk.count, wire_type_, options);
+  chunk.in_flight = true;
+}
+
+void TensorAllreduce::wait(std::size_t index) {
+  Chunk& chunk = chunks_.at(index);
+  OpStats chunk_stats;
+  try {
+    chunk_stats = chunk.handle.wait();
+  } catch (...) {
+    chunk.in_flight = false;
+    throw;
+  }
+  chunk.in_flight = false;
+  for (ElementRange& range : chunk_stats.missed) {
+    range.begin += chunk.begin;
+    range.end += chunk.begin;
+  }
+  stats_ += chunk_stats;
+}
+
+void TensorAllreduce::stage_out(std::size_t index) {
+  const Chunk& chunk = chunks_.at(index);
+  if (!staged_ || chunk.count == 0) return;
+  if (h2d_stream_) {
+    c10::StreamGuard on_side_stream(*h2d_stream_);
+    device_chunk(chunk).copy_(host_chunk(chunk), /*non_blocking=*/true);
+  } else {
+    device_chunk(chunk).copy_(host_chunk(chunk));
+  }
+}
+
+void TensorAllreduce::finish() {
+  c10::OptionalStreamGuard on_side_stream(h2d_stream_);
+  if (packed_) {
+    tensor_.copy_(flat_.view(tensor_.sizes()), /*non_blocking=*/h2d_stream_.has_value());
+  }
+  if (h2d_stream_) {
+    c10::Event copied_back(c10::DeviceType::CUDA);
+    copied_back.record(*h2d_stream_);
+    wait_for(copied_back);
+  }
+  stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+}
+
+}  // namespace dpa::torch_backend

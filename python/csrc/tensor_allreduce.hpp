@@ -1,0 +1,88 @@
+// One tensor's all_reduce through dpa, cut into chunks that are each their own dpa operation.
+//
+// dpa reduces float32 and int32 in host memory. A CPU tensor of those types that is contiguous is
+// reduced in place. Anything else goes through a host staging buffer: float16 and bfloat16 are
+// widened to float32 on the way in and narrowed on the way out, non-contiguous tensors are packed,
+// and CUDA tensors are copied device-to-host and back on side streams through pinned memory. The
+// side streams first wait for the caller's stream as it was when the all_reduce was issued.
+//
+// Per chunk: stage_in, submit, wait, stage_out; then finish once. The steps of different chunks
+// may interleave (stage chunk c+1 while chunk c is on the network), which is how the pipeline
+// modes overlap copies with the network.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/core/Event.h>
+#include <c10/core/Stream.h>
+#include <c10/util/Optional.h>
+
+#include "dpa/context.hpp"
+#include "host_buffer_pool.hpp"
+
+namespace dpa::torch_backend {
+
+// Whether dpa can reduce this tensor (otherwise the backend hands it to Gloo).
+bool dpa_supports(const at::Tensor& tensor);
+
+// For a CUDA tensor, an event on the calling thread's current stream: the copies that read the
+// tensor wait for it, so they see what the caller's stream had queued before the all_reduce.
+std::optional<c10::Event> mark_caller_stream(const at::Tensor& tensor);
+
+// Elements per chunk when `count` elements are cut into at most `chunks` pieces; a multiple of
+// the payload, so chunk boundaries fall on block boundaries. Every rank computes the same.
+std::size_t chunk_elements(std::size_t count, int chunks, std::uint32_t payload);
+
+class TensorAllreduce {
+ public:
+  // `elements_per_chunk` 0 means one chunk.
+  TensorAllreduce(const at::Tensor& tensor, std::optional<c10::Event> caller_ready,
+                  std::size_t elements_per_chunk, HostBufferPool& pool);
+  // Waits for any chunk still on the network: dpa writes into the buffers this object owns.
+  ~TensorAllreduce();
+  TensorAllreduce(const TensorAllreduce&) = delete;
+  TensorAllreduce& operator=(const TensorAllreduce&) = delete;
+
+  [[nodiscard]] std::size_t chunk_count() const { return chunks_.size(); }
+
+  void stage_in(std::size_t chunk);
+  void submit(std::size_t chunk, Context& context, const AllreduceOptions& options);
+  void wait(std::size_t chunk);  // throws the dpa::Error of a failed chunk
+  void stage_out(std::size_t chunk);
+  void finish();
+
+  // All chunks as one operation: counts added, missed ranges in tensor element offsets.
+  [[nodiscard]] const OpStats& stats() const { return stats_; }
+
+ private:
+  struct Chunk {
+    std::size_t begin = 0;
+    std::size_t count = 0;
+    std::optional<c10::Event> staged_in;  // CUDA: the device-to-host copy is done
+    Handle handle;
+    bool in_flight = false;
+  };
+
+  [[nodiscard]] at::Tensor host_chunk(const Chunk& chunk) const;
+  [[nodiscard]] at::Tensor device_chunk(const Chunk& chunk) const;
+
+  at::Tensor tensor_;  // the caller's tensor (detached: written outside autograd)
+  at::Tensor flat_;    // contiguous 1-D view of it, or a packed copy when it is not contiguous
+  at::Tensor host_;    // what dpa reduces: flat_ itself, or a view of buffer_
+  HostBuffer buffer_;
+  DataType wire_type_ = DataType::float32;
+  bool packed_ = false;  // flat_ is a copy, written back to tensor_ by finish()
+  bool staged_ = false;  // host_ is a buffer, not flat_
+  // Set for CUDA tensors (c10::optional: what torch 1.13's stream guards take).
+  c10::optional<c10::Stream> d2h_stream_;
+  c10::optional<c10::Stream> h2d_stream_;
+  std::vector<Chunk> chunks_;
+  OpStats stats_;
+  std::chrono::steady_clock::time_point started_;
+};
+
+}  // namespace dpa::torch_backend

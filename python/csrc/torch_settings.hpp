@@ -1,0 +1,40 @@
+// The backend's own DPA_TORCH_* / embedded-switch environment variables, read once per process
+// group. Every malformed value is a dpa::ConfigError that names the variable.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace dpa::torch_backend {
+
+enum class ExecutionMode { worksteal, pipeline, hybrid, simple };
+
+struct TorchSettings {
+  ExecutionMode mode = ExecutionMode::worksteal;  // DPA_TORCH_MODE
+  int pipeline_chunks = 4;                        // DPA_TORCH_PIPELINE_CHUNKS
+  std::size_t pipeline_threshold = 4194304;       // DPA_TORCH_PIPELINE_THRESH, bytes
+  int worksteal_workers = 4;                      // DPA_TORCH_WORKERS
+
+  static TorchSettings from_env();
+  // The part that decides how operations are cut into dpa operations, which must agree on every
+  // rank (the ranks' dpa operation sequences must be identical).
+  [[nodiscard]] std::string chunking_signature() const;
+};
+
+std::string to_string(ExecutionMode mode);
+
+// The software switch that rank 0 starts when no switch is configured.
+struct EmbeddedSwitchSettings {
+  int threads = 1;                                   // DPA_SWITCH_THREADS
+  std::chrono::microseconds straggler_timeout{10000};  // DPA_STRAGGLER_TIMEOUT_US
+
+  static EmbeddedSwitchSettings from_env();
+};
+
+// True when DPA_SWITCH or DPA_CONFIG names a switch for the workers.
+bool switch_configured();
+
+}  // namespace dpa::torch_backend
