@@ -31,19 +31,20 @@ def make_input(rank, shape, dtype, seed):
     count = int(np.prod(shape))
     if dtype == torch.int32:
         return torch.randint(-(1 << 20), 1 << 20, shape, generator=generator, dtype=torch.int32)
-    values = torch.randn(count, generator=generator, dtype=torch.float64)
+    values = torch.randn(count, generator=generator)
     # Blocks of different magnitudes get different negotiated exponents.
-    scale = torch.exp2(((torch.arange(count) // PAYLOAD) % 9 - 4).double())
-    return (values * scale).reshape(shape).to(dtype)
+    values.mul_(torch.exp2(((torch.arange(count) // PAYLOAD) % 9 - 4).float()))
+    return values.reshape(shape).to(dtype)
 
 
 def check(result, inputs, op, world, what):
-    """Checks one rank's result against the exact reduction of every rank's input."""
+    """Checks one rank's result against the exact reduction of every rank's input; for floats
+    returns the exact values and the allowed error."""
     if result.dtype == torch.int32:
         total = torch.stack([i.long() for i in inputs]).sum(0)
         expected = torch.div(total, world, rounding_mode="trunc") if op == "AVG" else total
         assert torch.equal(result.long(), expected), f"{what}: int32 result differs from the exact one"
-        return
+        return None, None
     arrays = [i.double().flatten().numpy() for i in inputs]
     exact, bound = float_bound(arrays, contributors=world if op == "AVG" else None)
     got = result.double().flatten().numpy()
@@ -55,7 +56,7 @@ def check(result, inputs, op, world, what):
         f"{what}: element {worst} is {got[worst]!r}, exact {exact[worst]!r}, "
         f"error {error[worst]:.3e} > bound {bound[worst]:.3e}"
     )
-    return exact
+    return exact, bound
 
 
 def gloo_reference(gloo, tensor, op, world):
@@ -76,26 +77,23 @@ def allreduce_cases_worker(rank, world, init_file, sizes):
     seed = 0
     checked = 0
     for dtype in DTYPES:
-        for op_name, op in ops.items():
-            for size in sizes:
-                seed += 1
+        for size in sizes:
+            seed += 1
+            inputs = [make_input(r, (size,), dtype, seed) for r in range(world)]
+            for op_name, op in ops.items():
                 what = f"{dtype} {op_name} size {size}"
-                inputs = [make_input(r, (size,), dtype, seed) for r in range(world)]
                 tensor = inputs[rank].clone()
                 dist.all_reduce(tensor, op=op)
-                exact = check(tensor, inputs, op_name, world, what)
+                exact, bound = check(tensor, inputs, op_name, world, what)
                 reference = gloo_reference(gloo, inputs[rank], op_name, world)
                 if dtype == torch.int32:
                     assert torch.equal(tensor, reference), f"{what}: differs from Gloo"
                 else:
-                    # Within dpa's bound of the exact value, so within that plus Gloo's own error
-                    # of Gloo's result.
-                    gloo_error = np.abs(reference.double().numpy() - exact)
-                    _, bound = float_bound([i.double().numpy() for i in inputs],
-                                           contributors=world if op_name == "AVG" else None)
-                    slack = NARROW_ROUNDING.get(dtype, 0.0) * (np.abs(exact) + bound) + NARROW_SMALLEST.get(dtype, 0.0)
-                    assert (np.abs(tensor.double().numpy() - reference.double().numpy())
-                            <= bound + slack + gloo_error).all(), f"{what}: not within the bound of Gloo"
+                    # Within the bound of the exact value, so within the bound plus Gloo's own
+                    # error of Gloo's result.
+                    reference = reference.double().numpy()
+                    assert (np.abs(tensor.double().numpy() - reference)
+                            <= bound + np.abs(reference - exact)).all(), f"{what}: not within the bound of Gloo"
                 stats = dpa.last_stats()
                 if size > 0:
                     assert stats["blocks_missed"] == 0 and stats["blocks_partial"] == 0, (what, stats)
@@ -165,7 +163,8 @@ def test_allreduce_world2(mode):
 
 @pytest.mark.parametrize("mode", list(MODES))
 def test_allreduce_world4(mode):
-    sizes = [0, 1, 2049, (1 << 20) + 3]
+    # Four ranks share two cores here: the large case is smaller (still chunked in pipeline).
+    sizes = [0, 1, 2049, (1 << 18) + 3]
     run_ranks(allreduce_cases_worker, 4, env=MODES[mode], args=(sizes,), timeout=240)
 
 
