@@ -171,7 +171,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allgather(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
-  return gloo_->_allgather_base(output, input, opts);
+  // Gloo in torch 1.13 lacks the flat form, so gather into views of the output buffer (what the
+  // flat form means) with the list form, which every Gloo has.
+  TORCH_CHECK(output.is_contiguous() && output.numel() == input.numel() * size_,
+              "dpa: all_gather_into_tensor needs a contiguous output of world_size times the "
+              "input's elements");
+  std::vector<at::Tensor> slots;
+  for (const at::Tensor& chunk : output.view({-1}).chunk(size_)) slots.push_back(chunk.view(input.sizes()));
+  std::vector<std::vector<at::Tensor>> outputs{std::move(slots)};
+  std::vector<at::Tensor> inputs{input};
+  return gloo_->allgather(outputs, inputs, opts);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allgather_coalesced(
