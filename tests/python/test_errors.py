@@ -1,0 +1,84 @@
+"""Failures are errors, never hangs: a rank that never joins an all_reduce makes the others'
+fail after DPA_TIMEOUT_MS; bad settings and a mismatched torch are reported by name."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from harness import BASE_ENV, init_dpa, run_ranks
+
+
+def absent_rank_worker(rank, world, init_file):
+    init_dpa(rank, world, init_file)
+    elapsed = None
+    if rank == 0:
+        started = time.monotonic()
+        with pytest.raises(RuntimeError) as error:
+            dist.all_reduce(torch.ones(1000))
+        elapsed = time.monotonic() - started
+        message = str(error.value)
+        assert "rank 0" in message and "DPA_TIMEOUT_MS" in message, message
+    # Rank 1 never issued the all_reduce; both meet again in a (Gloo) barrier.
+    dist.barrier()
+    return elapsed
+
+
+def test_missing_rank_times_out():
+    elapsed = run_ranks(absent_rank_worker, 2, env={"DPA_TIMEOUT_MS": "1000"}, timeout=60)[0]
+    assert 0.9 < elapsed < 10, f"the all_reduce failed after {elapsed:.2f} s"
+
+
+def async_timeout_worker(rank, world, init_file):
+    init_dpa(rank, world, init_file)
+    if rank == 0:
+        work = dist.all_reduce(torch.ones(10), async_op=True)
+        future = work.get_future()
+        with pytest.raises(RuntimeError, match="timed out|no reply|DPA_TIMEOUT_MS"):
+            future.wait()
+        with pytest.raises(RuntimeError, match="DPA_TIMEOUT_MS"):
+            work.wait()
+        assert work.is_completed()
+    dist.barrier()
+    return True
+
+
+def test_async_work_and_future_raise():
+    run_ranks(async_timeout_worker, 2, env={"DPA_TIMEOUT_MS": "800"}, timeout=60)
+
+
+def expect_init_error_worker(rank, world, init_file, pattern):
+    with pytest.raises(RuntimeError, match=pattern):
+        init_dpa(rank, world, init_file)
+    return True
+
+
+def test_unknown_mode_names_the_variable():
+    run_ranks(expect_init_error_worker, 1, env={"DPA_TORCH_MODE": "fastest"},
+              args=("DPA_TORCH_MODE='fastest'",), timeout=60)
+
+
+def mismatched_chunking_worker(rank, world, init_file):
+    if rank == 1:
+        os.environ["DPA_TORCH_MODE"] = "pipeline"
+    with pytest.raises(RuntimeError) as error:
+        init_dpa(rank, world, init_file)
+    return str(error.value)
+
+
+def test_ranks_that_chunk_differently_fail_at_init():
+    messages = run_ranks(mismatched_chunking_worker, 2, env={"DPA_JOIN_TIMEOUT_MS": "1500"}, timeout=60)
+    assert "DPA_TORCH_MODE" in messages[1] and "rank 0 runs worksteal" in messages[1], messages[1]
+
+
+def test_import_refuses_another_torch_version():
+    env = dict(os.environ, **BASE_ENV)
+    code = "import torch; torch.__version__ = '0.1.0'; import dpa"
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode != 0
+    assert "ImportError" in result.stderr and "built against torch" in result.stderr, result.stderr
