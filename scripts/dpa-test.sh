@@ -8,7 +8,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${DPA_BUILD_DIR:-$root/build}"
 jobs="$(nproc)"
 
-"$root/scripts/install-deps.sh"
+"$root/scripts/install-deps.sh" --with-python
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build" -j "$jobs"
 # Every test carries its own timeout (see tests/CMakeLists.txt); --timeout is a backstop.
