@@ -34,7 +34,7 @@ py::object stats_to_dict(const std::optional<dpa::OpStats>& stats) {
   result["min_contributors"] = stats->min_contributors;
   result["missed"] = missed;
   result["seconds"] = stats->seconds;
-  return std::move(result);
+  return result;
 }
 
 py::tuple choice_to_tuple(const FastestK& choice) { return py::make_tuple(choice.k, choice.preemptive); }
