@@ -129,7 +129,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allreduce(std::vector<at::Tensor
   c10::intrusive_ptr<DpaWork> work = request.work;
   {
     std::lock_guard lock(outstanding_mutex_);
-    while (!outstanding_.empty() && outstanding_.front().expired()) outstanding_.pop_front();
+    // Operations finish roughly in issue order, so pruning from the front keeps this to the
+    // ones in flight.
+    while (!outstanding_.empty()) {
+      const c10::intrusive_ptr<DpaWork> oldest = outstanding_.front().lock();
+      if (oldest && !oldest->isCompleted()) break;
+      outstanding_.pop_front();
+    }
     outstanding_.emplace_back(work);
   }
   executor_->enqueue(std::move(request));
