@@ -10,13 +10,13 @@ namespace dpa::torch_backend {
 namespace {
 
 std::string describe(const AllreduceRequest& request, int rank) {
-  std::string text = "dpa all_reduce (" + std::string(to_string(request.options.op)) + ") on rank " +
-                     std::to_string(rank) + " of ";
+  std::string text = "dpa all_reduce (" + std::string(to_string(request.options.op)) +
+                     ") on rank " + std::to_string(rank) + " of ";
   for (std::size_t i = 0; i < request.tensors.size(); ++i) {
     const at::Tensor& tensor = request.tensors[i];
     if (i > 0) text += ", ";
-    text += std::to_string(tensor.numel()) + " " + std::string(c10::toString(tensor.scalar_type())) +
-            " on " + tensor.device().str();
+    text += std::to_string(tensor.numel()) + " " +
+            std::string(c10::toString(tensor.scalar_type())) + " on " + tensor.device().str();
   }
   return text;
 }
@@ -25,7 +25,8 @@ std::string describe(const AllreduceRequest& request, int rank) {
 
 std::size_t AllreduceRequest::largest_tensor_bytes() const {
   std::size_t largest = 0;
-  for (const at::Tensor& tensor : tensors) largest = std::max(largest, static_cast<std::size_t>(tensor.nbytes()));
+  for (const at::Tensor& tensor : tensors)
+    largest = std::max(largest, static_cast<std::size_t>(tensor.nbytes()));
   return largest;
 }
 
@@ -38,7 +39,8 @@ void AllreduceRunner::fail(AllreduceRequest& request, std::exception_ptr error) 
   try {
     std::rethrow_exception(error);
   } catch (const TimeoutError& e) {
-    reason = std::string(e.what()) + " (DPA_TIMEOUT_MS bounds the wait for the switch and the other ranks)";
+    reason = std::string(e.what()) +
+             " (DPA_TIMEOUT_MS bounds the wait for the switch and the other ranks)";
   } catch (const std::exception& e) {
     reason = e.what();
   } catch (...) {
@@ -115,10 +117,10 @@ void AllreduceRunner::run_chunked(AllreduceRequest& request) {
 void AllreduceRunner::run_one_chunked(const at::Tensor& tensor, std::optional<c10::Event> ready,
                                       const AllreduceOptions& options) {
   const bool large = static_cast<std::size_t>(tensor.nbytes()) >= settings_.pipeline_threshold;
-  const std::size_t per_chunk =
-      large ? chunk_elements(static_cast<std::size_t>(tensor.numel()), settings_.pipeline_chunks,
-                             context_.payload())
-            : 0;
+  const std::size_t per_chunk = large
+                                    ? chunk_elements(static_cast<std::size_t>(tensor.numel()),
+                                                     settings_.pipeline_chunks, context_.payload())
+                                    : 0;
   TensorAllreduce op(tensor, std::move(ready), per_chunk, pool_);
   // Chunk c+1 is staged while chunk c is on the network, and chunk c is copied out while
   // chunk c+1 is.

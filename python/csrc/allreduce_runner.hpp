@@ -23,11 +23,11 @@ namespace dpa::torch_backend {
 
 // One all_reduce call, captured on the calling thread.
 struct AllreduceRequest {
-  std::vector<at::Tensor> tensors;  // each its own dpa operation, in this order
+  std::vector<at::Tensor> tensors;                      // each its own dpa operation, in this order
   std::vector<std::optional<c10::Event>> caller_ready;  // per tensor, CUDA only
-  AllreduceOptions options;         // op and the caller's fastest-K choice
+  AllreduceOptions options;                             // op and the caller's fastest-K choice
   c10::intrusive_ptr<DpaWork> work;
-  std::uint64_t ticket = 0;         // submission turn (OrderedSubmitter)
+  std::uint64_t ticket = 0;  // submission turn (OrderedSubmitter)
 
   [[nodiscard]] std::size_t largest_tensor_bytes() const;
 };

@@ -12,7 +12,8 @@ constexpr const char* kSwitchKey = "dpa/switch";
 constexpr const char* kClosedKey = "dpa/closed";
 constexpr std::uint32_t kDefaultPayload = 2048;
 
-std::string read_key(c10d::Store& store, const std::string& key, std::chrono::milliseconds timeout) {
+std::string read_key(c10d::Store& store, const std::string& key,
+                     std::chrono::milliseconds timeout) {
   store.wait({key}, timeout);
   const std::vector<std::uint8_t> bytes = store.get(key);
   return {bytes.begin(), bytes.end()};

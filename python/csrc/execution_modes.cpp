@@ -158,7 +158,8 @@ class HybridExecutor final : public Executor {
   explicit HybridExecutor(AllreduceRunner& runner) : runner_(runner), queue_(runner.submitter()) {
     worker_ = std::thread([this] { run_worker(); });
     completer_ = std::thread([this] {
-      while (auto submitted = submitted_.pop()) runner_.complete(submitted->request, submitted->in_flight);
+      while (auto submitted = submitted_.pop())
+        runner_.complete(submitted->request, submitted->in_flight);
     });
   }
   ~HybridExecutor() override { shutdown(); }
@@ -168,7 +169,8 @@ class HybridExecutor final : public Executor {
     fail_unstarted(runner_, queue_.close());
     if (worker_.joinable()) worker_.join();
     // The worker is gone, so nothing more is submitted: finish what it handed over.
-    for (auto& submitted : submitted_.close()) runner_.complete(submitted.request, submitted.in_flight);
+    for (auto& submitted : submitted_.close())
+      runner_.complete(submitted.request, submitted.in_flight);
     if (completer_.joinable()) completer_.join();
   }
 

@@ -9,7 +9,8 @@ HostBuffer::HostBuffer(HostBufferPool* pool, at::Tensor bytes, bool pinned)
     : pool_(pool), bytes_(std::move(bytes)), pinned_(pinned) {}
 
 HostBuffer::HostBuffer(HostBuffer&& other) noexcept
-    : pool_(std::exchange(other.pool_, nullptr)), bytes_(std::move(other.bytes_)),
+    : pool_(std::exchange(other.pool_, nullptr)),
+      bytes_(std::move(other.bytes_)),
       pinned_(other.pinned_) {}
 
 HostBuffer& HostBuffer::operator=(HostBuffer&& other) noexcept {
@@ -60,9 +61,9 @@ void HostBufferPool::give_back(at::Tensor bytes, bool pinned) {
   idle.push_back(std::move(bytes));
   if (idle.size() > kMaxIdlePerKind) {
     // Drop the smallest: large buffers are the expensive ones to allocate again.
-    idle.erase(std::min_element(idle.begin(), idle.end(), [](const at::Tensor& a, const at::Tensor& b) {
-      return a.numel() < b.numel();
-    }));
+    idle.erase(std::min_element(
+        idle.begin(), idle.end(),
+        [](const at::Tensor& a, const at::Tensor& b) { return a.numel() < b.numel(); }));
   }
 }
 

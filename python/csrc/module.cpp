@@ -20,7 +20,8 @@ namespace {
 py::object stats_to_dict(const std::optional<dpa::OpStats>& stats) {
   if (!stats) return py::none();
   py::list missed;
-  for (const dpa::ElementRange& range : stats->missed) missed.append(py::make_tuple(range.begin, range.end));
+  for (const dpa::ElementRange& range : stats->missed)
+    missed.append(py::make_tuple(range.begin, range.end));
   py::dict result;
   result["blocks"] = stats->blocks;
   result["blocks_full"] = stats->blocks_full;
@@ -37,7 +38,9 @@ py::object stats_to_dict(const std::optional<dpa::OpStats>& stats) {
   return result;
 }
 
-py::tuple choice_to_tuple(const FastestK& choice) { return py::make_tuple(choice.k, choice.preemptive); }
+py::tuple choice_to_tuple(const FastestK& choice) {
+  return py::make_tuple(choice.k, choice.preemptive);
+}
 
 }  // namespace
 
@@ -71,13 +74,15 @@ PYBIND11_MODULE(_C, module) {
         dpa::torch_backend::set_thread_fastest_k({k, preemptive});
       },
       py::arg("k"), py::arg("preemptive"));
-  module.def("thread_fastest_k", [] { return choice_to_tuple(dpa::torch_backend::thread_fastest_k()); });
+  module.def("thread_fastest_k",
+             [] { return choice_to_tuple(dpa::torch_backend::thread_fastest_k()); });
   module.def(
       "set_default_fastest_k",
       [](std::optional<int> k, std::optional<bool> preemptive) {
         dpa::torch_backend::set_default_fastest_k({k, preemptive});
       },
       py::arg("k"), py::arg("preemptive"));
-  module.def("default_fastest_k", [] { return choice_to_tuple(dpa::torch_backend::default_fastest_k()); });
+  module.def("default_fastest_k",
+             [] { return choice_to_tuple(dpa::torch_backend::default_fastest_k()); });
   module.def("last_stats", [] { return stats_to_dict(dpa::torch_backend::last_stats()); });
 }

@@ -120,7 +120,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allreduce(std::vector<at::Tensor
 
   AllreduceRequest request;
   request.tensors = tensors;
-  for (const at::Tensor& tensor : tensors) request.caller_ready.push_back(mark_caller_stream(tensor));
+  for (const at::Tensor& tensor : tensors)
+    request.caller_ready.push_back(mark_caller_stream(tensor));
   const FastestK choice = resolve_fastest_k();
   request.options.op = *op;
   request.options.k = choice.k;
@@ -183,7 +184,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::_allgather_base(
               "dpa: all_gather_into_tensor needs a contiguous output of world_size times the "
               "input's elements");
   std::vector<at::Tensor> slots;
-  for (const at::Tensor& chunk : output.view({-1}).chunk(size_)) slots.push_back(chunk.view(input.sizes()));
+  for (const at::Tensor& chunk : output.view({-1}).chunk(size_))
+    slots.push_back(chunk.view(input.sizes()));
   std::vector<std::vector<at::Tensor>> outputs{std::move(slots)};
   std::vector<at::Tensor> inputs{input};
   return gloo_->allgather(outputs, inputs, opts);
@@ -230,13 +232,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::alltoall(std::vector<at::Tensor>
   return gloo_->alltoall(outputs, inputs, opts);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::send(std::vector<at::Tensor>& tensors,
-                                                     int dst_rank, int tag) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                                     int tag) {
   return gloo_->send(tensors, dst_rank, tag);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::recv(std::vector<at::Tensor>& tensors,
-                                                     int src_rank, int tag) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::recv(std::vector<at::Tensor>& tensors, int src_rank,
+                                                     int tag) {
   return gloo_->recv(tensors, src_rank, tag);
 }
 
@@ -251,9 +253,7 @@ void ProcessGroupDpa::monitoredBarrier(const c10d::BarrierOptions& opts, bool wa
 
 void ProcessGroupDpa::setSequenceNumberForGroup() { gloo_->setSequenceNumberForGroup(); }
 
-uint64_t ProcessGroupDpa::getSequenceNumberForGroup() {
-  return gloo_->getSequenceNumberForGroup();
-}
+uint64_t ProcessGroupDpa::getSequenceNumberForGroup() { return gloo_->getSequenceNumberForGroup(); }
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
 c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allgather_into_tensor_coalesced(

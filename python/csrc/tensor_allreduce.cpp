@@ -12,7 +12,9 @@ namespace {
 
 // The device-generic stream and event API: the same code drives CUDA when torch has it, and
 // compiles against a CPU-only torch (it is only reached for CUDA tensors).
-c10::impl::VirtualGuardImpl cuda_guard() { return c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA); }
+c10::impl::VirtualGuardImpl cuda_guard() {
+  return c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA);
+}
 
 // c10::Event has no blocking wait in torch 1.13, so poll; copies of a chunk take tens of
 // microseconds or more, and the poll interval is of that order.
@@ -76,7 +78,8 @@ TensorAllreduce::TensorAllreduce(const at::Tensor& tensor, std::optional<c10::Ev
     host_ = flat_;
   }
 
-  const std::size_t step = elements_per_chunk == 0 ? std::max<std::size_t>(count, 1) : elements_per_chunk;
+  const std::size_t step =
+      elements_per_chunk == 0 ? std::max<std::size_t>(count, 1) : elements_per_chunk;
   for (std::size_t begin = 0; begin < count || chunks_.empty(); begin += step) {
     chunks_.push_back(Chunk{begin, std::min(step, count - begin), std::nullopt, Handle{}, false});
   }
@@ -99,11 +102,13 @@ TensorAllreduce::~TensorAllreduce() {
 }
 
 at::Tensor TensorAllreduce::host_chunk(const Chunk& chunk) const {
-  return host_.narrow(0, static_cast<std::int64_t>(chunk.begin), static_cast<std::int64_t>(chunk.count));
+  return host_.narrow(0, static_cast<std::int64_t>(chunk.begin),
+                      static_cast<std::int64_t>(chunk.count));
 }
 
 at::Tensor TensorAllreduce::device_chunk(const Chunk& chunk) const {
-  return flat_.narrow(0, static_cast<std::int64_t>(chunk.begin), static_cast<std::int64_t>(chunk.count));
+  return flat_.narrow(0, static_cast<std::int64_t>(chunk.begin),
+                      static_cast<std::int64_t>(chunk.count));
 }
 
 void TensorAllreduce::stage_in(std::size_t index) {
@@ -165,7 +170,8 @@ void TensorAllreduce::finish() {
     copied_back.record(*h2d_stream_);
     wait_for(copied_back);
   }
-  stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  stats_.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
 }
 
 }  // namespace dpa::torch_backend

@@ -43,16 +43,16 @@ TorchSettings TorchSettings::from_env() {
   TorchSettings settings;
   if (const auto mode = env("DPA_TORCH_MODE")) settings.mode = parse_mode(*mode);
   settings.pipeline_chunks = static_cast<int>(env_integer("DPA_TORCH_PIPELINE_CHUNKS", 4, 1, 1024));
-  settings.pipeline_threshold = static_cast<std::size_t>(env_integer(
-      "DPA_TORCH_PIPELINE_THRESH", 4194304, 0, std::numeric_limits<long long>::max()));
+  settings.pipeline_threshold = static_cast<std::size_t>(
+      env_integer("DPA_TORCH_PIPELINE_THRESH", 4194304, 0, std::numeric_limits<long long>::max()));
   settings.worksteal_workers = static_cast<int>(env_integer("DPA_TORCH_WORKERS", 4, 1, 256));
   return settings;
 }
 
 std::string TorchSettings::chunking_signature() const {
   if (mode == ExecutionMode::pipeline || mode == ExecutionMode::hybrid) {
-    return "chunks " + std::to_string(pipeline_chunks) + " at >= " +
-           std::to_string(pipeline_threshold) + " bytes";
+    return "chunks " + std::to_string(pipeline_chunks) +
+           " at >= " + std::to_string(pipeline_threshold) + " bytes";
   }
   return "whole operations";
 }

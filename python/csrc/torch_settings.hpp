@@ -28,7 +28,7 @@ std::string to_string(ExecutionMode mode);
 
 // The software switch that rank 0 starts when no switch is configured.
 struct EmbeddedSwitchSettings {
-  int threads = 1;                                   // DPA_SWITCH_THREADS
+  int threads = 1;                                     // DPA_SWITCH_THREADS
   std::chrono::microseconds straggler_timeout{10000};  // DPA_STRAGGLER_TIMEOUT_US
 
   static EmbeddedSwitchSettings from_env();
