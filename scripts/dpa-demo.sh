@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Quick start 1: build, start dpa-switch on 127.0.0.1, run 4 workers that verify exact int32
 # sums and float32 sums within the documented bound, then the straggler scenario (rank 3
-# delayed before every operation) with K = N, reactive and preemptive fastest-K. Everything
-# it starts is stopped again, also on failure or Ctrl-C.
+# delayed before every operation) with K = N, reactive and preemptive fastest-K. Where the
+# PyTorch backend builds (torch found), it ends with the straggler training demo (python -m
+# dpa.demo): DDP on scikit-learn's digits with Gloo, dpa K = N and both fastest-K modes, whose
+# plot and JSON land in <build>/dpa-demo/. Everything it starts is stopped again, also on
+# failure or Ctrl-C.
 #
 #   scripts/dpa-demo.sh            build into ./build (DPA_BUILD_DIR overrides)
 set -euo pipefail
@@ -12,6 +15,11 @@ build="${DPA_BUILD_DIR:-$root/build}"
 "$root/scripts/install-deps.sh"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j "$(nproc)" --target dpa-switch dpa-bench
+with_torch=0
+if cmake --build "$build" --target help | grep -qw torch-plugin; then
+  cmake --build "$build" -j "$(nproc)" --target torch-plugin
+  with_torch=1
+fi
 
 workdir="$(mktemp -d)"
 switch_pid=""
@@ -60,3 +68,13 @@ wait "$switch_pid" || true
 switch_pid=""
 echo "== dpa-switch counters"
 sed -n '/stopping/,$p' "$workdir/switch.log"
+
+echo
+if ((with_torch == 0)); then
+  echo "== 4. straggler training demo skipped: the PyTorch backend is not built (torch not found;"
+  echo "   scripts/install-deps.sh --with-python installs it)"
+  exit 0
+fi
+python="$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt")"
+echo "== 4. straggler training: DDP on scikit-learn's digits, 4 ranks, rank 3 delayed at random steps"
+PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" "${python:-python3}" -m dpa.demo --out "$build/dpa-demo"

@@ -1,0 +1,91 @@
+"""Runs one function on N ranks, each in a fresh spawned process (used by dpa.demo, dpa.bench
+and the tests).
+
+The parent collects every rank's return value or traceback, bounds the whole run with a timeout
+and kills whatever is still alive when it returns, so a hung rank never outlives the run."""
+
+import multiprocessing
+import os
+import queue
+import socket
+import tempfile
+import time
+import traceback
+
+# Keeps N ranks on a small machine from fighting over intra-op threads, and Gloo on loopback.
+LOCAL_ENV = {"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _child(fn, rank, world, init_file, env, args, results):
+    os.environ.update(env)
+    import torch.distributed as dist
+
+    try:
+        value = fn(rank, world, init_file, *args)
+        results.put((rank, "ok", value))
+    except BaseException:  # noqa: B902 - report everything, including assertion failures
+        results.put((rank, "error", traceback.format_exc()))
+        return
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def run_ranks(fn, world, env=None, args=(), timeout=120):
+    """Runs fn(rank, world, init_file, *args) on `world` processes; returns the values by rank.
+
+    fn usually calls dist.init_process_group(backend, init_method="file://" + init_file, ...).
+    `env` is added to LOCAL_ENV in every rank. A rank that raises fails the run with its
+    traceback (RuntimeError); a run that exceeds `timeout` seconds fails, and every process
+    still alive is killed."""
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    full_env = dict(LOCAL_ENV, **(env or {}))
+    init_file = tempfile.mktemp(prefix="dpa-store-")
+    processes = [
+        context.Process(target=_child, args=(fn, rank, world, init_file, full_env, args, results))
+        for rank in range(world)
+    ]
+    for process in processes:
+        process.start()
+    deadline = time.monotonic() + timeout
+    values, errors = {}, {}
+    try:
+        while len(values) + len(errors) < world:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RuntimeError(
+                    f"ranks {sorted(set(range(world)) - set(values) - set(errors))} did not "
+                    f"finish within {timeout} s; errors so far: {errors}"
+                )
+            try:
+                rank, status, value = results.get(timeout=min(remaining, 1.0))
+            except queue.Empty:
+                if any(p.exitcode not in (None, 0) for p in processes) and not errors:
+                    dead = {r: p.exitcode for r, p in enumerate(processes) if p.exitcode}
+                    raise RuntimeError(f"rank processes died: exit codes {dead}")
+                continue
+            (values if status == "ok" else errors)[rank] = value
+            if errors:
+                break
+        if errors:
+            rank = min(errors)
+            raise RuntimeError(f"rank {rank} failed:\n{errors[rank]}")
+        for process in processes:
+            process.join(max(deadline - time.monotonic(), 5))
+            if process.exitcode is None:
+                raise RuntimeError(f"a rank did not exit within {timeout} s after finishing")
+        return [values[rank] for rank in range(world)]
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+                process.join(5)
+        if os.path.exists(init_file):
+            os.unlink(init_file)
