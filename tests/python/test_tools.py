@@ -1,0 +1,69 @@
+"""python -m dpa.demo and python -m dpa.bench end to end, on small settings: the reports they
+write hold every run and size asked for, and bad arguments are refused with a message that names
+the option."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from harness import BASE_ENV
+
+
+def run_module(module, *arguments, timeout=300):
+    return subprocess.run([sys.executable, "-m", module, *arguments], env=dict(os.environ, **BASE_ENV),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_demo_trains_every_run_and_reports_fastest_k(tmp_path):
+    result = run_module("dpa.demo", "--world", "2", "--epochs", "3", "--delay-ms", "20",
+                        "--delay-probability", "0.3", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((tmp_path / "demo.json").read_text())
+    assert (tmp_path / "demo.png").stat().st_size > 0
+    runs = {run["run"]: run for run in report["runs"]}
+    assert sorted(runs) == ["dpa", "gloo", "preemptive", "reactive"]
+    for run in runs.values():
+        assert [point["epoch"] for point in run["curve"]] == [1, 2, 3]
+        assert run["steps"] > 0 and run["ms_per_step"] > 0
+        # Ten classes: three epochs of SGD on the digits get far beyond guessing.
+        assert run["final_accuracy"] > 0.5, run
+    # K = N waits for both ranks, so both replicas stay identical.
+    assert runs["dpa"]["rank0_ops_completed_without_all"] == 0
+    assert runs["dpa"]["straggler_drift"] == 0.0
+    assert runs["gloo"]["straggler_drift"] == 0.0
+    # Preemptive fastest-K with K = 1 of 2 completes blocks with the first rank.
+    assert runs["preemptive"]["rank0_blocks_partial"] > 0
+    assert runs["preemptive"]["rank0_mean_min_contributors"] < 2
+    assert "dpa, preemptive fastest-K" in result.stdout
+
+
+def test_bench_reports_every_mode_and_size(tmp_path):
+    output = tmp_path / "bench.json"
+    result = run_module("dpa.bench", "--worlds", "2", "--sizes", "4KiB,100000", "--modes",
+                        "simple,pipeline", "--bytes-per-size", "1MiB", "--json", str(output))
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = json.loads(output.read_text())["results"]
+    measured = sorted((row["backend"], row["mode"] or "", row["bytes"]) for row in rows)
+    assert measured == sorted(
+        (backend, mode, size)
+        for backend, mode in (("dpa", "simple"), ("dpa", "pipeline"), ("gloo", ""))
+        for size in (4096, 100000)
+    )
+    for row in rows:
+        assert row["elements"] == row["bytes"] // 4 and row["seconds_per_op"] > 0, row
+    assert "world 2: time per all_reduce" in result.stdout
+
+
+@pytest.mark.parametrize("module, arguments, message", [
+    ("dpa.bench", ["--sizes", "4KB"], "--sizes: '4KB' is not a size"),
+    ("dpa.bench", ["--modes", "fast"], "--modes: unknown mode(s) ['fast']"),
+    ("dpa.demo", ["--runs", "gloo,nccl"], "--runs: unknown run(s) ['nccl']"),
+    ("dpa.demo", ["--world", "4", "--k", "5"], "--k must be in 1..4, got 5"),
+])
+def test_bad_arguments_name_the_option(module, arguments, message):
+    result = run_module(module, *arguments, timeout=60)
+    assert result.returncode == 2
+    assert message in result.stderr
