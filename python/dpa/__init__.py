@@ -10,7 +10,8 @@
 Fastest-K: ``with dpa.fastest_k(k): ...`` for the operations issued inside,
 ``dpa.set_default_fastest_k(k)`` for the process, or ``DPA_K`` / ``DPA_PREEMPTIVE``.
 ``dpa.last_stats()`` reports what happened to the last completed operation, and
-``dpa.register_ddp_hook(model, k)`` averages DDP gradients by each block's true contributors.
+``dpa.register_ddp_hook(model, k)`` averages DDP gradients by each block's true contributors, and
+``dpa.resynchronise(model)`` makes replicas that drifted under fastest-K identical again.
 """
 
 import atexit
@@ -47,7 +48,7 @@ if (_C.TORCH_VERSION_MAJOR, _C.TORCH_VERSION_MINOR) != tuple(
         "rebuild the extension with this torch."
     )
 
-from ._ddp import DdpHookState, allreduce_hook, register_ddp_hook  # noqa: E402
+from ._ddp import DdpHookState, allreduce_hook, register_ddp_hook, resynchronise  # noqa: E402
 from ._fastest_k import fastest_k, last_stats, set_default_fastest_k  # noqa: E402
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "fastest_k",
     "last_stats",
     "register_ddp_hook",
+    "resynchronise",
     "set_default_fastest_k",
 ]
 

@@ -41,3 +41,13 @@ def register_ddp_hook(ddp_model, k=None, preemptive=False):
     state = DdpHookState(ddp_model.process_group, k, preemptive)
     ddp_model.register_comm_hook(state, allreduce_hook)
     return state
+
+
+def resynchronise(module, src=0, group=None):
+    """Copies every parameter and buffer of ``module`` from rank ``src`` to all ranks (a
+    broadcast, which dpa delegates to Gloo), so replicas that drifted apart under fastest-K are
+    identical again. A collective: every rank of the group calls it at the same point, so the
+    fast ranks wait for the slowest one here."""
+    tensors = [p.data for p in module.parameters()] + list(module.buffers())
+    for tensor in tensors:
+        dist.broadcast(tensor, src, group=group)

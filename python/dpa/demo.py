@@ -12,7 +12,9 @@ What happens to the slow rank with fastest-K: its gradients are left out of the 
 complete without it, and the blocks it arrives too late for keep its own gradient (dpa.last_stats()
 reports them as missed). With reactive fastest-K the others wait the switch's straggler timeout
 before leaving it out, so it catches up; with preemptive fastest-K it stays behind and trains on
-its own gradients, which the demo reports as the largest parameter difference to rank 0.
+its own gradients, which the demo reports as the largest parameter difference to rank 0;
+--resync-every E copies rank 0's parameters to every rank after every E epochs (dpa.resynchronise),
+at the price of waiting there for the slow rank.
 """
 
 import argparse
@@ -78,9 +80,9 @@ def train_worker(rank, world, init_file, run, settings):
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
+    import dpa
+
     backend, k_choice, preemptive = RUNS[run]
-    if backend == "dpa":
-        import dpa
     device = torch.device(settings["device"])
     if device.type == "cuda":
         torch.cuda.set_device(0)
@@ -137,6 +139,10 @@ def train_worker(rank, world, init_file, run, settings):
                 totals["blocks_missed"] += stats["blocks_missed"]
                 totals["contributors"] += stats["min_contributors"]
                 totals["retransmissions"] += stats["retransmissions"]
+        if settings["resync_every"] and (epoch + 1) % settings["resync_every"] == 0:
+            started = time.perf_counter()
+            dpa.resynchronise(model, src=0)
+            clock += time.perf_counter() - started
         if rank == 0:
             snapshots.append((epoch + 1, clock, [p.detach().cpu().clone() for p in model.parameters()]))
     finished_at = clock
@@ -247,6 +253,8 @@ def parse_arguments(argv):
     parser.add_argument("--straggler-timeout-ms", type=float, default=2.0,
                         help="how long the embedded switch waits for the last ranks before a reactive "
                              "fastest-K block completes without them (DPA_STRAGGLER_TIMEOUT_US; default 2)")
+    parser.add_argument("--resync-every", type=int, default=0,
+                        help="copy rank 0's parameters to all ranks every this many epochs (default 0: never)")
     parser.add_argument("--epochs", type=int, default=30, help="epochs (default 30)")
     parser.add_argument("--batch", type=int, default=16, help="samples per rank and step (default 16)")
     parser.add_argument("--hidden", type=int, default=128, help="hidden layer width (default 128)")
@@ -271,6 +279,8 @@ def parse_arguments(argv):
         parser.error(f"--straggler must be a rank in 0..{arguments.world - 1}, got {straggler}")
     if not 0.0 <= arguments.delay_probability <= 1.0:
         parser.error("--delay-probability must be in [0, 1]")
+    if arguments.resync_every < 0:
+        parser.error("--resync-every must be >= 0")
     if arguments.straggler_timeout_ms <= 0:
         parser.error("--straggler-timeout-ms must be positive")
     settings = {
@@ -278,7 +288,8 @@ def parse_arguments(argv):
         "delay_probability": arguments.delay_probability, "epochs": arguments.epochs,
         "batch": arguments.batch, "hidden": arguments.hidden, "lr": arguments.lr,
         "target_accuracy": arguments.target_accuracy, "device": arguments.device,
-        "seed": arguments.seed, "straggler_timeout_ms": arguments.straggler_timeout_ms,
+        "resync_every": arguments.resync_every, "seed": arguments.seed,
+        "straggler_timeout_ms": arguments.straggler_timeout_ms,
     }
     return runs, settings, arguments
 

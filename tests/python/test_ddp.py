@@ -122,3 +122,24 @@ def test_ddp_hook_fastest_k_with_straggler():
         assert seconds < sleep_seconds / 2, f"rank {rank} waited {seconds:.3f} s for the straggler"
         assert stats["min_contributors"] < world, stats
         assert stats["blocks_partial"] > 0, stats
+
+
+def resynchronise_worker(rank, world, init_file):
+    import dpa
+
+    init_dpa(rank, world, init_file)
+    model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8))
+    with torch.no_grad():  # replicas that drifted apart, buffers included
+        for tensor in [*model.parameters(), *model.buffers()]:
+            tensor.add_(rank + 1)
+    dpa.resynchronise(model, src=1)
+    # numpy: torch tensors would travel through shared memory that dies with the rank process.
+    return [t.detach().numpy().copy() for t in [*model.parameters(), *model.buffers()]]
+
+
+def test_resynchronise_copies_parameters_and_buffers_from_src():
+    world = 3
+    replicas = run_ranks(resynchronise_worker, world)
+    for rank in range(world):
+        for ours, theirs in zip(replicas[rank], replicas[1]):
+            assert (ours == theirs).all(), f"rank {rank} differs from rank 1"
