@@ -170,6 +170,7 @@ void ThreadEngine::start_entry(Operation& op, std::uint32_t e, std::uint64_t now
   entry.sent_ns = now;
   entry.retransmitted = false;
   entry.expedited = false;
+  entry.counted_reply_ns = 0;
   build_data(op, e);
   queue_send(e, now);
 }
@@ -280,6 +281,7 @@ void ThreadEngine::move_to(Operation& op, std::uint32_t e, std::uint64_t round, 
   entry.sent_ns = now;
   entry.retransmitted = false;
   entry.expedited = false;
+  entry.counted_reply_ns = 0;
   if (round >= entry.end_round) {
     entry.round = entry.end_round;
     finish_entry(e);
@@ -362,6 +364,27 @@ void ThreadEngine::handle_packet(Operation& op, const transport::RxPacket& packe
   }
   if (!entry.active) return;
   const auto op_delta = static_cast<std::int32_t>(h.op_id - op.op_id);
+  // The round the reply speaks of, relative to the current one, from the 32-bit slot sequence.
+  const auto seq_delta =
+      static_cast<std::int32_t>(h.seq - protocol::SlotLayout::seq_of_round(entry.round));
+  const bool probe_reply = h.has(flag::kSyn) && !h.has(flag::kResult) && !h.has(flag::kOld) &&
+                           !entry.probing && parity == (entry.round & 1);
+  if (probe_reply && op_delta <= 0) {
+    // The switch's answer to a retransmission probe. A slot that is fresh (seq 0), still holds
+    // an earlier operation or round, or has not counted this rank never saw the data packet:
+    // send it again now. Checked before the late-reply filters below, which would otherwise
+    // drop exactly these replies and leave the lost packet to the give-up timeout.
+    const bool slot_behind = op_delta < 0 || h.seq == 0 || seq_delta < 0;
+    if (slot_behind || seq_delta == 0) {
+      const bool counted = !slot_behind && ((h.bitmap >> config_.rank) & 1) != 0;
+      entry.counted_reply_ns = counted ? now : 0;
+      if (!counted) {
+        ++stats_.retransmissions;
+        queue_send(e, now);
+      }
+      return;
+    }
+  }
   if (op_delta < 0) return;  // a late reply from an earlier operation
   if (parity != (entry.round & 1)) {
     // A reply about the entry's other slot (to a stale or duplicated packet): it cannot tell
@@ -380,23 +403,7 @@ void ThreadEngine::handle_packet(Operation& op, const transport::RxPacket& packe
     finish_entry(e);
     return;
   }
-  if (h.seq == 0) return;
-  // The round the reply speaks of, rebuilt from the 32-bit sequence number of the slot.
-  const auto seq_delta =
-      static_cast<std::int32_t>(h.seq - protocol::SlotLayout::seq_of_round(entry.round));
-  const bool probe_reply = h.has(flag::kSyn) && !h.has(flag::kResult) && !h.has(flag::kOld) &&
-                           !entry.probing;
-  if (probe_reply && seq_delta <= 0) {
-    // The switch's answer to a retransmission probe: if it has not counted this rank's
-    // contribution to the round (the data packet was lost), send the data again now.
-    const bool counted = seq_delta == 0 && ((h.bitmap >> config_.rank) & 1) != 0;
-    if (!counted) {
-      ++stats_.retransmissions;
-      queue_send(e, now);
-    }
-    return;
-  }
-  if (seq_delta < 0) return;
+  if (h.seq == 0 || seq_delta < 0) return;
   const std::uint64_t round = entry.round + 2 * static_cast<std::uint64_t>(seq_delta);
   if (round >= entry.end_round) return;
   entry.last_reply_ns = now;
@@ -439,13 +446,24 @@ void ThreadEngine::check_timeouts(Operation& op, std::uint64_t now) {
     Entry& entry = entries_[e];
     if (!entry.active || entry.deadline_ns > now) continue;
     if (now - entry.last_reply_ns >= give_up) {
-      throw TimeoutError(
-          "rank " + std::to_string(config_.rank) + ": no reply from the switch at " +
-          switch_port_.to_string() + " for " + std::to_string(config_.timeout.count()) +
-          " ms (operation " + std::to_string(op.op_id) + ", thread " + std::to_string(index_) +
+      const std::string where =
+          " (operation " + std::to_string(op.op_id) + ", thread " + std::to_string(index_) +
           ", slot " + std::to_string(layout_.slot(index_, e, entry.round)) + ", round " +
-          std::to_string(protocol::SlotLayout::seq_of_round(entry.round)) +
-          "): is dpa-switch running, and are all ranks alive and running the same operations?");
+          std::to_string(protocol::SlotLayout::seq_of_round(entry.round)) + ")";
+      const std::string waited = std::to_string(config_.timeout.count()) + " ms";
+      // The switch still answers (it counted this rank within the last two probes): the round
+      // waits for other ranks, not for a dead switch.
+      if (entry.counted_reply_ns != 0 && now - entry.counted_reply_ns <= 2 * entry.rto_ns) {
+        throw TimeoutError("rank " + std::to_string(config_.rank) + ": the switch at " +
+                           switch_port_.to_string() + " holds this rank's contribution but the " +
+                           "round stayed open for " + waited + where +
+                           ": other ranks did not send theirs; are all ranks alive and running "
+                           "the same operations?");
+      }
+      throw TimeoutError("rank " + std::to_string(config_.rank) + ": no reply from the switch at " +
+                         switch_port_.to_string() + " for " + waited + where +
+                         ": is dpa-switch running, and are all ranks alive and running the same "
+                         "operations?");
     }
     ++stats_.retransmissions;
     entry.retransmitted = true;

@@ -46,6 +46,7 @@ class ThreadEngine {
     std::uint64_t sent_ns = 0;    // first transmission of the current round
     bool retransmitted = false;   // Karn: no RTT sample from a retransmitted round
     bool expedited = false;       // resend now: a reply showed the round is already complete
+    std::uint64_t counted_reply_ns = 0;  // last probe reply saying "counted, still open" (0: none)
     std::uint32_t packet_size = 0;
     std::byte* packet = nullptr;  // the current data packet (or the skip-forward SYN probe)
     std::byte* probe = nullptr;   // header-only retransmission probe for the current round

@@ -830,16 +830,11 @@ TEST_F(EnginePackets, ProbeReplyShowingAnEarlierRoundOfThisOperationResendsTheDa
   expect_consistent(stats);
 }
 
-// BUG (thread_engine.cpp, handle_packet): the same situation when the slot's last round belongs
-// to an EARLIER operation, or the slot is fresh (seq 0, op_id 0, as after every join). The switch
-// answers the probe with the slot's state (its op_id and seq), and the engine drops that reply as
-// "a late reply from an earlier operation" (op_delta < 0) or at the seq == 0 check, before its
-// probe-reply branch could resend the data. Timers only ever resend the header-only probe, so the
-// lost data packet is never sent again: unless another rank opens the round, the operation fails
-// with TimeoutError "no reply from the switch" although the switch answers every probe (world
-// size 1, or every rank's first packet of the round lost). Disabled until the engine is fixed;
-// run with --gtest_also_run_disabled_tests.
-TEST_F(EnginePackets, DISABLED_Bug_LostFirstDataOnAFreshSlotIsNeverResent) {
+// The same situation when the slot is fresh (seq 0, op_id 0, as after every join) or its last
+// round belongs to an earlier operation: the probe reply carries the slot's op_id and seq, and the
+// engine must still read it as "not counted" instead of dropping it as a late reply, or the lost
+// data packet would never go again (timers only resend the header-only probe).
+TEST_F(EnginePackets, LostFirstDataOnAFreshSlotIsResentOnTheProbeReply) {
   auto job = int_job(4);
   auto engine = start_engine();
   engine->submit(job.op);
@@ -848,14 +843,14 @@ TEST_F(EnginePackets, DISABLED_Bug_LostFirstDataOnAFreshSlotIsNeverResent) {
   // What sw::step_slot/reply_header send for a probe of a fresh slot: SYN, seq 0, op_id 0.
   const std::size_t mark = wire->sent_count();
   send(make_header(flag::kSyn, slot_of(0, 0), 0, 0, 0, 0, 0, /*op_id=*/0));
-  const Sent resent = take_data(slot_of(0, 0), 1, mark);  // fails: only probes follow
+  const Sent resent = take_data(slot_of(0, 0), 1, mark);
   EXPECT_EQ(resent.bytes, lost.bytes);
   const std::vector<std::int32_t> sums = answer_int(resent);
   (void)finish(job);
   expect_int_block(job, 0, sums);
 }
 
-TEST_F(EnginePackets, DISABLED_Bug_LostFirstDataAfterAnEarlierOperationIsNeverResent) {
+TEST_F(EnginePackets, LostFirstDataOnASlotOfAnEarlierOperationIsResentOnTheProbeReply) {
   config.window = 1;
   auto first = int_job(8, kOpId);       // rounds 0, 1: slots 100 and 101, seq 1
   auto second = int_job(4, kOpId + 1);  // round 2: slot 100, seq 2
@@ -871,7 +866,7 @@ TEST_F(EnginePackets, DISABLED_Bug_LostFirstDataAfterAnEarlierOperationIsNeverRe
   // Slot 100 still holds round seq 1 of the first operation, complete: the switch's SYN reply.
   const std::size_t mark = wire->sent_count();
   send(make_header(flag::kSyn | flag::kComplete, slot_of(0, 2), 1, 0, 0, 2, 0b11, kOpId));
-  const Sent resent = take_data(slot_of(0, 2), 2, mark);  // fails: only probes follow
+  const Sent resent = take_data(slot_of(0, 2), 2, mark);
   EXPECT_EQ(resent.bytes, lost.bytes);
   const std::vector<std::int32_t> sums = answer_int(resent);
   (void)finish(second);
@@ -1232,6 +1227,30 @@ TEST_F(EnginePackets, ErrorReplyFailsTheOperationNamingBothOperations) {
 }
 
 // ---- 8. No reply --------------------------------------------------------------------------------
+
+TEST_F(EnginePackets, RoundThatCountedThisRankButStaysOpenTimesOutNamingTheOtherRanks) {
+  auto job = int_job(4);
+  auto engine = start_engine();
+  engine->submit(job.op);
+  (void)take_data(slot_of(0, 0), 1);
+  (void)take_probe(slot_of(0, 0), 1);
+  // The switch answers every probe: it counted rank 0, and rank 1 never sends.
+  send(make_header(flag::kSyn, slot_of(0, 0), 1, 0, 0, 1, 0b01));
+  const auto deadline = std::chrono::steady_clock::now() + kOpWait;
+  while (!job.op->wait_for(0ms) && std::chrono::steady_clock::now() < deadline) {
+    try {
+      (void)wire->take([](const Sent& s) { return s.is_probe(); }, "SYN probe", 20ms);
+    } catch (const std::runtime_error&) {
+      continue;  // the operation may have failed meanwhile: no more probes
+    }
+    send(make_header(flag::kSyn, slot_of(0, 0), 1, 0, 0, 1, 0b01));
+  }
+  ASSERT_TRUE(job.op->wait_for(kOpWait));
+  const std::string message = error_of<TimeoutError>(*job.op);
+  EXPECT_NE(message.find("holds this rank's contribution"), std::string::npos) << message;
+  EXPECT_NE(message.find("other ranks did not send theirs"), std::string::npos) << message;
+  EXPECT_EQ(tally(wire->log()).data, 1u) << "data resent although the switch counted it";
+}
 
 TEST_F(EnginePackets, NoReplyFailsWithTimeoutErrorAfterTheTimeout) {
   auto job = int_job(8);  // both entries
