@@ -16,7 +16,10 @@ build="${DPA_BUILD_DIR:-$root/build}"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j "$(nproc)" --target dpa-switch dpa-bench
 with_torch=0
-if cmake --build "$build" --target help | grep -qw torch-plugin; then
+# Read the whole target list first: grep -q exits at the first match, and under pipefail the
+# writer's broken pipe would fail the test.
+targets="$(cmake --build "$build" --target help)"
+if grep -qw torch-plugin <<<"$targets"; then
   cmake --build "$build" -j "$(nproc)" --target torch-plugin
   with_torch=1
 fi
