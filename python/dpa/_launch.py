@@ -24,14 +24,7 @@ def free_port():
 
 def _child(fn, rank, world, init_file, env, args, results):
     os.environ.update(env)
-    import torch
     import torch.distributed as dist
-
-    # Unpickling fn imported torch before env was applied, and the OpenMP runtime reads
-    # OMP_NUM_THREADS when it loads: without this, N ranks on a 16-core host each start 16
-    # intra-op threads and a small model trains several times slower.
-    if env.get("OMP_NUM_THREADS"):
-        torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
 
     try:
         value = fn(rank, world, init_file, *args)
