@@ -369,21 +369,19 @@ void ThreadEngine::handle_packet(Operation& op, const transport::RxPacket& packe
       static_cast<std::int32_t>(h.seq - protocol::SlotLayout::seq_of_round(entry.round));
   const bool probe_reply = h.has(flag::kSyn) && !h.has(flag::kResult) && !h.has(flag::kOld) &&
                            !entry.probing && parity == (entry.round & 1);
-  if (probe_reply && op_delta <= 0) {
+  const bool slot_behind = op_delta < 0 || h.seq == 0 || seq_delta < 0;
+  if (probe_reply && op_delta <= 0 && (slot_behind || seq_delta == 0)) {
     // The switch's answer to a retransmission probe. A slot that is fresh (seq 0), still holds
     // an earlier operation or round, or has not counted this rank never saw the data packet:
     // send it again now. Checked before the late-reply filters below, which would otherwise
     // drop exactly these replies and leave the lost packet to the give-up timeout.
-    const bool slot_behind = op_delta < 0 || h.seq == 0 || seq_delta < 0;
-    if (slot_behind || seq_delta == 0) {
-      const bool counted = !slot_behind && ((h.bitmap >> config_.rank) & 1) != 0;
-      entry.counted_reply_ns = counted ? now : 0;
-      if (!counted) {
-        ++stats_.retransmissions;
-        queue_send(e, now);
-      }
-      return;
+    const bool counted = !slot_behind && ((h.bitmap >> config_.rank) & 1) != 0;
+    entry.counted_reply_ns = counted ? now : 0;
+    if (!counted) {
+      ++stats_.retransmissions;
+      queue_send(e, now);
     }
+    return;
   }
   if (op_delta < 0) return;  // a late reply from an earlier operation
   if (parity != (entry.round & 1)) {
@@ -450,20 +448,18 @@ void ThreadEngine::check_timeouts(Operation& op, std::uint64_t now) {
           " (operation " + std::to_string(op.op_id) + ", thread " + std::to_string(index_) +
           ", slot " + std::to_string(layout_.slot(index_, e, entry.round)) + ", round " +
           std::to_string(protocol::SlotLayout::seq_of_round(entry.round)) + ")";
+      const std::string switch_at = "the switch at " + switch_port_.to_string();
       const std::string waited = std::to_string(config_.timeout.count()) + " ms";
       // The switch still answers (it counted this rank within the last two probes): the round
       // waits for other ranks, not for a dead switch.
+      std::string cause = "no reply from " + switch_at + " for " + waited + where +
+                          ": is dpa-switch running, and are";
       if (entry.counted_reply_ns != 0 && now - entry.counted_reply_ns <= 2 * entry.rto_ns) {
-        throw TimeoutError("rank " + std::to_string(config_.rank) + ": the switch at " +
-                           switch_port_.to_string() + " holds this rank's contribution but the " +
-                           "round stayed open for " + waited + where +
-                           ": other ranks did not send theirs; are all ranks alive and running "
-                           "the same operations?");
+        cause = switch_at + " holds this rank's contribution but the round stayed open for " +
+                waited + where + ": other ranks did not send theirs; are";
       }
-      throw TimeoutError("rank " + std::to_string(config_.rank) + ": no reply from the switch at " +
-                         switch_port_.to_string() + " for " + waited + where +
-                         ": is dpa-switch running, and are all ranks alive and running the same "
-                         "operations?");
+      throw TimeoutError("rank " + std::to_string(config_.rank) + ": " + cause +
+                         " all ranks alive and running the same operations?");
     }
     ++stats_.retransmissions;
     entry.retransmitted = true;
