@@ -19,6 +19,18 @@ constexpr const char* kChunkingKey = "dpa/chunking";
 std::mutex live_groups_mutex;
 std::set<ProcessGroupDpa*> live_groups;
 
+// Runs `teardown` with the GIL released when this thread holds it: teardown joins threads that
+// may need the GIL to finish.
+template <typename Teardown>
+void without_gil(Teardown&& teardown) {
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    pybind11::gil_scoped_release release;
+    teardown();
+  } else {
+    teardown();
+  }
+}
+
 std::optional<ReduceOp> dpa_reduce_op(const c10d::ReduceOp& op) {
   const c10d::ReduceOp::RedOpType type = op;
   if (type == c10d::ReduceOp::SUM) return ReduceOp::sum;
@@ -53,7 +65,13 @@ ProcessGroupDpa::~ProcessGroupDpa() {
     std::lock_guard lock(live_groups_mutex);
     live_groups.erase(this);
   }
-  close();
+  // Python drops the last reference with the GIL held. Gloo's destructor joins its worker
+  // threads, and a worker freeing the tensors of its last operation takes the GIL (the tensors
+  // may have Python objects): holding it here deadlocks, so the whole teardown runs without it.
+  without_gil([this] {
+    close_once();
+    gloo_.reset();
+  });
 }
 
 void ProcessGroupDpa::check_same_chunking_on_all_ranks(std::chrono::milliseconds timeout) {
@@ -77,12 +95,7 @@ void ProcessGroupDpa::check_same_chunking_on_all_ranks(std::chrono::milliseconds
 
 void ProcessGroupDpa::close() {
   // Worker threads may need the GIL (Python future callbacks) to finish; never hold it here.
-  if (Py_IsInitialized() && PyGILState_Check()) {
-    pybind11::gil_scoped_release release;
-    close_once();
-  } else {
-    close_once();
-  }
+  without_gil([this] { close_once(); });
 }
 
 void ProcessGroupDpa::close_once() {

@@ -136,3 +136,31 @@ def test_delegated_collective_if_gloo_has_it(collective_results, name):
     if any(status.startswith(UNSUPPORTED) for status in statuses):
         pytest.skip(f"Gloo in torch {torch.__version__} lacks it: {sorted(statuses)[0]}")
     assert statuses == {"ok"}
+
+
+def destroy_in_flight_worker(rank, world, init_file):
+    from torch.distributed import distributed_c10d
+
+    init_dpa(rank, world, init_file)
+    store = distributed_c10d._get_default_store()
+    if rank == 1:
+        # A delegated operation still in flight when the group is destroyed, holding the only
+        # reference to a tensor that Python created: Gloo's worker frees it after the peer's
+        # half arrives, while this thread sits in the group's destructor.
+        dist.all_reduce(torch.full((4,), 2**40, dtype=torch.int64), op=dist.ReduceOp.MAX,
+                        async_op=True)
+        store.set("test/destroying", b"1")
+    else:
+        store.wait(["test/destroying"])
+        values = torch.full((4,), 2**40 + 1, dtype=torch.int64)
+        dist.all_reduce(values, op=dist.ReduceOp.MAX)
+        assert values.tolist() == [2**40 + 1] * 4
+    dist.destroy_process_group()
+    return "destroyed"
+
+
+def test_destroy_with_a_delegated_operation_in_flight_does_not_deadlock():
+    # The group's destructor used to keep the GIL while joining Gloo's worker, which needed it
+    # to free that tensor: the rank hung in destroy_process_group.
+    for _ in range(3):
+        assert run_ranks(destroy_in_flight_worker, 2, timeout=30) == ["destroyed"] * 2
