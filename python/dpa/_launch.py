@@ -22,8 +22,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def _child(fn, rank, world, init_file, env, args, results):
-    os.environ.update(env)
+def _child(fn, rank, world, init_file, results, args):
     import torch.distributed as dist
 
     try:
@@ -49,11 +48,23 @@ def run_ranks(fn, world, env=None, args=(), timeout=120):
     full_env = dict(LOCAL_ENV, **(env or {}))
     init_file = tempfile.mktemp(prefix="dpa-store-")
     processes = [
-        context.Process(target=_child, args=(fn, rank, world, init_file, full_env, args, results))
+        context.Process(target=_child, args=(fn, rank, world, init_file, results, args))
         for rank in range(world)
     ]
-    for process in processes:
-        process.start()
+    # A spawned process starts with the parent's environment, and unpickling fn imports torch
+    # before any code of the child runs: the variables must be set at spawn for OpenMP and torch
+    # to see them (N ranks of 16 intra-op threads each crawl on a 16-core host).
+    saved = {name: os.environ.get(name) for name in full_env}
+    os.environ.update(full_env)
+    try:
+        for process in processes:
+            process.start()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     deadline = time.monotonic() + timeout
     values, errors = {}, {}
     try:
