@@ -4,9 +4,11 @@ and the tests).
 The parent collects every rank's return value or traceback, bounds the whole run with a timeout
 and kills whatever is still alive when it returns, so a hung rank never outlives the run."""
 
+import faulthandler
 import multiprocessing
 import os
 import queue
+import signal
 import socket
 import tempfile
 import time
@@ -14,6 +16,8 @@ import traceback
 
 # Keeps N ranks on a small machine from fighting over intra-op threads, and Gloo on loopback.
 LOCAL_ENV = {"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
+STACK_DUMP_SIGNAL = signal.SIGUSR1
+STACK_DUMP_GRACE_S = 1.0
 
 
 def free_port():
@@ -25,6 +29,9 @@ def free_port():
 def _child(fn, rank, world, init_file, results, args):
     import torch.distributed as dist
 
+    # The parent asks a rank that overran for its Python stacks before killing it.
+    faulthandler.register(STACK_DUMP_SIGNAL, file=open(_stacks_path(init_file, rank), "w"),
+                          all_threads=True)
     try:
         value = fn(rank, world, init_file, *args)
         results.put((rank, "ok", value))
@@ -34,6 +41,30 @@ def _child(fn, rank, world, init_file, results, args):
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _stacks_path(init_file, rank):
+    return f"{init_file}-stacks-{rank}"
+
+
+def _stacks_of_running_ranks(processes, init_file):
+    """The Python stacks of every rank still running, as text for an error message."""
+    alive = {rank: process for rank, process in enumerate(processes) if process.is_alive()}
+    for process in alive.values():
+        os.kill(process.pid, STACK_DUMP_SIGNAL)
+    if not alive:
+        return ""
+    # Only on the way to killing them: the handler writes within milliseconds, and nothing
+    # says when it has.
+    time.sleep(STACK_DUMP_GRACE_S)
+    text = ""
+    for rank in alive:
+        try:
+            with open(_stacks_path(init_file, rank)) as dump:
+                text += f"\n--- rank {rank} (still running) ---\n{dump.read()}"
+        except OSError as error:
+            text += f"\n--- rank {rank}: no stacks ({error}) ---\n"
+    return text
 
 
 def run_ranks(fn, world, env=None, args=(), timeout=120):
@@ -74,6 +105,7 @@ def run_ranks(fn, world, env=None, args=(), timeout=120):
                 raise RuntimeError(
                     f"ranks {sorted(set(range(world)) - set(values) - set(errors))} did not "
                     f"finish within {timeout} s; errors so far: {errors}"
+                    + _stacks_of_running_ranks(processes, init_file)
                 )
             try:
                 rank, status, value = results.get(timeout=min(remaining, 1.0))
@@ -91,12 +123,14 @@ def run_ranks(fn, world, env=None, args=(), timeout=120):
         for process in processes:
             process.join(max(deadline - time.monotonic(), 5))
             if process.exitcode is None:
-                raise RuntimeError(f"a rank did not exit within {timeout} s after finishing")
+                raise RuntimeError(f"a rank did not exit within {timeout} s after finishing"
+                                   + _stacks_of_running_ranks(processes, init_file))
         return [values[rank] for rank in range(world)]
     finally:
         for process in processes:
             if process.is_alive():
                 process.kill()
                 process.join(5)
-        if os.path.exists(init_file):
-            os.unlink(init_file)
+        for path in [init_file] + [_stacks_path(init_file, rank) for rank in range(world)]:
+            if os.path.exists(path):
+                os.unlink(path)

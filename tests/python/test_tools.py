@@ -1,6 +1,7 @@
 """python -m dpa.demo and python -m dpa.bench end to end, on small settings: the reports they
 write hold every run and size asked for, and bad arguments are refused with a message that names
-the option."""
+the option. The launcher they share (dpa._launch): each rank's environment is in force from its
+start, and a rank that overruns is reported with its stacks."""
 
 import json
 import os
@@ -9,7 +10,7 @@ import sys
 
 import pytest
 
-from harness import BASE_ENV
+from harness import BASE_ENV, run_ranks
 
 
 def run_module(module, *arguments, timeout=300):
@@ -67,3 +68,34 @@ def test_bad_arguments_name_the_option(module, arguments, message):
     result = run_module(module, *arguments, timeout=60)
     assert result.returncode == 2
     assert message in result.stderr
+
+
+def threads_worker(rank, world, init_file):
+    import torch
+
+    return torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
+
+
+def test_ranks_start_with_their_environment(monkeypatch):
+    # Unpickling the worker imports torch before any code of the rank runs, so torch must find
+    # the rank's OMP_NUM_THREADS at spawn, not the parent's.
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert run_ranks(threads_worker, 2, timeout=60) == [(1, "1"), (1, "1")]
+    assert os.environ["OMP_NUM_THREADS"] == "2"
+
+
+def stuck_worker(rank, world, init_file):
+    import threading
+
+    if rank == 1:
+        threading.Event().wait()  # never set: the rank overruns
+    return rank
+
+
+def test_a_rank_that_overruns_is_reported_with_its_stacks():
+    with pytest.raises(RuntimeError) as failure:
+        run_ranks(stuck_worker, 2, timeout=3)
+    message = str(failure.value)
+    assert message.startswith("ranks [1] did not finish within 3 s")
+    assert "--- rank 1 (still running) ---" in message
+    assert "in stuck_worker" in message
