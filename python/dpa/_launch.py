@@ -4,6 +4,7 @@ and the tests).
 The parent collects every rank's return value or traceback, bounds the whole run with a timeout
 and kills whatever is still alive when it returns, so a hung rank never outlives the run."""
 
+import contextlib
 import faulthandler
 import multiprocessing
 import os
@@ -41,6 +42,21 @@ def _child(fn, rank, world, init_file, results, args):
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def _environment(variables):
+    """os.environ with `variables` set, restored on exit."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _stacks_path(init_file, rank):
@@ -85,17 +101,9 @@ def run_ranks(fn, world, env=None, args=(), timeout=120):
     # A spawned process starts with the parent's environment, and unpickling fn imports torch
     # before any code of the child runs: the variables must be set at spawn for OpenMP and torch
     # to see them (N ranks of 16 intra-op threads each crawl on a 16-core host).
-    saved = {name: os.environ.get(name) for name in full_env}
-    os.environ.update(full_env)
-    try:
+    with _environment(full_env):
         for process in processes:
             process.start()
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
     deadline = time.monotonic() + timeout
     values, errors = {}, {}
     try:

@@ -452,12 +452,14 @@ void ThreadEngine::check_timeouts(Operation& op, std::uint64_t now) {
       const std::string waited = std::to_string(config_.timeout.count()) + " ms";
       // The switch still answers (it counted this rank within the last two probes): the round
       // waits for other ranks, not for a dead switch.
-      std::string cause = "no reply from " + switch_at + " for " + waited + where +
-                          ": is dpa-switch running, and are";
-      if (entry.counted_reply_ns != 0 && now - entry.counted_reply_ns <= 2 * entry.rto_ns) {
-        cause = switch_at + " holds this rank's contribution but the round stayed open for " +
-                waited + where + ": other ranks did not send theirs; are";
-      }
+      const bool switch_counted_us =
+          entry.counted_reply_ns != 0 && now - entry.counted_reply_ns <= 2 * entry.rto_ns;
+      const std::string cause =
+          switch_counted_us
+              ? switch_at + " holds this rank's contribution but the round stayed open for " +
+                    waited + where + ": other ranks did not send theirs; are"
+              : "no reply from " + switch_at + " for " + waited + where +
+                    ": is dpa-switch running, and are";
       throw TimeoutError("rank " + std::to_string(config_.rank) + ": " + cause +
                          " all ranks alive and running the same operations?");
     }
