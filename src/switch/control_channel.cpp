@@ -89,8 +89,15 @@ std::string ControlChannel::handle(const std::string& request) {
       reply = {{"ok", true}, {"sessions", switch_.session_ids()}};
     } else if (op == "counters") {
       reply = {{"ok", true}, {"counters", counters_json(switch_.counters())}};
+    } else if (op == "set_clock") {
+      if (!message.contains("ticks") || !message["ticks"].is_number_unsigned() ||
+          message["ticks"].get<std::uint64_t>() > 0xffffffffu) {
+        return failure("set_clock needs \"ticks\", an integer in [0, 2^32)").dump();
+      }
+      switch_.set_clock(message["ticks"].get<std::uint32_t>());
+      reply = {{"ok", true}};
     } else {
-      return failure("unknown op \"" + op + "\" (add_session, remove_session, sessions, counters)")
+      return failure("unknown op \"" + op + "\" (add_session, remove_session, sessions, counters, set_clock)")
           .dump();
     }
   } catch (const json::exception& error) {

@@ -120,7 +120,7 @@ JoinOutcome Session::reject_disagreement(ErrorCode code, std::uint32_t PendingJo
 JoinOutcome Session::complete_join(std::uint64_t now_ns) {
   const auto world = static_cast<std::uint32_t>(config_.world_size);
   for (std::uint32_t r = 0; r < world; ++r) {
-    if (!pending_[r].present) return make_outcome(JoinOutcome::Kind::waiting);
+    if (!pending_[r].present || !pending_[r].confirmed) return make_outcome(JoinOutcome::Kind::waiting);
   }
   for (std::uint32_t r = 1; r < world; ++r) {
     if (pending_[r].threads != pending_[0].threads) {
@@ -195,8 +195,10 @@ JoinOutcome Session::join(const protocol::Header& header, const protocol::JoinRe
   PendingJoin& pending = pending_[rank];
   if (!pending.present || pending.nonce != request.nonce) {
     // A new request, or the rank restarted: its latest JOIN replaces what it sent before.
-    pending = PendingJoin{true, request.nonce, request.threads, request.window, from, {}, now_ns};
+    pending = PendingJoin{true, request.nonce, request.threads, request.window, from, {}, now_ns, false};
     std::copy(request.ports, request.ports + request.threads, pending.ports.begin());
+  } else {
+    pending.confirmed = true;
   }
   pending.last_seen_ns = now_ns;
   return complete_join(now_ns);

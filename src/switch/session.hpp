@@ -119,6 +119,9 @@ class Session {
     transport::Endpoint from;
     std::array<std::uint16_t, protocol::kMaxThreads> ports{};
     std::uint64_t last_seen_ns = 0;
+    // The rank repeated this JOIN: a live rank retries until acknowledged, so only confirmed
+    // JOINs may form a generation or veto one, and a one-off stray can do neither.
+    bool confirmed = false;
   };
 
   // A generation in use (not left, active within the idle timeout) refuses other jobs.

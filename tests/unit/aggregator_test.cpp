@@ -798,8 +798,10 @@ class RawClient {
   }
 
   // The next reply, waiting at most kReplyTimeout. Replies that do not decode are test failures.
-  std::optional<Reply> receive() {
-    const auto deadline = Clock::now() + kReplyTimeout;
+  std::optional<Reply> receive() { return receive_within(kReplyTimeout); }
+
+  std::optional<Reply> receive_within(std::chrono::milliseconds wait) {
+    const auto deadline = Clock::now() + wait;
     std::vector<transport::RxPacket> batch(16);
     while (pending_.empty() && Clock::now() < deadline) {
       const std::size_t n = io_->receive(batch, 50ms);
@@ -966,10 +968,12 @@ TEST_F(SoftwareSwitchTest, DataBeforeJoiningGetsNotJoined) {
 TEST_F(SoftwareSwitchTest, WindowMismatchBetweenJoinersRejectsBoth) {
   RawClient rank0;
   RawClient rank1;
-  rank0.send(join(kOpen, 0, rank0, /*window=*/4), switch_endpoint_);
-  // Rank 0's JOIN must be recorded before rank 1's arrives: wait until the switch counted it.
-  ASSERT_TRUE(eventually([&] { return switch_.counters().joins == 1; }));
-  rank1.send(join(kOpen, 1, rank1, /*window=*/8), switch_endpoint_);
+  // Each rank sends its JOIN twice, as a live rank's retries do: a JOIN sent once (a stray)
+  // can neither form a generation nor veto one.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    rank0.send(join(kOpen, 0, rank0, /*window=*/4), switch_endpoint_);
+    rank1.send(join(kOpen, 1, rank1, /*window=*/8), switch_endpoint_);
+  }
 
   for (RawClient* client : {&rank0, &rank1}) {
     const std::optional<Reply> reply = client->receive();
@@ -984,7 +988,11 @@ TEST_F(SoftwareSwitchTest, TwoRanksJoinThenAFullRoundIsMulticastToBoth) {
   RawClient rank0;
   RawClient rank1;
   rank0.send(join(kOpen, 0, rank0), switch_endpoint_);
-  ASSERT_TRUE(eventually([&] { return switch_.counters().joins == 1; }));
+  rank1.send(join(kOpen, 1, rank1), switch_endpoint_);
+  ASSERT_TRUE(eventually([&] { return switch_.counters().joins == 2; }));
+  EXPECT_FALSE(rank0.receive_within(std::chrono::milliseconds(50)).has_value())
+      << "a JOIN sent once does not complete a generation";
+  rank0.send(join(kOpen, 0, rank0), switch_endpoint_);
   rank1.send(join(kOpen, 1, rank1), switch_endpoint_);
 
   std::uint32_t token = 0;
@@ -1038,11 +1046,96 @@ TEST_F(SoftwareSwitchTest, TwoRanksJoinThenAFullRoundIsMulticastToBoth) {
 
   EXPECT_TRUE(eventually([&] { return switch_.counters().retransmitted_results == 1; }));
   const SwitchCounters counters = switch_.counters();
-  EXPECT_EQ(counters.joins, 2u);
+  EXPECT_EQ(counters.joins, 4u);
   EXPECT_EQ(counters.aggregated, 2u);
   EXPECT_EQ(counters.completed_full, 1u);
   EXPECT_EQ(counters.completed_partial, 0u);
   EXPECT_EQ(counters.errors_sent, 0u);
+}
+
+class SoftwareSwitchJoined : public SoftwareSwitchTest {
+ protected:
+  void SetUp() override {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      rank0_.send(join(kOpen, 0, rank0_), switch_endpoint_);
+      rank1_.send(join(kOpen, 1, rank1_), switch_endpoint_);
+    }
+    for (RawClient* client : {&rank0_, &rank1_}) {
+      const std::optional<Reply> ack = client->receive();
+      ASSERT_TRUE(ack.has_value());
+      token_ = ack->header.token;
+    }
+  }
+
+  RawClient rank0_;
+  RawClient rank1_;
+  std::uint32_t token_ = 0;
+};
+
+TEST_F(SoftwareSwitchJoined, AForgedPacketFromAnotherPortOfAMembersHostIsNeverAdded) {
+  RawClient forger;  // 127.0.0.1 like the ranks, another port
+  forger.send(data_packet(kOpen, 0, 0, 1, {1000, 1000, 1000, 1000}, token_), switch_endpoint_);
+  expect_error(forger.receive(), ErrorCode::not_joined, 0);  // a member's host learns why
+
+  rank0_.send(data_packet(kOpen, 0, 0, 1, {1, 2, 3, 4}, token_), switch_endpoint_);
+  rank1_.send(data_packet(kOpen, 1, 0, 1, {10, 20, 30, 40}, token_), switch_endpoint_);
+  for (RawClient* client : {&rank0_, &rank1_}) {
+    const std::optional<Reply> result = client->receive();
+    ASSERT_TRUE(result.has_value());
+    EXPECT_EQ(result->header.token, token_);
+    EXPECT_EQ(from_be(result->payload), (Values{11, 22, 33, 44})) << "the forged values are not in";
+  }
+  EXPECT_FALSE(forger.receive_within(std::chrono::milliseconds(50)).has_value())
+      << "the multicast goes to members only";
+}
+
+TEST_F(SoftwareSwitchJoined, APacketWithTheWrongTokenOrRankIsDroppedAndCounted) {
+  // From rank 0's own socket: a wrong token, and the right token with rank 1 in the header.
+  rank0_.send(data_packet(kOpen, 0, 0, 1, {1000, 1000, 1000, 1000}, token_ + 1), switch_endpoint_);
+  rank0_.send(data_packet(kOpen, 1, 0, 1, {1000, 1000, 1000, 1000}, token_), switch_endpoint_);
+  ASSERT_TRUE(eventually([&] {
+    const SwitchCounters c = switch_.counters();
+    return c.dropped_bad_token == 1 && c.dropped_unregistered == 1;
+  }));
+  rank0_.send(data_packet(kOpen, 0, 0, 1, {1, 1, 1, 1}, token_), switch_endpoint_);
+  rank1_.send(data_packet(kOpen, 1, 0, 1, {2, 2, 2, 2}, token_), switch_endpoint_);
+  const std::optional<Reply> result = rank0_.receive();
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(from_be(result->payload), (Values{3, 3, 3, 3}));
+}
+
+TEST_F(SoftwareSwitchJoined, AMismatchIsSentToEveryRank) {
+  Bytes first = data_packet(kOpen, 0, 0, 1, {1, 1, 1, 1}, token_);
+  rank0_.send(first, switch_endpoint_);
+  ASSERT_TRUE(eventually([&] { return switch_.counters().aggregated == 1; }));
+  Header longer;
+  std::span<const std::byte> unused;
+  Bytes second = data_packet(kOpen, 1, 0, 1, {2, 2, 2, 2}, token_);
+  ASSERT_EQ(protocol::decode(second, longer, unused), protocol::DecodeStatus::ok);
+  longer.op_length = 5;
+  protocol::encode(longer, second.data());
+  rank1_.send(second, switch_endpoint_);
+  for (RawClient* client : {&rank0_, &rank1_}) {
+    const std::optional<Reply> error = client->receive();
+    ASSERT_NO_FATAL_FAILURE(expect_error(error, ErrorCode::length_mismatch, 0));
+    EXPECT_EQ(error->header.op_id, 1u);
+    EXPECT_EQ(error->header.rank, 1);
+    EXPECT_EQ(error->header.offset, 0u) << "rank 0's packet carried op_length 0";
+    EXPECT_EQ(error->header.bitmap, 5u);
+  }
+}
+
+TEST_F(SoftwareSwitchJoined, AnotherJobIsRefusedWhileThisOneIsActive) {
+  RawClient intruder;
+  intruder.send(join(kOpen, 0, intruder), switch_endpoint_);
+  const std::optional<Reply> refused = intruder.receive();
+  ASSERT_NO_FATAL_FAILURE(expect_error(refused, ErrorCode::session_busy, flag::kJoin));
+  EXPECT_EQ(refused->header.offset, 1u) << "the generation in use";
+  EXPECT_TRUE(eventually([&] { return switch_.counters().joins_refused == 1; }));
+  // The job still runs.
+  rank0_.send(data_packet(kOpen, 0, 0, 1, {1, 1, 1, 1}, token_), switch_endpoint_);
+  rank1_.send(data_packet(kOpen, 1, 0, 1, {2, 2, 2, 2}, token_), switch_endpoint_);
+  ASSERT_TRUE(rank1_.receive().has_value());
 }
 
 }  // namespace
