@@ -148,6 +148,8 @@ class Driver:
 
     def _header(self, spec: dict, base: dict[str, int] | None, wildcards: set[str] | None = None) -> dict[str, int]:
         fields = dict(base) if base is not None else {**wire.defaults(), "session": self.case.default_session.id}
+        if base is None and "token" in wire.FIELD_NAMES and "token" in self.variables:
+            fields["token"] = self.variables["token"]  # every request and reply of a generation carries it
         for name, value in spec.items():
             if name not in wire.FIELD_NAMES:
                 raise CaseError(f"unknown header field {name!r}; fields are {list(wire.FIELD_NAMES)}")
