@@ -85,3 +85,32 @@ class Dataplane(ABC):
     @abstractmethod
     def counters(self) -> dict[str, int] | None:
         """The switch's counters by name, or None when the target keeps none."""
+
+
+class SwitchControl(ABC):
+    """The control side of a switch under test: what a case needs besides packets. dpa-switch's
+    implementation is loopback.SwitchProcess; a Tofino's would drive its control plane."""
+
+    @abstractmethod
+    def start(self, setup: Setup, host_addresses: dict[str, str], endpoint_ports: dict[str, int]) -> None:
+        """Configures the sessions; workers are registered at `host_addresses`."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Releases the switch; safe after a failed start()."""
+
+    @abstractmethod
+    def switch_port(self, index: int) -> int | None:
+        """The UDP port of switch thread `index`, if the control side knows it."""
+
+    @abstractmethod
+    def settle(self, datagrams_sent: int, timeout_s: float) -> None:
+        """See Dataplane.settle."""
+
+    @abstractmethod
+    def set_clock(self, ticks: int) -> None:
+        """See Dataplane.set_clock."""
+
+    @abstractmethod
+    def counters(self) -> dict[str, int] | None:
+        """See Dataplane.counters."""

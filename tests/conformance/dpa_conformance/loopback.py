@@ -1,4 +1,5 @@
-"""The loopback Dataplane: dpa-switch as a real process, endpoints as UDP sockets on 127.0.0.0/8.
+"""dpa-switch as a real process (SwitchProcess), and the loopback Dataplane: endpoints as UDP
+sockets on 127.0.0.0/8.
 
 Host i of the case is the address 127.0.0.(i + 2), so "another host" is a real other source
 address; the switch listens on 127.0.0.1. Counters and the manual clock go through the switch's
@@ -19,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .dataplane import Dataplane, Received, Setup
+from .dataplane import Dataplane, Received, Setup, SwitchControl
 
 SWITCH_HOST = "127.0.0.1"
 START_TIMEOUT_S = 10.0
@@ -36,37 +37,27 @@ def host_address(index: int) -> str:
     return f"127.0.0.{index + 2}"
 
 
-class LoopbackDataplane(Dataplane):
+class SwitchProcess(SwitchControl):
+    """dpa-switch started with a temporary config, its UDP ports from its banner, and its JSON
+    control channel for counters and the manual clock."""
+
     def __init__(self, switch_binary: str | os.PathLike, keep_logs: bool = False):
         self.binary = str(switch_binary)
         self.keep_logs = keep_logs
         self.process: subprocess.Popen | None = None
         self.workdir: Path | None = None
-        self.sockets: dict[str, socket.socket] = {}
-        self.by_fd: dict[int, str] = {}
+        self.log_path: Path | None = None
         self.ports: dict[int, int] = {}
         self.control: socket.socket | None = None
         self.control_buffer = b""
         self.manual_clock = True
 
-    # ---- set-up and tear-down ------------------------------------------------------------------------
-    def open(self, setup: Setup) -> None:
+    def start(self, setup: Setup, host_addresses: dict[str, str], endpoint_ports: dict[str, int]) -> None:
         self.workdir = Path(tempfile.mkdtemp(prefix="dpa-conformance-"))
-        addresses = {host: host_address(i) for i, host in enumerate(setup.hosts)}
-        for name, host in sorted(setup.endpoints.items()):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            sock.setblocking(False)
-            try:
-                sock.bind((addresses[host], 0))
-            except OSError as error:
-                sock.close()
-                raise DataplaneError(f"endpoint {name}: cannot bind {addresses[host]}: {error}") from None
-            self.sockets[name] = sock
-            self.by_fd[sock.fileno()] = name
 
         def worker(spec: str) -> str:
             host, _, endpoint = spec.partition(":")
-            return addresses[host] + (f":{self.endpoint_port(endpoint)}" if endpoint else "")
+            return host_addresses[host] + (f":{endpoint_ports[endpoint]}" if endpoint else "")
 
         config = {
             "switch": {"host": SWITCH_HOST, "port": 0, "threads": setup.switch_threads},
@@ -120,11 +111,7 @@ class LoopbackDataplane(Dataplane):
             return "no switch log"
         return "switch log:\n  " + "\n  ".join(tail) if tail else "switch log empty"
 
-    def close(self) -> None:
-        for sock in self.sockets.values():
-            sock.close()
-        self.sockets.clear()
-        self.by_fd.clear()
+    def stop(self) -> None:
         if self.control is not None:
             self.control.close()
             self.control = None
@@ -142,33 +129,8 @@ class LoopbackDataplane(Dataplane):
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
 
-    # ---- addresses -------------------------------------------------------------------------------------
-    def endpoint_port(self, endpoint: str) -> int:
-        return self.sockets[endpoint].getsockname()[1]
-
     def switch_port(self, index: int) -> int | None:
         return self.ports.get(index)
-
-    def learn_switch_ports(self, ports: list[int]) -> None:
-        for index, port in enumerate(ports):
-            self.ports.setdefault(index, port)
-
-    # ---- packets -----------------------------------------------------------------------------------------
-    def send(self, endpoint: str, switch_index: int, datagram: bytes) -> None:
-        port = self.switch_port(switch_index)
-        if port is None:
-            raise DataplaneError(f"switch.{switch_index}'s port is unknown until a JOIN reply lists it")
-        self.sockets[endpoint].sendto(datagram, (SWITCH_HOST, port))
-
-    def poll(self, timeout_s: float) -> Received | None:
-        ready, _, _ = select.select(list(self.sockets.values()), [], [], max(timeout_s, 0))
-        for sock in ready:
-            try:
-                datagram, (_, port) = sock.recvfrom(1 << 17)
-            except BlockingIOError:
-                continue
-            return Received(endpoint=self.by_fd[sock.fileno()], source_port=port, datagram=datagram)
-        return None
 
     def settle(self, datagrams_sent: int, timeout_s: float) -> None:
         # The switch publishes its counters after sending a batch's replies, so once rx_packets
@@ -206,3 +168,66 @@ class LoopbackDataplane(Dataplane):
 
     def counters(self) -> dict[str, int]:
         return self._request({"op": "counters"})["counters"]
+
+
+class LoopbackDataplane(Dataplane):
+    def __init__(self, switch_binary: str | os.PathLike, keep_logs: bool = False):
+        self.switch = SwitchProcess(switch_binary, keep_logs)
+        self.sockets: dict[str, socket.socket] = {}
+        self.by_fd: dict[int, str] = {}
+        self.learned_ports: dict[int, int] = {}
+
+    def open(self, setup: Setup) -> None:
+        addresses = {host: host_address(i) for i, host in enumerate(setup.hosts)}
+        for name, host in sorted(setup.endpoints.items()):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.setblocking(False)
+            try:
+                sock.bind((addresses[host], 0))
+            except OSError as error:
+                sock.close()
+                raise DataplaneError(f"endpoint {name}: cannot bind {addresses[host]}: {error}") from None
+            self.sockets[name] = sock
+            self.by_fd[sock.fileno()] = name
+        self.switch.start(setup, addresses, {name: self.endpoint_port(name) for name in self.sockets})
+
+    def close(self) -> None:
+        for sock in self.sockets.values():
+            sock.close()
+        self.sockets.clear()
+        self.by_fd.clear()
+        self.switch.stop()
+
+    def endpoint_port(self, endpoint: str) -> int:
+        return self.sockets[endpoint].getsockname()[1]
+
+    def switch_port(self, index: int) -> int | None:
+        return self.switch.switch_port(index) or self.learned_ports.get(index)
+
+    def learn_switch_ports(self, ports: list[int]) -> None:
+        self.learned_ports.update(enumerate(ports))
+
+    def send(self, endpoint: str, switch_index: int, datagram: bytes) -> None:
+        port = self.switch_port(switch_index)
+        if port is None:
+            raise DataplaneError(f"switch.{switch_index}'s port is unknown until a JOIN reply lists it")
+        self.sockets[endpoint].sendto(datagram, (SWITCH_HOST, port))
+
+    def poll(self, timeout_s: float) -> Received | None:
+        ready, _, _ = select.select(list(self.sockets.values()), [], [], max(timeout_s, 0))
+        for sock in ready:
+            try:
+                datagram, (_, port) = sock.recvfrom(1 << 17)
+            except BlockingIOError:
+                continue
+            return Received(endpoint=self.by_fd[sock.fileno()], source_port=port, datagram=datagram)
+        return None
+
+    def settle(self, datagrams_sent: int, timeout_s: float) -> None:
+        self.switch.settle(datagrams_sent, timeout_s)
+
+    def set_clock(self, ticks: int) -> None:
+        self.switch.set_clock(ticks)
+
+    def counters(self) -> dict[str, int]:
+        return self.switch.counters()
