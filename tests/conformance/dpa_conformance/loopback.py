@@ -8,6 +8,7 @@ JSON control channel (TCP, one request per line).
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -25,8 +26,16 @@ from .dataplane import Dataplane, Received, Setup, SwitchControl
 SWITCH_HOST = "127.0.0.1"
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _LISTENING = re.compile(r"dpa-switch listening on [0-9.]+:(\d+)")
 _CONTROL = re.compile(r"dpa-switch control channel on [0-9.]+:(\d+)")
+
+
+def _die_with_parent() -> None:
+    """In the switch's child process: SIGKILL when the runner dies, however it dies (a ctest
+    timeout kills the runner without letting it clean up)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class DataplaneError(RuntimeError):
@@ -76,7 +85,8 @@ class SwitchProcess(SwitchControl):
             command.append("--manual-clock")
         self.log_path = self.workdir / "switch.log"
         with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+            self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log,
+                                            preexec_fn=_die_with_parent)
         self._read_banner()
 
     def _read_banner(self) -> None:
@@ -121,7 +131,7 @@ class SwitchProcess(SwitchControl):
                 try:
                     self.process.wait(STOP_TIMEOUT_S)
                 except subprocess.TimeoutExpired:
-                    os.killpg(self.process.pid, signal.SIGKILL)
+                    self.process.kill()
                     self.process.wait(STOP_TIMEOUT_S)
             self.process.stdout.close()
             self.process = None
