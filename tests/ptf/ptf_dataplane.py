@@ -168,6 +168,9 @@ class PtfDataplane(Dataplane):
     def endpoint_port(self, endpoint: str) -> int:
         return self.ports[endpoint]
 
+    def host_address(self, host: str) -> str:
+        return ".".join(map(str, self.stations[host].ip))
+
     def switch_port(self, index: int) -> int | None:
         if index < len(self.udp_ports):
             return self.udp_ports[index]

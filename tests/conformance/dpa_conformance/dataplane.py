@@ -61,6 +61,10 @@ class Dataplane(ABC):
     def switch_port(self, index: int) -> int | None:
         """The UDP port of switch thread `index`, or None while the target has not said it."""
 
+    @abstractmethod
+    def host_address(self, host: str) -> str:
+        """The IPv4 address (dotted) the implementation gives a case host."""
+
     def learn_switch_ports(self, ports: list[int]) -> None:
         """Called with the ports of a JOIN reply; targets that choose ports themselves use it."""
 

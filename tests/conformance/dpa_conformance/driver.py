@@ -125,7 +125,16 @@ class Driver:
         return self.case.default_session
 
     def _resolve(self, value, name: str):
+        if isinstance(value, str) and "+" in value:
+            # A sum of terms, e.g. "8589934592 + ip:h1" (a value in the high word, an address below).
+            return sum(self._resolve(int(term) if term.strip().isdigit() else term.strip(), name)
+                       for term in value.split("+"))
         if isinstance(value, str):
+            if value.startswith("ip:"):
+                host = value[3:]
+                if host not in self.case.setup.hosts:
+                    raise CaseError(f"{name}: {value}: {host!r} is not in hosts")
+                return int.from_bytes(bytes(int(part) for part in self.dp.host_address(host).split(".")), "big")
             if value.startswith("$"):
                 if value[1:] not in self.variables:
                     raise CaseError(f"{name}: variable {value} is not set (set by join_all or capture)")
@@ -160,15 +169,23 @@ class Driver:
         return fields
 
     def _raw_datagram(self, spec: dict) -> bytes | None:
+        """The datagram given as bytes, with the header fields of `header` written over it (a
+        golden vector's token is one job's; a run carries its own)."""
         if "hex" in spec:
-            return wire.parse_hex(spec["hex"])
-        if "golden" in spec:
+            raw = wire.parse_hex(spec["hex"])
+        elif "golden" in spec:
             path = GOLDEN_DIR / spec["golden"]
             try:
-                return wire.parse_hex(path.read_text())
+                raw = wire.parse_hex(path.read_text())
             except OSError as error:
                 raise CaseError(f"golden vector {spec['golden']}: {error}") from None
-        return None
+        else:
+            return None
+        if spec.get("header"):
+            if len(raw) < wire.HEADER_SIZE:
+                raise CaseError("header fields cannot be written over a datagram shorter than a header")
+            raw = wire.encode_header(self._header(spec["header"], wire.decode_header(raw))) + raw[wire.HEADER_SIZE:]
+        return raw
 
     def _build_send(self, spec: dict) -> tuple[str, int, bytes]:
         allowed = {"from", "to_switch", "header", "values", "payload_hex", "join", "hex", "golden"}
@@ -264,6 +281,7 @@ class Driver:
         payload = packet.datagram[wire.HEADER_SIZE:]
         if item.join_reply is not None:
             problems += self._join_reply_differences(item.join_reply, payload)
+            problems += self._join_token_difference(got, payload)
         elif payload != item.payload:
             problems.append(self._payload_difference(payload, item.payload))
         return problems
@@ -291,6 +309,17 @@ class Driver:
             elif value != ANY and fields[name] != self._resolve(value, f"join_reply.{name}"):
                 problems.append(f"JOIN reply {name} {fields[name]}, expected {value}")
         return problems
+
+    @staticmethod
+    def _join_token_difference(header: dict[str, int], payload: bytes) -> list[str]:
+        """A JOIN reply states the generation's token twice: in the header and in the payload."""
+        if "token" not in header or "token" not in wire.JOIN_REPLY.words:
+            return []
+        try:
+            token = wire.JOIN_REPLY.decode(payload)[0]["token"]
+        except ValueError:
+            return []  # reported by the payload comparison
+        return [] if token == header["token"] else [f"JOIN reply token {token} differs from the header's {header['token']}"]
 
     @staticmethod
     def _payload_difference(got: bytes, expected: bytes) -> str:
@@ -362,31 +391,32 @@ class Driver:
         generation = spec.get("generation", self.generations.get(session.id, 0) + 1)
         world = session.world_size
         switch_threads = self.case.setup.switch_threads
-        steps = []
+        if "token" in self.variables:
+            self.variables["previous_token"] = self.variables["token"]
+        sends = []
         for rank in range(world):
             header = {"session": session.id, "rank": rank}
             if "token" in wire.FIELD_NAMES:
                 header["token"] = self.variables.get("token", 0)
-            send = {"from": f"r{rank}.t0", "header": header,
-                    "join": {"nonce": (generation << 8) | (rank + 1), "world_size": world, "threads": threads,
-                             "window": window, "payload": spec.get("payload", 0),
-                             "ports": [f"r{rank}.t{t}" for t in range(threads)]}}
-            step = {"send": send, "counters": {"joins": 1}}
-            if rank == world - 1:
-                ack_header = {"flags": ["JOIN", "RESULT"], "seq": generation,
-                              "count": len(wire.JOIN_REPLY_WORDS) + (switch_threads + 1) // 2,
-                              "bitmap": (1 << world) - 1}
-                capture = {}
-                if "token" in wire.FIELD_NAMES:
-                    ack_header["token"] = ANY
-                    capture["token"] = "token"
-                reply = {"payload": session.payload, "world_size": world, "k_default": session.k or world,
-                         "straggler_timeout_us": session.straggler_timeout_us, "pool_base": session.pool_base,
-                         "pool_size": session.pool_size, "generation": generation, "switch_ports": switch_threads,
-                         "ports": [f"switch.{i}" if i == 0 else ANY for i in range(switch_threads)]}
-                step["expect"] = [{"to": [f"r{r}.t0" for r in range(world)], "base": "request",
-                                   "header": ack_header, "join_reply": reply, "capture": capture}]
-            steps.append(step)
+            sends.append({"from": f"r{rank}.t0", "header": header,
+                          "join": {"nonce": (generation << 8) | (rank + 1), "world_size": world, "threads": threads,
+                                   "window": window, "payload": spec.get("payload", 0),
+                                   "ports": [f"r{rank}.t{t}" for t in range(threads)]}})
+        ack_header = {"flags": ["JOIN", "RESULT"], "seq": generation,
+                      "count": len(wire.JOIN_REPLY_WORDS) + (switch_threads + 1) // 2, "bitmap": (1 << world) - 1}
+        capture = {}
+        if "token" in wire.FIELD_NAMES:
+            ack_header["token"] = ANY
+            capture["token"] = "token"
+        reply = {"payload": session.payload, "world_size": world, "k_default": session.k or world,
+                 "straggler_timeout_ticks": wire.timeout_ticks(session.straggler_timeout_us),
+                 "pool_base": session.pool_base, "pool_size": session.pool_size, "generation": generation,
+                 "token": ANY, "switch_ports": switch_threads,
+                 "ports": [f"switch.{i}" if i == 0 else ANY for i in range(switch_threads)]}
+        # The ack echoes the JOIN that completed the generation: the last rank's.
+        steps = [{"send": sends, "counters": {"joins": world},
+                  "expect": [{"to": [f"r{r}.t0" for r in range(world)], "base": world - 1,
+                              "header": ack_header, "join_reply": reply, "capture": capture}]}]
         self.generations[session.id] = generation
         self.variables["generation"] = generation
         return steps

@@ -186,9 +186,10 @@ class LoopbackDataplane(Dataplane):
         self.sockets: dict[str, socket.socket] = {}
         self.by_fd: dict[int, str] = {}
         self.learned_ports: dict[int, int] = {}
+        self.addresses: dict[str, str] = {}
 
     def open(self, setup: Setup) -> None:
-        addresses = {host: host_address(i) for i, host in enumerate(setup.hosts)}
+        addresses = self.addresses = {host: host_address(i) for i, host in enumerate(setup.hosts)}
         for name, host in sorted(setup.endpoints.items()):
             sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             sock.setblocking(False)
@@ -213,6 +214,9 @@ class LoopbackDataplane(Dataplane):
 
     def switch_port(self, index: int) -> int | None:
         return self.switch.switch_port(index) or self.learned_ports.get(index)
+
+    def host_address(self, host: str) -> str:
+        return self.addresses[host]
 
     def learn_switch_ports(self, ports: list[int]) -> None:
         self.learned_ports.update(enumerate(ports))

@@ -9,29 +9,42 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-# ---- the header: one row per field (name, byte offset, struct code, request default) -------------
-# Struct codes: B/H/I/Q unsigned 8/16/32/64-bit, b signed 8-bit; all multi-byte fields big-endian.
-VERSION = 1
-EXP_ZERO = -128  # the exponent code of "every value is zero"; the default of both exponent fields
+# ---- the header: one row per field (name, byte offset, struct code, request default, bias) -------
+# Struct codes: B/H/I/Q unsigned 8/16/32/64-bit; all multi-byte fields big-endian. A field with a
+# bias holds `value + bias` on the wire: exponents are signed (-128 = every value zero, 127 =
+# non-finite) and travel biased by 128, so an all-zero register reads as "no exponent".
+VERSION = 2
+EXP_ZERO = -128  # the exponent of "every value is zero"; the default of both exponent fields
+EXP_BIAS = 128
 HEADER = (
-    ("version", 0, "B", VERSION),
-    ("error", 1, "B", 0),
-    ("flags", 2, "H", 0),
-    ("session", 4, "I", 0),
-    ("op_id", 8, "I", 0),
-    ("slot", 12, "I", 0),
-    ("seq", 16, "I", 0),
-    ("offset", 20, "I", 0),
-    ("count", 24, "H", 0),
-    ("rank", 26, "B", 0),
-    ("k", 27, "B", 0),
-    ("contributors", 28, "B", 0),
-    ("exp_used", 29, "b", EXP_ZERO),
-    ("exp_next", 30, "b", EXP_ZERO),
-    ("reserved", 31, "B", 0),
-    ("bitmap", 32, "Q", 0),
+    ("version", 0, "B", VERSION, 0),
+    ("error", 1, "B", 0, 0),
+    ("flags", 2, "H", 0, 0),
+    ("session", 4, "I", 0, 0),
+    ("token", 8, "I", 0, 0),
+    ("op_id", 12, "I", 0, 0),
+    ("slot", 16, "I", 0, 0),
+    ("seq", 20, "I", 0, 0),
+    ("offset", 24, "I", 0, 0),
+    ("op_length", 28, "I", 0, 0),
+    ("count", 32, "H", 0, 0),
+    ("rank", 34, "B", 0, 0),
+    ("k", 35, "B", 0, 0),
+    ("contributors", 36, "B", 0, 0),
+    ("exp_used", 37, "B", EXP_ZERO, EXP_BIAS),
+    ("exp_next", 38, "B", EXP_ZERO, EXP_BIAS),
+    ("reserved", 39, "B", 0, 0),
+    ("bitmap", 40, "Q", 0, 0),
 )
-HEADER_SIZE = 40
+HEADER_SIZE = 48
+
+# The straggler timer counts ticks of 2^16 ns; a timeout in microseconds becomes the smallest
+# tick count not shorter than it.
+TICK_NS = 1 << 16
+
+
+def timeout_ticks(microseconds: int) -> int:
+    return -(-microseconds * 1000 // TICK_NS)
 
 FLAGS = {
     "RESULT": 0x0001,
@@ -43,6 +56,7 @@ FLAGS = {
     "JOIN": 0x0040,
     "COMPLETE": 0x0080,
     "FLOAT": 0x0100,
+    "LEAVE": 0x0200,
 }
 
 ERRORS = {
@@ -62,36 +76,38 @@ ERRORS = {
     "k_invalid": 13,
     "bad_length": 14,
     "dtype_mismatch": 15,
+    "length_mismatch": 16,
+    "session_busy": 17,
+    "session_taken_over": 18,
 }
 
 # JOIN payloads: fixed 32-bit words, then 16-bit ports padded to a whole word (docs/protocol.md §6).
 JOIN_REQUEST_WORDS = ("nonce", "world_size", "threads", "window", "payload")
-JOIN_REPLY_WORDS = ("payload", "world_size", "k_default", "straggler_timeout_us", "pool_base",
-                    "pool_size", "generation", "switch_ports")
+JOIN_REPLY_WORDS = ("payload", "world_size", "k_default", "straggler_timeout_ticks", "pool_base",
+                    "pool_size", "generation", "token", "switch_ports")
 JOIN_REQUEST_PORT_COUNT = "threads"  # the word that says how many ports follow
 JOIN_REPLY_PORT_COUNT = "switch_ports"
 
 # ---------------------------------------------------------------------------------------------------
 
 FIELD_NAMES = tuple(row[0] for row in HEADER)
-_STRUCT = struct.Struct(">" + "".join(
-    code for _, _, code, _ in sorted(HEADER, key=lambda row: row[1])))
+_ROWS = sorted(HEADER, key=lambda row: row[1])
+_STRUCT = struct.Struct(">" + "".join(row[2] for row in _ROWS))
 assert _STRUCT.size == HEADER_SIZE, "HEADER rows must cover the header exactly"
-_ORDER = tuple(name for name, _, _, _ in sorted(HEADER, key=lambda row: row[1]))
+assert all(a[1] + struct.calcsize(a[2]) == b[1] for a, b in zip(_ROWS, _ROWS[1:])), "HEADER rows overlap or gap"
+_ORDER = tuple(row[0] for row in _ROWS)
+_BIAS = {row[0]: row[4] for row in HEADER}
 
-def _code_range(code: str) -> tuple[int, int]:
-    bits = struct.calcsize(code) * 8
-    if code.islower():
-        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    return 0, (1 << bits) - 1
+def _value_range(code: str, bias: int) -> tuple[int, int]:
+    return -bias, (1 << (struct.calcsize(code) * 8)) - 1 - bias
 
 
-_RANGES = {name: _code_range(code) for name, _, code, _ in HEADER}
+_RANGES = {name: _value_range(code, bias) for name, _, code, _, bias in HEADER}
 
 
 def defaults() -> dict[str, int]:
     """Every header field at its request default."""
-    return {name: default for name, _, _, default in HEADER}
+    return {row[0]: row[3] for row in HEADER}
 
 
 def encode_header(fields: dict[str, int]) -> bytes:
@@ -104,14 +120,14 @@ def encode_header(fields: dict[str, int]) -> bytes:
         low, high = _RANGES[name]
         if not isinstance(value, int) or not low <= value <= high:
             raise ValueError(f"header field {name} = {value!r} is outside [{low}, {high}]")
-    return _STRUCT.pack(*(values[name] for name in _ORDER))
+    return _STRUCT.pack(*(values[name] + _BIAS[name] for name in _ORDER))
 
 
 def decode_header(datagram: bytes) -> dict[str, int]:
     """The header fields of a datagram (no validation: the suite compares them field by field)."""
     if len(datagram) < HEADER_SIZE:
         raise ValueError(f"datagram of {len(datagram)} bytes is shorter than the {HEADER_SIZE}-byte header")
-    return dict(zip(_ORDER, _STRUCT.unpack_from(datagram)))
+    return {name: raw - _BIAS[name] for name, raw in zip(_ORDER, _STRUCT.unpack_from(datagram))}
 
 
 def flags_value(spec) -> int:

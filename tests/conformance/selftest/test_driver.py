@@ -35,6 +35,9 @@ class ScriptedDataplane(Dataplane):
     def switch_port(self, index):
         return 4242 + index
 
+    def host_address(self, host):
+        return "10.0.0.1"
+
     def send(self, endpoint, switch_index, datagram):
         self.rx += 1
         for to, reply in self.respond(endpoint, datagram):
