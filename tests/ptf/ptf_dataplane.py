@@ -141,6 +141,7 @@ class PtfDataplane(Dataplane):
         self.stations: dict[str, Station] = {}
         self.ports: dict[str, int] = {}
         self.endpoint_hosts: dict[str, str] = {}
+        self.learned_ports: dict[int, int] = {}  # from JOIN replies, when the port map gives none
 
     @classmethod
     def from_file(cls, ptf_dataplane, control: SwitchControl, path: str | Path) -> "PtfDataplane":
@@ -174,7 +175,10 @@ class PtfDataplane(Dataplane):
     def switch_port(self, index: int) -> int | None:
         if index < len(self.udp_ports):
             return self.udp_ports[index]
-        return self.control.switch_port(index)
+        return self.control.switch_port(index) or self.learned_ports.get(index)
+
+    def learn_switch_ports(self, ports: list[int]) -> None:
+        self.learned_ports.update(enumerate(ports))
 
     def send(self, endpoint: str, switch_index: int, datagram: bytes) -> None:
         port = self.switch_port(switch_index)
