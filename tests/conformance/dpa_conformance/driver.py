@@ -11,7 +11,6 @@ from .case import GOLDEN_DIR, Case, CaseError
 from .dataplane import Dataplane, Received, SessionSetup
 
 ANY = "*"  # an expected field value that matches anything
-IMPLICIT_COUNTERS = ("rx_packets", "tx_packets")
 
 
 class CaseFailure(AssertionError):
@@ -32,7 +31,7 @@ class _Expected:
     header: dict[str, int]
     wildcards: set[str]
     payload: bytes | None = None           # exact payload, or None with join_reply set
-    join_reply: dict | None = None         # expected JOIN reply fields and ports (None = any)
+    join_reply: dict | None = None         # expected JOIN reply fields and ports (None: not a JOIN reply)
     datagram: bytes | None = None          # whole datagram, when the case gives bytes
     capture: dict[str, str] = field(default_factory=dict)
     received: Received | None = None
