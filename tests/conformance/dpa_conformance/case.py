@@ -36,6 +36,11 @@ class Case:
     def default_session(self) -> SessionSetup:
         return self.setup.sessions[0]
 
+    @property
+    def uses_clock(self) -> bool:
+        """Whether the case sets the straggler clock (a target must let it)."""
+        return any("clock" in step for step in self.steps)
+
 
 def _require(ok: bool, where: str, message: str) -> None:
     if not ok:
@@ -133,8 +138,7 @@ def load(path: str | Path) -> Case:
         _require(match is not None, where, f"endpoint {name!r} is neither declared in \"endpoints\" nor rN.tM")
         endpoints[name] = _rank_host(sessions[0], int(match.group(1)), hosts)
 
-    setup = Setup(hosts=tuple(hosts), endpoints=endpoints, sessions=tuple(sessions), switch_threads=threads,
-                  manual_clock=any("clock" in step for step in steps))
+    setup = Setup(hosts=tuple(hosts), endpoints=endpoints, sessions=tuple(sessions), switch_threads=threads)
     return Case(name=path.stem, path=path, description=data.get("description", ""), setup=setup,
                 steps=tuple(steps))
 

@@ -34,7 +34,6 @@ class Setup:
     endpoints: dict[str, str]  # endpoint name -> host name
     sessions: tuple[SessionSetup, ...]
     switch_threads: int = 1
-    manual_clock: bool = True
 
 
 @dataclass(frozen=True)
