@@ -412,9 +412,10 @@ class Driver:
                  "pool_base": session.pool_base, "pool_size": session.pool_size, "generation": generation,
                  "token": ANY, "switch_ports": switch_threads,
                  "ports": [f"switch.{i}" if i == 0 else ANY for i in range(switch_threads)]}
-        # The ack echoes the JOIN that completed the generation: the last rank's.
-        steps = [{"send": sends, "counters": {"joins": world},
-                  "expect": [{"to": [f"r{r}.t0" for r in range(world)], "base": world - 1,
+        # Every rank sends its JOIN twice, as a live rank retries: the repeat confirms it, and the
+        # last rank's confirmation forms the generation, so the ack echoes that JOIN.
+        steps = [{"send": sends + sends, "counters": {"joins": 2 * world},
+                  "expect": [{"to": [f"r{r}.t0" for r in range(world)], "base": 2 * world - 1,
                               "header": ack_header, "join_reply": reply, "capture": capture}]}]
         self.generations[session.id] = generation
         self.variables["generation"] = generation
