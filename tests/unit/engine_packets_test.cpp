@@ -1,7 +1,8 @@
-// The worker engine (ThreadEngine) driven packet by packet. A fake transport hands every packet
-// the engine sends to the test thread, which plays the switch: it waits (bounded) for the next
-// packet it expects, decodes it, checks it and answers with crafted replies. docs/protocol.md §9
-// is the specification these cases follow.
+// The worker engine on its thread (EngineRunner over a WorkerEngine) driven packet by packet. A
+// fake transport hands every packet the engine sends to the test thread, which plays the switch:
+// it waits (bounded) for the next packet it expects, decodes it, checks it and answers with
+// crafted replies. docs/protocol.md §9 is the specification these cases follow.
+// engine_step_test drives the WorkerEngine alone, with a fake clock.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,7 +27,7 @@
 #include "dpa/error.hpp"
 #include "engine/join.hpp"
 #include "engine/operation.hpp"
-#include "engine/thread_engine.hpp"
+#include "engine/engine_runner.hpp"
 #include "protocol/byte_order.hpp"
 #include "protocol/wire.hpp"
 #include "quant/quant.hpp"
@@ -364,8 +365,8 @@ class EnginePackets : public ::testing::Test {
   }
 
   // Declare the engine after the jobs it works on: it is then destroyed (stopped) first.
-  std::unique_ptr<ThreadEngine> start_engine() {
-    return std::make_unique<ThreadEngine>(0, config, session, std::make_unique<FakeTransport>(wire));
+  std::unique_ptr<EngineRunner> start_engine() {
+    return std::make_unique<EngineRunner>(0, config, session, std::make_unique<FakeTransport>(wire));
   }
 
   Sent take_data(std::uint32_t slot, std::uint32_t seq, std::size_t after = 0) {
