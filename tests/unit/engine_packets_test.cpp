@@ -1337,5 +1337,29 @@ TEST_F(EnginePackets, ResultWithADifferentOffsetIsASizeMismatch) {
   EXPECT_NE(message.find("[4, +4)"), std::string::npos) << message;
 }
 
+// ---- 11. One thread's part fails: the others stop ------------------------------------------------
+
+TEST_F(EnginePackets, ErrorOnOneThreadStopsTheOperationsOtherThreadsBeforeTheirTimeout) {
+  config.threads = 2;
+  config.timeout = 60'000ms;  // far beyond kOpWait: only the abort can end thread 1's part
+  auto job = int_job(8);      // 2 blocks: one per thread
+  job.op->parts_remaining = 2;
+  auto other_wire = std::make_shared<Wire>();
+  auto engine0 = start_engine();
+  auto engine1 = std::make_unique<EngineRunner>(1, config, session, std::make_unique<FakeTransport>(other_wire));
+  engine0->submit(job.op);
+  engine1->submit(job.op);
+  const Sent d0 = take_data(slot_of(0, 0), 1);
+  (void)other_wire->take(
+      [](const Sent& s) { return s.is_data() && s.h.slot == kPoolBase + 4 && s.h.seq == 1; },
+      "thread 1's data packet");
+  Header error = make_header(flag::kError, d0.h.slot, d0.h.seq, 4, 0, 0, 0, kOpId);
+  error.error = protocol::ErrorCode::op_mismatch;
+  send(error);
+  ASSERT_TRUE(job.op->wait_for(kOpWait)) << "thread 1 kept waiting for its own timeout";
+  const std::string message = error_of<ProtocolError>(*job.op);
+  EXPECT_NE(message.find("the slot holds operation 4"), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace dpa::detail
