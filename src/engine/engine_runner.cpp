@@ -48,7 +48,8 @@ void EngineRunner::run() {
     std::shared_ptr<Operation> op;
     {
       std::unique_lock lock(queue_mutex_);
-      queue_ready_.wait(lock, [this] { return stop_.load(std::memory_order_relaxed) || !queue_.empty(); });
+      queue_ready_.wait(
+          lock, [this] { return stop_.load(std::memory_order_relaxed) || !queue_.empty(); });
       if (queue_.empty()) return;
       op = std::move(queue_.front());
       queue_.pop_front();
@@ -60,19 +61,24 @@ void EngineRunner::run() {
 void EngineRunner::execute(Operation& op) {
   std::uint64_t now = now_ns();
   engine_.start(op, now);
-  while (engine_.busy()) {
-    if (stop_.load(std::memory_order_relaxed)) {
-      engine_.fail(std::make_exception_ptr(Error("dpa context destroyed while an allreduce was running")));
-      break;
+  try {
+    while (engine_.busy()) {
+      if (stop_.load(std::memory_order_relaxed)) {
+        throw Error("dpa context destroyed while an allreduce was running");
+      }
+      flush();
+      const std::uint64_t deadline = engine_.next_deadline();
+      const std::size_t received =
+          receive(std::chrono::nanoseconds(deadline > now ? deadline - now : 0), now);
+      now = now_ns();
+      for (std::size_t i = 0; i < received; ++i) engine_.on_packet(rx_[i], now);
+      engine_.poll(now);
     }
     flush();
-    const std::uint64_t deadline = engine_.next_deadline();
-    const std::size_t received = receive(std::chrono::nanoseconds(deadline > now ? deadline - now : 0), now);
-    now = now_ns();
-    for (std::size_t i = 0; i < received; ++i) engine_.on_packet(rx_[i], now);
-    engine_.poll(now);
+  } catch (...) {
+    // The stop flag, or the transport failing (a receive error): the part fails with it.
+    engine_.fail(std::current_exception());
   }
-  flush();
 }
 
 void EngineRunner::flush() {
@@ -84,16 +90,18 @@ void EngineRunner::flush() {
 std::size_t EngineRunner::receive(std::chrono::nanoseconds wait, std::uint64_t now) {
   // Opt-in busy polling: spin on non-blocking receives before falling back to a blocking wait.
   const auto busy_poll = static_cast<std::uint64_t>(busy_poll_.count());
-  const std::uint64_t spin_until = now + std::min(busy_poll, static_cast<std::uint64_t>(wait.count()));
+  const std::uint64_t spin_until =
+      now + std::min(busy_poll, static_cast<std::uint64_t>(wait.count()));
   while (busy_poll > 0 && now_ns() < spin_until) {
     if (const std::size_t received = transport_->receive(rx_, std::chrono::nanoseconds(0))) {
       return received;
     }
   }
   const std::uint64_t spent = now_ns() - now;
-  const auto remaining = static_cast<std::uint64_t>(wait.count()) > spent
-                             ? std::chrono::nanoseconds(wait.count() - static_cast<std::int64_t>(spent))
-                             : std::chrono::nanoseconds(0);
+  const auto remaining =
+      static_cast<std::uint64_t>(wait.count()) > spent
+          ? std::chrono::nanoseconds(wait.count() - static_cast<std::int64_t>(spent))
+          : std::chrono::nanoseconds(0);
   return transport_->receive(rx_, remaining);
 }
 

@@ -21,7 +21,9 @@ std::uint64_t to_ns(std::chrono::nanoseconds d) { return static_cast<std::uint64
 // timeout, so when K < N back-off stops at half that timeout: a slot then waits ~1.5x of it.
 std::uint64_t fastest_k_max_rto(const Config& config, const SessionInfo& session) {
   std::uint64_t cap = to_ns(config.max_retransmit_timeout);
-  if (session.straggler_timeout.count() > 0) cap = std::min(cap, to_ns(session.straggler_timeout) / 2);
+  if (session.straggler_timeout.count() > 0) {
+    cap = std::min(cap, to_ns(session.straggler_timeout) / 2);
+  }
   return std::max(cap, to_ns(config.retransmit_timeout));
 }
 
@@ -36,9 +38,11 @@ WorkerEngine::WorkerEngine(std::uint32_t thread_index, const Config& config,
       switch_port_(session.switch_ports[thread_index % session.switch_ports.size()]),
       max_rto_ns_(to_ns(config.max_retransmit_timeout)),
       fastest_k_max_rto_ns_(fastest_k_max_rto(config, session)),
-      scope_{config.session, layout_.slot(thread_index, 0, 0),
-             static_cast<std::uint32_t>(config.window), 0, static_cast<std::uint8_t>(config.rank),
-             config.syn_disable},
+      scope_{.session = config.session,
+             .slot_base = layout_.slot(thread_index, 0, 0),
+             .window = static_cast<std::uint32_t>(config.window),
+             .rank = static_cast<std::uint8_t>(config.rank),
+             .syn_disable = config.syn_disable},
       entries_(static_cast<std::size_t>(config.window)),
       packet_memory_(entries_.size() * (protocol::kHeaderSize + 4 * session.payload)),
       probe_memory_(entries_.size() * protocol::kHeaderSize) {
@@ -279,7 +283,9 @@ void WorkerEngine::miss_blocks(std::uint32_t e, std::uint64_t from_round, std::u
         plan_.block_of(e, static_cast<std::size_t>(j), entries_.size()) * payload;
     const std::size_t valid = std::min(payload, op.count - begin);
     // The documented semantics of a missed block: the output holds this rank's own input.
-    if (op.in != op.out) std::memcpy(op.out + begin * element, op.in + begin * element, valid * element);
+    if (op.in != op.out) {
+      std::memcpy(op.out + begin * element, op.in + begin * element, valid * element);
+    }
     ++stats_.blocks_missed;
     stats_.missed.push_back({begin, begin + valid});
     if (op.block_contributors != nullptr) op.block_contributors[begin / payload] = 0;
@@ -309,13 +315,15 @@ void WorkerEngine::deliver(std::uint32_t e, std::uint64_t round, const Header& h
                         std::to_string(begin) + ", +" + std::to_string(valid) +
                         "): ranks passed different element counts (size mismatch)");
   }
-  const std::uint32_t divisor = op.op == ReduceOp::avg ? std::max<std::uint32_t>(h.contributors, 1) : 1;
+  const std::uint32_t divisor =
+      op.op == ReduceOp::avg ? std::max<std::uint32_t>(h.contributors, 1) : 1;
   if (is_float()) {
     quant::dequantize(payload.data(), valid, h.exp_used, session_.world_size, divisor,
                       reinterpret_cast<float*>(op.out) + begin);
     if (h.exp_used == protocol::kExpNonFinite) ++stats_.blocks_non_finite;
   } else {
-    quant::int32_from_wire(payload.data(), valid, divisor, reinterpret_cast<std::int32_t*>(op.out) + begin);
+    quant::int32_from_wire(payload.data(), valid, divisor,
+                           reinterpret_cast<std::int32_t*>(op.out) + begin);
   }
   if (op.block_contributors != nullptr) op.block_contributors[begin / session_.payload] = h.bitmap;
   ++(h.contributors >= world ? stats_.blocks_full : stats_.blocks_partial);
@@ -425,10 +433,10 @@ void WorkerEngine::check_timeouts(std::uint64_t now) {
 
 void WorkerEngine::throw_timeout(std::uint32_t e, std::uint64_t now) const {
   const Entry& entry = entries_[e];
-  const std::string where =
-      " (operation " + std::to_string(op_->op_id) + ", thread " + std::to_string(index_) +
-      ", slot " + std::to_string(layout_.slot(index_, e, entry.round)) + ", round " +
-      std::to_string(protocol::SlotLayout::seq_of_round(entry.round)) + ")";
+  const std::string where = " (operation " + std::to_string(op_->op_id) + ", thread " +
+                            std::to_string(index_) + ", slot " +
+                            std::to_string(layout_.slot(index_, e, entry.round)) + ", round " +
+                            std::to_string(protocol::SlotLayout::seq_of_round(entry.round)) + ")";
   const std::string switch_at = "the switch at " + switch_port_.to_string();
   const std::string waited = std::to_string(config_.timeout.count()) + " ms";
   // The switch still answers (it counted this rank within the last two probes): the round

@@ -48,8 +48,6 @@ class WorkerEngine {
   [[nodiscard]] std::span<const transport::TxPacket> outgoing() const { return tx_; }
   void clear_outgoing() { tx_.clear(); }
 
-  [[nodiscard]] const transport::Endpoint& switch_port() const { return switch_port_; }
-
  private:
   // A window entry: alternates between its two slots, one round at a time.
   struct Entry {

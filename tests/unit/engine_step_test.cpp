@@ -72,7 +72,8 @@ struct Sent {
   [[nodiscard]] std::vector<std::int32_t> values() const {
     std::vector<std::int32_t> v((bytes.size() - protocol::kHeaderSize) / 4);
     for (std::size_t i = 0; i < v.size(); ++i) {
-      v[i] = static_cast<std::int32_t>(protocol::load_be32(bytes.data() + protocol::kHeaderSize + 4 * i));
+      v[i] = static_cast<std::int32_t>(
+          protocol::load_be32(bytes.data() + protocol::kHeaderSize + 4 * i));
     }
     return v;
   }
@@ -201,7 +202,8 @@ OpStats result_of(const Operation& op) {
 
 class Harness {
  public:
-  Harness(std::uint32_t thread, const Config& config, const SessionInfo& session, std::uint64_t& now)
+  Harness(std::uint32_t thread, const Config& config, const SessionInfo& session,
+          std::uint64_t& now)
       : engine(thread, config, session), now_(now) {}
 
   void start(Operation& op) {
@@ -317,13 +319,15 @@ class EngineStep : public ::testing::Test {
 
   template <typename T>
   static void expect_own_input(const Job<T>& job, std::size_t block) {
-    for (std::size_t i = block * kPayload; i < std::min<std::size_t>((block + 1) * kPayload, job.in.size()); ++i) {
+    for (std::size_t i = block * kPayload;
+         i < std::min<std::size_t>((block + 1) * kPayload, job.in.size()); ++i) {
       EXPECT_EQ(job.out[i], job.in[i]) << "missed block " << block << ", element " << i;
     }
   }
   static void expect_int_block(const Job<std::int32_t>& job, std::size_t block,
                                std::span<const std::int32_t> values) {
-    for (std::size_t i = block * kPayload; i < std::min<std::size_t>((block + 1) * kPayload, job.in.size()); ++i) {
+    for (std::size_t i = block * kPayload;
+         i < std::min<std::size_t>((block + 1) * kPayload, job.in.size()); ++i) {
       EXPECT_EQ(job.out[i], values[i - block * kPayload]) << "block " << block << ", element " << i;
     }
   }
@@ -355,7 +359,8 @@ TEST_F(EngineStep, EveryBlockDeliveredWhateverTheCountAndWindow) {
       ASSERT_TRUE(h.engine.busy());
       const Sent p = h.take([](const Sent& s) { return s.is_data(); }, "data packet");
       EXPECT_EQ(p.h.offset % kPayload, 0u);
-      EXPECT_EQ(p.h.slot, kPoolBase + 2 * ((p.h.offset / kPayload) % c.window) + (p.h.offset / kPayload / c.window) % 2);
+      EXPECT_EQ(p.h.slot, kPoolBase + 2 * ((p.h.offset / kPayload) % c.window) +
+                              (p.h.offset / kPayload / c.window) % 2);
       h.answer_int(p);
     }
     EXPECT_FALSE(h.engine.busy());
@@ -399,7 +404,8 @@ TEST_F(EngineStep, LostRequestIsResentWhenTheProbeReplyLacksThisRank) {
   };
   const std::vector<Case> cases = {
       {"fresh slot", make_header(flag::kSyn, slot_of(0, 0), 0, 0, 0, 0, 0, 0)},
-      {"slot holds an earlier operation", make_header(flag::kSyn, slot_of(0, 0), 1, 0, 0, 2, 0b11, kOpId - 1)},
+      {"slot holds an earlier operation",
+       make_header(flag::kSyn, slot_of(0, 0), 1, 0, 0, 2, 0b11, kOpId - 1)},
       {"round open without this rank", make_header(flag::kSyn, slot_of(0, 0), 1, 0, 0, 1, 0b10)},
   };
   for (const Case& c : cases) {
@@ -438,7 +444,8 @@ TEST_F(EngineStep, CountedProbeReplyKeepsWaitingWithoutResending) {
   EXPECT_TRUE(h.nothing_pending()) << h.pending();
   expire(h);  // the back-off doubled the interval
   EXPECT_EQ(h.take_probe(slot_of(0, 0), 1).at - kStart, 6 * kMs);
-  const std::vector<std::int32_t> sums = h.answer_int(data, flag::kResult | flag::kRetransmit | flag::kSyn);
+  const std::vector<std::int32_t> sums =
+      h.answer_int(data, flag::kResult | flag::kRetransmit | flag::kSyn);
   const OpStats stats = result_of(*job.op);
   expect_int_block(job, 0, sums);
   EXPECT_EQ(stats.timeouts, 2u);
@@ -453,7 +460,8 @@ TEST_F(EngineStep, LostMulticastIsFetchedByTheProbe) {
   const Sent data = h.take_data(slot_of(0, 0), 1);
   expire(h);
   const Sent probe = h.take_probe(slot_of(0, 0), 1);
-  const std::vector<std::int32_t> sums = h.answer_int(data, flag::kResult | flag::kRetransmit | flag::kSyn);
+  const std::vector<std::int32_t> sums =
+      h.answer_int(data, flag::kResult | flag::kRetransmit | flag::kSyn);
   const OpStats stats = result_of(*job.op);
   expect_int_block(job, 0, sums);
   EXPECT_EQ(stats.blocks_full, 1u);
@@ -472,12 +480,14 @@ TEST_F(EngineStep, ResultAboutTheOtherSlotExpeditesTheProbe) {
   h.start(*job.op);
   const Sent data = h.take_data(slot_of(0, 0), 1);
   now += kMs / 2;
-  h.arrive(make_header(flag::kResult, slot_of(0, 1), 1, 0, 4), std::vector<std::int32_t>(kPayload, 9));
+  h.arrive(make_header(flag::kResult, slot_of(0, 1), 1, 0, 4),
+           std::vector<std::int32_t>(kPayload, 9));
   const Sent probe = h.take_probe(slot_of(0, 0), 1);
   EXPECT_EQ(probe.at, now);
   EXPECT_EQ(rto(h), 2 * kMs) << "an expedited probe does not back off";
   EXPECT_FALSE(job.op->complete());
-  const std::vector<std::int32_t> sums = h.answer_int(data, flag::kResult | flag::kRetransmit | flag::kSyn);
+  const std::vector<std::int32_t> sums =
+      h.answer_int(data, flag::kResult | flag::kRetransmit | flag::kSyn);
   const OpStats stats = result_of(*job.op);
   expect_int_block(job, 0, sums);
   EXPECT_EQ(stats.timeouts, 0u);
@@ -530,7 +540,9 @@ TEST_F(EngineStep, OldCompleteRoundIsFetchedWithASynProbeThenTheEntryGoesOn) {
   // The answer: round 2's stored result. Block 3 goes next.
   std::vector<std::int32_t> r2(kPayload);
   for (std::size_t i = 0; i < kPayload; ++i) r2[i] = 5 + other_rank(8 + i);
-  h.arrive(make_header(flag::kResult | flag::kRetransmit | flag::kSyn, slot_of(0, 2, 0, 1), 2, 8, 4, 2, 0b11), r2);
+  h.arrive(make_header(flag::kResult | flag::kRetransmit | flag::kSyn, slot_of(0, 2, 0, 1), 2, 8, 4,
+                       2, 0b11),
+           r2);
   const std::vector<std::int32_t> r3 = h.answer_int(h.take_data(slot_of(0, 3, 0, 1), 2));
   const std::vector<std::int32_t> r4 = h.answer_int(h.take_data(slot_of(0, 4, 0, 1), 3));
   const OpStats stats = result_of(*job.op);
@@ -579,7 +591,8 @@ TEST_F(EngineStep, LaterOperationOnTheCurrentSlotMissesTheRestOfTheEntry) {
     h.start(*j->op);
     (void)h.answer_int(h.take_data(slot_of(0, base), seq_of(base)));
     (void)h.take_data(slot_of(0, base + 1), seq_of(base + 1));
-    h.arrive(make_header(flag::kResult, slot_of(0, base + 1), seq_of(base + 1) + 1, 0, 4, 2, 0b11, op_id + 1),
+    h.arrive(make_header(flag::kResult, slot_of(0, base + 1), seq_of(base + 1) + 1, 0, 4, 2, 0b11,
+                         op_id + 1),
              std::vector<std::int32_t>(kPayload, 999));
     for (std::uint64_t round = base; round < base + 3; ++round) {
       (void)h.answer_int(h.take_data(slot_of(1, round), seq_of(round)));
@@ -592,7 +605,9 @@ TEST_F(EngineStep, LaterOperationOnTheCurrentSlotMissesTheRestOfTheEntry) {
   }
   expect_own_input(job, 2);
   expect_own_input(job, 4);
-  for (std::size_t i = 8; i < 12; ++i) EXPECT_EQ(in_place.in[i], static_cast<std::int32_t>(7 * (i + 1)));
+  for (std::size_t i = 8; i < 12; ++i) {
+    EXPECT_EQ(in_place.in[i], static_cast<std::int32_t>(7 * (i + 1))) << "in place: input kept";
+  }
 }
 
 // ---- Give-up (§9.1) -----------------------------------------------------------------------------
@@ -607,11 +622,13 @@ TEST_F(EngineStep, GiveUpTimeoutNamesTheSwitchOrTheOtherRanks) {
     std::string expected;
   };
   const std::vector<Case> cases = {
-      {"never answered", 0, "no reply from the switch at 127.0.0.1:4242 for 300 ms (operation 5, "
-                            "thread 0, slot 100, round 1): is dpa-switch running"},
-      {"answered to the end", 1000, "the switch at 127.0.0.1:4242 holds this rank's contribution "
-                                    "but the round stayed open for 300 ms (operation 5, thread 0, "
-                                    "slot 100, round 1): other ranks did not send theirs"},
+      {"never answered", 0,
+       "no reply from the switch at 127.0.0.1:4242 for 300 ms (operation 5, "
+       "thread 0, slot 100, round 1): is dpa-switch running"},
+      {"answered to the end", 1000,
+       "the switch at 127.0.0.1:4242 holds this rank's contribution "
+       "but the round stayed open for 300 ms (operation 5, thread 0, "
+       "slot 100, round 1): other ranks did not send theirs"},
       {"answered, then silent", 200, "no reply from the switch"},
   };
   for (const Case& c : cases) {
@@ -638,7 +655,8 @@ TEST_F(EngineStep, GiveUpTimeoutNamesTheSwitchOrTheOtherRanks) {
     const std::string message = error_of<TimeoutError>(*job.op);
     EXPECT_EQ(message.rfind("rank 0: ", 0), 0u) << message;
     EXPECT_NE(message.find(c.expected), std::string::npos) << message;
-    EXPECT_NE(message.find("all ranks alive and running the same operations?"), std::string::npos) << message;
+    EXPECT_NE(message.find("all ranks alive and running the same operations?"), std::string::npos)
+        << message;
     EXPECT_EQ(h.log.size(), 1 + probe_times.size()) << "the data went once";
     EXPECT_FALSE(h.engine.busy());
   }
@@ -681,20 +699,23 @@ TEST_F(EngineStep, ErrorReplyFailsTheOperationAndConsumesItsRounds) {
   h.arrive(outside);  // not this thread's slot: ignored
   ASSERT_TRUE(h.engine.busy());
   // A resend is queued in the same batch as the error: it never goes out.
-  const std::vector<std::byte> probe_reply =
+  std::vector<std::byte> probe_reply =
       encode_packet(make_header(flag::kSyn, slot_of(1, 0), 0, 0, 0, 0, 0, 0), {});
   error.op_id = kOpId;
   error.offset = 4;  // the slot holds operation 4
-  const std::vector<std::byte> fatal = encode_packet(error, {});
-  std::vector<std::byte> a = probe_reply;
-  std::vector<std::byte> b = fatal;
-  h.engine.on_packet({std::span<std::byte>(a), kSwitch}, now);
-  h.engine.on_packet({std::span<std::byte>(b), kSwitch}, now);
+  std::vector<std::byte> fatal = encode_packet(error, {});
+  h.engine.on_packet({std::span<std::byte>(probe_reply), kSwitch}, now);
+  ASSERT_EQ(h.engine.outgoing().size(), 1u) << "the probe reply queued a resend";
+  h.engine.on_packet({std::span<std::byte>(fatal), kSwitch}, now);
   EXPECT_FALSE(h.engine.busy());
   EXPECT_TRUE(h.engine.outgoing().empty());
   const std::string message = error_of<ProtocolError>(*job.op);
-  EXPECT_NE(message.find("rank 0, operation 5: the switch rejected a packet for slot 100"), std::string::npos) << message;
-  EXPECT_NE(message.find("this rank runs operation 5, the slot holds operation 4"), std::string::npos) << message;
+  EXPECT_NE(message.find("rank 0, operation 5: the switch rejected a packet for slot 100"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("this rank runs operation 5, the slot holds operation 4"),
+            std::string::npos)
+      << message;
   EXPECT_EQ(h.engine.next_deadline(), std::numeric_limits<std::uint64_t>::max());
 
   // Both entries' rounds were consumed: the next operation starts at round 3.
@@ -791,7 +812,8 @@ TEST_F(EngineStep, RoundTripSamplesSetTheNextRoundsTimeout) {
   (void)h.take_probe(slot_of(0, 2, 0, 1), 2);
   EXPECT_EQ(rto(h), 23'500'000u);
   now += kMs;
-  (void)h.answer_int(h.take_data(slot_of(0, 2, 0, 1), 2), flag::kResult | flag::kRetransmit | flag::kSyn);
+  (void)h.answer_int(h.take_data(slot_of(0, 2, 0, 1), 2),
+                     flag::kResult | flag::kRetransmit | flag::kSyn);
   EXPECT_EQ(rto(h), 23'500'000u) << "no sample from a retransmitted round; back-off kept";
 
   // Round 3 completes cleanly after 3.75 ms: a sample that leaves srtt at 3.75 and clears the
@@ -804,7 +826,8 @@ TEST_F(EngineStep, RoundTripSamplesSetTheNextRoundsTimeout) {
   h.arrive(make_header(flag::kOld | flag::kComplete, slot_of(0, 4, 0, 1), 3, 16, 0, 2, 0b11));
   (void)h.take_probe(slot_of(0, 4, 0, 1), 3);
   now += 50 * kMs;
-  h.arrive(make_header(flag::kResult | flag::kRetransmit | flag::kSyn, slot_of(0, 4, 0, 1), 3, 16, 4, 2, 0b11),
+  h.arrive(make_header(flag::kResult | flag::kRetransmit | flag::kSyn, slot_of(0, 4, 0, 1), 3, 16,
+                       4, 2, 0b11),
            std::vector<std::int32_t>(kPayload, 1));
   EXPECT_EQ(rto(h), 9'750'000u);
   (void)h.answer_int(h.take_data(slot_of(0, 5, 0, 1), 3));
@@ -844,8 +867,8 @@ TEST_F(EngineStep, BackOffStopsAtTheCapForTheOperationsK) {
     std::vector<std::uint64_t> intervals;
     for (std::size_t i = 0; i < c.intervals_ms.size(); ++i) {
       expire(h);
-      const std::uint64_t at = h.take(
-          [](const Sent& s) { return s.is_probe(); }, "retransmission probe").at;
+      const std::uint64_t at =
+          h.take([](const Sent& s) { return s.is_probe(); }, "retransmission probe").at;
       intervals.push_back((at - last) / kMs);
       last = at;
     }
@@ -962,7 +985,8 @@ TEST_F(EngineStep, FloatExponentsFlowFromPrimingThroughResultsAndSkips) {
   EXPECT_EQ(d0.h.exp_next, exponent(job, 1));
   std::vector<std::byte> quantised(4 * kPayload);
   quant::quantize(job.in.data(), kPayload, e0, kWorld, quantised.data());
-  EXPECT_TRUE(std::equal(quantised.begin(), quantised.end(), d0.bytes.begin() + protocol::kHeaderSize));
+  EXPECT_TRUE(
+      std::equal(quantised.begin(), quantised.end(), d0.bytes.begin() + protocol::kHeaderSize));
   const auto e1 = static_cast<std::int8_t>(exponent(job, 1) + 1);
   answer(d0, e1, 3 << 20);
   expect_block(0, 3 << 20, e0);
@@ -982,7 +1006,8 @@ TEST_F(EngineStep, FloatExponentsFlowFromPrimingThroughResultsAndSkips) {
   EXPECT_EQ(d3.h.exp_next, exponent(job, 4));
 
   // Then it is at round 6 (block 5), complete: fetch it; its result negotiates block 6.
-  h.arrive(make_header(flag::kOld | flag::kComplete | flag::kFloat, slot_of(0, 6, 0, 1), 4, 20, 0, 2, 0b11));
+  h.arrive(make_header(flag::kOld | flag::kComplete | flag::kFloat, slot_of(0, 6, 0, 1), 4, 20, 0,
+                       2, 0b11));
   const Sent fetch = h.take_probe(slot_of(0, 6, 0, 1), 4);
   EXPECT_EQ(fetch.h.flags, flag::kSyn | flag::kFloat);
   const auto e5 = static_cast<std::int8_t>(exponent(job, 5) + 1);
@@ -1024,7 +1049,8 @@ TEST_F(EngineStep, FloatSkipOfACompleteRoundTakesTheExponentFromExpNext) {
   h.start(*job.op);
   (void)h.take_data(slot_of(0, 0, 0, 1), 1);
   const auto e2 = static_cast<std::int8_t>(exponent(job, 2) + 4);
-  Header old = make_header(flag::kOld | flag::kComplete | flag::kFloat, slot_of(0, 2, 0, 1), 2, 4, 0, 2, 0b11);
+  Header old = make_header(flag::kOld | flag::kComplete | flag::kFloat, slot_of(0, 2, 0, 1), 2, 4,
+                           0, 2, 0b11);
   old.exp_used = static_cast<std::int8_t>(exponent(job, 1) + 1);
   old.exp_next = e2;
   h.arrive(old);
