@@ -1361,5 +1361,36 @@ TEST_F(EnginePackets, ErrorOnOneThreadStopsTheOperationsOtherThreadsBeforeTheirT
   EXPECT_NE(message.find("the slot holds operation 4"), std::string::npos) << message;
 }
 
+// ---- 12. The runner's loop ----------------------------------------------------------------------
+
+TEST_F(EnginePackets, DestroyingTheRunnerFailsItsRunningAndQueuedOperations) {
+  config.timeout = 60'000ms;  // far beyond kOpWait: only the stop can end the operations
+  auto running = int_job(4);
+  auto queued = int_job(4, kOpId + 1);
+  auto engine = start_engine();
+  engine->submit(running.op);
+  engine->submit(queued.op);
+  (void)take_data(slot_of(0, 0), 1);
+  engine.reset();
+  for (const auto* op : {running.op.get(), queued.op.get()}) {
+    ASSERT_TRUE(op->complete());
+    const std::string message = error_of<Error>(*op);
+    EXPECT_NE(message.find("dpa context destroyed while an allreduce was running"), std::string::npos)
+        << message;
+  }
+}
+
+TEST_F(EnginePackets, BusyPollingRunnerCompletesOperations) {
+  config.busy_poll = 500us;
+  auto job = int_job(8);
+  auto engine = start_engine();
+  engine->submit(job.op);
+  std::vector<std::vector<std::int32_t>> results(2);
+  for (std::uint32_t e = 0; e < 2; ++e) results[e] = answer_int(take_data(slot_of(e, 0), 1));
+  const OpStats stats = finish(job);
+  for (std::size_t b = 0; b < 2; ++b) expect_int_block(job, b, results[b]);
+  EXPECT_EQ(stats.blocks_full, 2u);
+}
+
 }  // namespace
 }  // namespace dpa::detail
