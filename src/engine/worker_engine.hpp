@@ -35,7 +35,8 @@ class WorkerEngine {
   // another thread's part failed. Call after each batch of packets and when next_deadline()
   // has passed.
   void poll(std::uint64_t now_ns);
-  // Ends the running part with `error` (its rounds are consumed as if it had completed).
+  // Ends the running part with `error`, or with none of its own (null: the operation already
+  // failed elsewhere). Its rounds are consumed as if it had completed; queued packets dropped.
   void fail(std::exception_ptr error);
 
   // Whether a part is running; it finishes (Operation::finish_part) inside the call that
