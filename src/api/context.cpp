@@ -8,7 +8,7 @@
 #include "api/logging.hpp"
 #include "engine/join.hpp"
 #include "engine/operation.hpp"
-#include "engine/thread_engine.hpp"
+#include "engine/engine_runner.hpp"
 #include "transport/transport.hpp"
 
 namespace dpa {
@@ -100,7 +100,7 @@ class ContextImpl {
                         " differs from the session's " + std::to_string(session_.world_size));
     }
     for (int t = 0; t < config_.threads; ++t) {
-      engines_.push_back(std::make_unique<ThreadEngine>(static_cast<std::uint32_t>(t), config_,
+      engines_.push_back(std::make_unique<EngineRunner>(static_cast<std::uint32_t>(t), config_,
                                                         session_, std::move(transports[t])));
     }
   }
@@ -124,7 +124,7 @@ class ContextImpl {
   Config config_;
   transport::Endpoint switch_endpoint_;
   SessionInfo session_;
-  std::vector<std::unique_ptr<ThreadEngine>> engines_;
+  std::vector<std::unique_ptr<EngineRunner>> engines_;
   std::mutex submit_mutex_;
   std::uint32_t next_op_id_ = 1;
   std::atomic<bool> rejoin_needed_{false};

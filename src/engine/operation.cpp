@@ -5,7 +5,10 @@ namespace dpa::detail {
 void Operation::finish_part(const OpStats& part, std::exception_ptr part_error) {
   std::lock_guard lock(mutex_);
   stats_ += part;
-  if (part_error && !error_) error_ = part_error;
+  if (part_error && !error_) {
+    error_ = part_error;
+    failed_.store(true, std::memory_order_release);
+  }
   if (part_error && rejoin_needed != nullptr) rejoin_needed->store(true, std::memory_order_relaxed);
   if (--parts_remaining == 0) {
     stats_.seconds =

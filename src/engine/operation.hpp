@@ -38,6 +38,9 @@ struct Operation {
   [[nodiscard]] bool complete() const;
   // Rethrows the first error of any part. Call after completion.
   const OpStats& result() const;
+  // Whether a part has failed (the operation will): the other parts may stop early. Lock-free,
+  // for the engines' packet loops.
+  [[nodiscard]] bool failed() const { return failed_.load(std::memory_order_acquire); }
 
   int parts_remaining = 0;  // set before the parts are handed to the threads
 
@@ -46,6 +49,7 @@ struct Operation {
   std::condition_variable done_;
   bool complete_ = false;
   std::exception_ptr error_;
+  std::atomic<bool> failed_{false};
   OpStats stats_;
 };
 

@@ -1,7 +1,8 @@
-// The worker engine (ThreadEngine) driven packet by packet. A fake transport hands every packet
-// the engine sends to the test thread, which plays the switch: it waits (bounded) for the next
-// packet it expects, decodes it, checks it and answers with crafted replies. docs/protocol.md §9
-// is the specification these cases follow.
+// The worker engine on its thread (EngineRunner over a WorkerEngine) driven packet by packet. A
+// fake transport hands every packet the engine sends to the test thread, which plays the switch:
+// it waits (bounded) for the next packet it expects, decodes it, checks it and answers with
+// crafted replies. docs/protocol.md §9 is the specification these cases follow.
+// engine_step_test drives the WorkerEngine alone, with a fake clock.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,7 +27,7 @@
 #include "dpa/error.hpp"
 #include "engine/join.hpp"
 #include "engine/operation.hpp"
-#include "engine/thread_engine.hpp"
+#include "engine/engine_runner.hpp"
 #include "protocol/byte_order.hpp"
 #include "protocol/wire.hpp"
 #include "quant/quant.hpp"
@@ -364,8 +365,8 @@ class EnginePackets : public ::testing::Test {
   }
 
   // Declare the engine after the jobs it works on: it is then destroyed (stopped) first.
-  std::unique_ptr<ThreadEngine> start_engine() {
-    return std::make_unique<ThreadEngine>(0, config, session, std::make_unique<FakeTransport>(wire));
+  std::unique_ptr<EngineRunner> start_engine() {
+    return std::make_unique<EngineRunner>(0, config, session, std::make_unique<FakeTransport>(wire));
   }
 
   Sent take_data(std::uint32_t slot, std::uint32_t seq, std::size_t after = 0) {
@@ -1335,6 +1336,61 @@ TEST_F(EnginePackets, ResultWithADifferentOffsetIsASizeMismatch) {
   const std::string message = error_of<ProtocolError>(*job.op);
   EXPECT_NE(message.find("size mismatch"), std::string::npos) << message;
   EXPECT_NE(message.find("[4, +4)"), std::string::npos) << message;
+}
+
+// ---- 11. One thread's part fails: the others stop ------------------------------------------------
+
+TEST_F(EnginePackets, ErrorOnOneThreadStopsTheOperationsOtherThreadsBeforeTheirTimeout) {
+  config.threads = 2;
+  config.timeout = 60'000ms;  // far beyond kOpWait: only the abort can end thread 1's part
+  auto job = int_job(8);      // 2 blocks: one per thread
+  job.op->parts_remaining = 2;
+  auto other_wire = std::make_shared<Wire>();
+  auto engine0 = start_engine();
+  auto engine1 = std::make_unique<EngineRunner>(1, config, session, std::make_unique<FakeTransport>(other_wire));
+  engine0->submit(job.op);
+  engine1->submit(job.op);
+  const Sent d0 = take_data(slot_of(0, 0), 1);
+  (void)other_wire->take(
+      [](const Sent& s) { return s.is_data() && s.h.slot == kPoolBase + 4 && s.h.seq == 1; },
+      "thread 1's data packet");
+  Header error = make_header(flag::kError, d0.h.slot, d0.h.seq, 4, 0, 0, 0, kOpId);
+  error.error = protocol::ErrorCode::op_mismatch;
+  send(error);
+  ASSERT_TRUE(job.op->wait_for(kOpWait)) << "thread 1 kept waiting for its own timeout";
+  const std::string message = error_of<ProtocolError>(*job.op);
+  EXPECT_NE(message.find("the round holds operation 4"), std::string::npos) << message;
+}
+
+// ---- 12. The runner's loop ----------------------------------------------------------------------
+
+TEST_F(EnginePackets, DestroyingTheRunnerFailsItsRunningAndQueuedOperations) {
+  config.timeout = 60'000ms;  // far beyond kOpWait: only the stop can end the operations
+  auto running = int_job(4);
+  auto queued = int_job(4, kOpId + 1);
+  auto engine = start_engine();
+  engine->submit(running.op);
+  engine->submit(queued.op);
+  (void)take_data(slot_of(0, 0), 1);
+  engine.reset();
+  for (const auto* op : {running.op.get(), queued.op.get()}) {
+    ASSERT_TRUE(op->complete());
+    const std::string message = error_of<Error>(*op);
+    EXPECT_NE(message.find("dpa context destroyed while an allreduce was running"), std::string::npos)
+        << message;
+  }
+}
+
+TEST_F(EnginePackets, BusyPollingRunnerCompletesOperations) {
+  config.busy_poll = 500us;
+  auto job = int_job(8);
+  auto engine = start_engine();
+  engine->submit(job.op);
+  std::vector<std::vector<std::int32_t>> results(2);
+  for (std::uint32_t e = 0; e < 2; ++e) results[e] = answer_int(take_data(slot_of(e, 0), 1));
+  const OpStats stats = finish(job);
+  for (std::size_t b = 0; b < 2; ++b) expect_int_block(job, b, results[b]);
+  EXPECT_EQ(stats.blocks_full, 2u);
 }
 
 }  // namespace

@@ -1,0 +1,110 @@
+#include "engine/engine_runner.hpp"
+
+#include <algorithm>
+
+#include "dpa/error.hpp"
+
+namespace dpa::detail {
+
+namespace {
+
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
+}  // namespace
+
+EngineRunner::EngineRunner(std::uint32_t thread_index, const Config& config,
+                           const SessionInfo& session,
+                           std::unique_ptr<transport::Transport> transport)
+    : busy_poll_(config.busy_poll),
+      engine_(thread_index, config, session),
+      transport_(std::move(transport)),
+      rx_(64) {
+  thread_ = std::thread([this] { run(); });
+}
+
+EngineRunner::~EngineRunner() { stop(); }
+
+void EngineRunner::stop() {
+  {
+    std::lock_guard lock(queue_mutex_);
+    stop_.store(true, std::memory_order_relaxed);
+  }
+  queue_ready_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void EngineRunner::submit(std::shared_ptr<Operation> op) {
+  {
+    std::lock_guard lock(queue_mutex_);
+    queue_.push_back(std::move(op));
+  }
+  queue_ready_.notify_one();
+}
+
+void EngineRunner::run() {
+  while (true) {
+    std::shared_ptr<Operation> op;
+    {
+      std::unique_lock lock(queue_mutex_);
+      queue_ready_.wait(
+          lock, [this] { return stop_.load(std::memory_order_relaxed) || !queue_.empty(); });
+      if (queue_.empty()) return;
+      op = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    execute(*op);
+  }
+}
+
+void EngineRunner::execute(Operation& op) {
+  std::uint64_t now = now_ns();
+  engine_.start(op, now);
+  try {
+    while (engine_.busy()) {
+      if (stop_.load(std::memory_order_relaxed)) {
+        throw Error("dpa context destroyed while an allreduce was running");
+      }
+      flush();
+      const std::uint64_t deadline = engine_.next_deadline();
+      const std::size_t received =
+          receive(std::chrono::nanoseconds(deadline > now ? deadline - now : 0), now);
+      now = now_ns();
+      for (std::size_t i = 0; i < received; ++i) engine_.on_packet(rx_[i], now);
+      engine_.poll(now);
+    }
+    flush();
+  } catch (...) {
+    // The stop flag, or the transport failing (a receive error): the part fails with it.
+    engine_.fail(std::current_exception());
+  }
+}
+
+void EngineRunner::flush() {
+  if (engine_.outgoing().empty()) return;
+  transport_->send(engine_.outgoing());
+  engine_.clear_outgoing();
+}
+
+std::size_t EngineRunner::receive(std::chrono::nanoseconds wait, std::uint64_t now) {
+  // Opt-in busy polling: spin on non-blocking receives before falling back to a blocking wait.
+  const auto busy_poll = static_cast<std::uint64_t>(busy_poll_.count());
+  const std::uint64_t spin_until =
+      now + std::min(busy_poll, static_cast<std::uint64_t>(wait.count()));
+  while (busy_poll > 0 && now_ns() < spin_until) {
+    if (const std::size_t received = transport_->receive(rx_, std::chrono::nanoseconds(0))) {
+      return received;
+    }
+  }
+  const std::uint64_t spent = now_ns() - now;
+  const auto remaining =
+      static_cast<std::uint64_t>(wait.count()) > spent
+          ? std::chrono::nanoseconds(wait.count() - static_cast<std::int64_t>(spent))
+          : std::chrono::nanoseconds(0);
+  return transport_->receive(rx_, remaining);
+}
+
+}  // namespace dpa::detail

@@ -1,0 +1,500 @@
+#include "engine/worker_engine.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "dpa/error.hpp"
+#include "quant/quant.hpp"
+
+namespace dpa::detail {
+
+using protocol::Header;
+namespace flag = protocol::flag;
+
+namespace {
+
+std::uint64_t to_ns(std::chrono::nanoseconds d) { return static_cast<std::uint64_t>(d.count()); }
+
+// Reactive fastest-K completes a stuck slot when a retransmission arrives after the straggler
+// timeout, so when K < N back-off stops at half that timeout: a slot then waits ~1.5x of it.
+std::uint64_t fastest_k_max_rto(const Config& config, const SessionInfo& session) {
+  std::uint64_t cap = to_ns(config.max_retransmit_timeout);
+  if (session.straggler_timeout.count() > 0) {
+    cap = std::min(cap, to_ns(session.straggler_timeout) / 2);
+  }
+  return std::max(cap, to_ns(config.retransmit_timeout));
+}
+
+}  // namespace
+
+WorkerEngine::WorkerEngine(std::uint32_t thread_index, const Config& config,
+                           const SessionInfo& session)
+    : index_(thread_index),
+      config_(config),
+      session_(session),
+      layout_{session.pool_base, static_cast<std::uint32_t>(config.window)},
+      switch_port_(session.switch_ports[thread_index % session.switch_ports.size()]),
+      max_rto_ns_(to_ns(config.max_retransmit_timeout)),
+      fastest_k_max_rto_ns_(fastest_k_max_rto(config, session)),
+      scope_{.session = config.session,
+             .token = session.token,
+             .slot_base = layout_.slot(thread_index, 0, 0),
+             .window = static_cast<std::uint32_t>(config.window),
+             .rank = static_cast<std::uint8_t>(config.rank),
+             .syn_disable = config.syn_disable},
+      entries_(static_cast<std::size_t>(config.window)),
+      packet_memory_(entries_.size() * (protocol::kHeaderSize + 4 * session.payload)),
+      probe_memory_(entries_.size() * protocol::kHeaderSize) {
+  tx_.reserve(entries_.size());
+  for (std::size_t e = 0; e < entries_.size(); ++e) {
+    entries_[e].packet = packet_memory_.data() + e * (protocol::kHeaderSize + 4 * session.payload);
+    entries_[e].probe = probe_memory_.data() + e * protocol::kHeaderSize;
+  }
+}
+
+std::int64_t WorkerEngine::block_index(const Entry& entry, std::uint64_t round) const {
+  return static_cast<std::int64_t>(round - entry.first_round) - (is_float() ? 1 : 0);
+}
+
+void WorkerEngine::start(Operation& op, std::uint64_t now_ns) {
+  op_ = &op;
+  scope_.op_id = op.op_id;
+  plan_ = BlockPlan(op.count, session_.payload, index_, static_cast<std::size_t>(config_.threads));
+  stats_ = OpStats{};
+  stats_.blocks = plan_.thread_blocks;
+  const int k = op.k != 0 ? op.k : session_.k_default;
+  op_max_rto_ns_ = k < session_.world_size ? fastest_k_max_rto_ns_ : max_rto_ns_;
+  for (std::uint32_t e = 0; e < entries_.size(); ++e) start_entry(e, now_ns);
+  if (op.failed()) {
+    // Another thread's part already failed: consume this part's rounds without sending them.
+    tx_.clear();
+    end_part(nullptr);
+    return;
+  }
+  finish_if_done();
+}
+
+void WorkerEngine::on_packet(const transport::RxPacket& packet, std::uint64_t now_ns) {
+  if (op_ == nullptr) return;
+  try {
+    handle_packet(packet, now_ns);
+    finish_if_done();
+  } catch (...) {
+    fail(std::current_exception());
+  }
+}
+
+void WorkerEngine::poll(std::uint64_t now_ns) {
+  if (op_ == nullptr) return;
+  if (op_->failed()) {
+    // Another thread's part of this operation failed: the operation fails whatever this part
+    // does, so stop now rather than at this part's own timeout. The first error is reported.
+    fail(nullptr);
+    return;
+  }
+  try {
+    check_timeouts(now_ns);
+  } catch (...) {
+    fail(std::current_exception());
+  }
+}
+
+void WorkerEngine::fail(std::exception_ptr error) {
+  if (op_ == nullptr) return;
+  tx_.clear();
+  end_part(error);
+}
+
+std::uint64_t WorkerEngine::next_deadline() const {
+  std::uint64_t next = std::numeric_limits<std::uint64_t>::max();
+  if (op_ == nullptr) return next;
+  for (const Entry& entry : entries_) {
+    if (entry.active) next = std::min(next, entry.deadline_ns);
+  }
+  return next;
+}
+
+void WorkerEngine::finish_if_done() {
+  if (op_ != nullptr && active_entries_ == 0) end_part(nullptr);
+}
+
+void WorkerEngine::end_part(std::exception_ptr error) {
+  // Keep the round counters where every other rank will have them, so that a later operation
+  // can still line up if a failure was local.
+  for (std::uint32_t e = 0; e < entries_.size(); ++e) {
+    if (entries_[e].active) {
+      entries_[e].round = entries_[e].end_round;
+      finish_entry(e);
+    }
+  }
+  Operation& op = *op_;
+  op_ = nullptr;
+  op.finish_part(stats_, error);
+}
+
+void WorkerEngine::start_entry(std::uint32_t e, std::uint64_t now) {
+  Entry& entry = entries_[e];
+  entry.blocks = plan_.entry_blocks(e, entries_.size());
+  entry.first_round = entry.round;
+  entry.end_round = entry.round + entry.blocks + (is_float() && entry.blocks > 0 ? 1 : 0);
+  entry.count_to_k = op_->preemptive;
+  entry.probing = false;
+  entry.exponent = protocol::kExpZero;
+  entry.last_reply_ns = now;
+  if (entry.blocks == 0) return;
+  entry.active = true;
+  ++active_entries_;
+  entry.rto_ns = initial_rto();
+  entry.sent_ns = now;
+  entry.retransmitted = false;
+  entry.expedited = false;
+  entry.counted_reply_ns = 0;
+  build_data(e);
+  queue_send(e, now);
+}
+
+void WorkerEngine::finish_entry(std::uint32_t e) {
+  if (!entries_[e].active) return;
+  entries_[e].active = false;
+  --active_entries_;
+}
+
+void WorkerEngine::build_data(std::uint32_t e) {
+  const Operation& op = *op_;
+  Entry& entry = entries_[e];
+  const std::size_t window = entries_.size();
+  const std::int64_t j = block_index(entry, entry.round);
+  const std::size_t payload = session_.payload;
+  std::byte* values = entry.packet + protocol::kHeaderSize;
+
+  Header h = request_header(e, entry.count_to_k ? flag::kCountToK : 0);
+  const auto* in_floats = reinterpret_cast<const float*>(op.in);
+  std::size_t valid = 0;
+  if (j < 0) {
+    // Exponent priming: no values yet, only the exponent of the entry's first block.
+    const std::size_t first = plan_.block_of(e, 0, window) * payload;
+    h.offset = static_cast<std::uint32_t>(first);
+    h.exp_next = quant::block_exponent(in_floats + first, std::min(payload, op.count - first));
+  } else {
+    const std::size_t begin = plan_.block_of(e, static_cast<std::size_t>(j), window) * payload;
+    valid = std::min(payload, op.count - begin);
+    h.offset = static_cast<std::uint32_t>(begin);
+    h.count = static_cast<std::uint16_t>(valid);
+    if (is_float()) {
+      h.exp_used = entry.exponent;
+      if (entry.exponent != protocol::kExpZero && entry.exponent != protocol::kExpNonFinite) {
+        quant::quantize(in_floats + begin, valid, entry.exponent, session_.world_size, values);
+      } else {
+        std::memset(values, 0, 4 * valid);
+      }
+      if (static_cast<std::size_t>(j) + 1 < entry.blocks) {
+        const std::size_t next =
+            plan_.block_of(e, static_cast<std::size_t>(j) + 1, window) * payload;
+        h.exp_next = quant::block_exponent(in_floats + next, std::min(payload, op.count - next));
+      }
+    } else {
+      quant::int32_to_wire(reinterpret_cast<const std::int32_t*>(op.in) + begin, valid, values);
+    }
+  }
+  std::memset(values + 4 * valid, 0, 4 * (payload - valid));
+  protocol::encode(h, entry.packet);
+  entry.packet_size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * payload);
+}
+
+Header WorkerEngine::request_header(std::uint32_t e, std::uint16_t flags) const {
+  const Entry& entry = entries_[e];
+  Header h;
+  h.flags = static_cast<std::uint16_t>(flags | (is_float() ? flag::kFloat : 0));
+  h.session = config_.session;
+  h.token = session_.token;
+  h.op_id = op_->op_id;
+  h.op_length = static_cast<std::uint32_t>(op_->count);
+  h.slot = layout_.slot(index_, e, entry.round);
+  h.seq = protocol::SlotLayout::seq_of_round(entry.round);
+  h.rank = static_cast<std::uint8_t>(config_.rank);
+  h.k = op_->k;
+  return h;
+}
+
+void WorkerEngine::build_probe(std::uint32_t e) {
+  Entry& entry = entries_[e];
+  protocol::encode(request_header(e, flag::kSyn), entry.packet);
+  entry.packet_size = protocol::kHeaderSize;
+  ++stats_.syn_probes;
+}
+
+void WorkerEngine::send_retransmit_probe(std::uint32_t e, std::uint64_t now) {
+  Entry& entry = entries_[e];
+  protocol::encode(request_header(e, flag::kSyn), entry.probe);
+  entry.deadline_ns = now + entry.rto_ns;
+  tx_.push_back({entry.probe, static_cast<std::uint32_t>(protocol::kHeaderSize), switch_port_});
+}
+
+void WorkerEngine::sample_rtt(std::uint64_t rtt_ns) {
+  backoff_shift_ = 0;
+  if (srtt_ns_ == 0) {
+    srtt_ns_ = rtt_ns;
+    rttvar_ns_ = rtt_ns / 2;
+    return;
+  }
+  const std::uint64_t deviation = rtt_ns > srtt_ns_ ? rtt_ns - srtt_ns_ : srtt_ns_ - rtt_ns;
+  rttvar_ns_ = (3 * rttvar_ns_ + deviation) / 4;
+  srtt_ns_ = (7 * srtt_ns_ + rtt_ns) / 8;
+}
+
+std::uint64_t WorkerEngine::initial_rto() const {
+  const std::uint64_t floor = to_ns(config_.retransmit_timeout);
+  return std::clamp((srtt_ns_ + 4 * rttvar_ns_) << backoff_shift_, floor,
+                    std::max(floor, op_max_rto_ns_));
+}
+
+void WorkerEngine::queue_send(std::uint32_t e, std::uint64_t now) {
+  Entry& entry = entries_[e];
+  entry.deadline_ns = now + entry.rto_ns;
+  tx_.push_back({entry.packet, entry.packet_size, switch_port_});
+}
+
+void WorkerEngine::move_to(std::uint32_t e, std::uint64_t round, std::uint64_t now) {
+  Entry& entry = entries_[e];
+  entry.round = round;
+  entry.probing = false;
+  entry.rto_ns = initial_rto();
+  entry.sent_ns = now;
+  entry.retransmitted = false;
+  entry.expedited = false;
+  entry.counted_reply_ns = 0;
+  if (round >= entry.end_round) {
+    entry.round = entry.end_round;
+    finish_entry(e);
+    return;
+  }
+  build_data(e);
+  queue_send(e, now);
+}
+
+void WorkerEngine::miss_blocks(std::uint32_t e, std::uint64_t from_round, std::uint64_t to_round) {
+  const Operation& op = *op_;
+  const Entry& entry = entries_[e];
+  const std::size_t payload = session_.payload;
+  const std::size_t element = 4;  // int32 and float32 alike
+  for (std::uint64_t round = from_round; round < to_round && round < entry.end_round; ++round) {
+    const std::int64_t j = block_index(entry, round);
+    if (j < 0) continue;
+    const std::size_t begin =
+        plan_.block_of(e, static_cast<std::size_t>(j), entries_.size()) * payload;
+    const std::size_t valid = std::min(payload, op.count - begin);
+    // The documented semantics of a missed block: the output holds this rank's own input.
+    if (op.in != op.out) {
+      std::memcpy(op.out + begin * element, op.in + begin * element, valid * element);
+    }
+    ++stats_.blocks_missed;
+    stats_.missed.push_back({begin, begin + valid});
+    if (op.block_contributors != nullptr) op.block_contributors[begin / payload] = 0;
+  }
+}
+
+void WorkerEngine::deliver(std::uint32_t e, std::uint64_t round, const Header& h,
+                           std::span<const std::byte> payload) {
+  const Operation& op = *op_;
+  Entry& entry = entries_[e];
+  if (is_float()) entry.exponent = h.exp_next;
+  const auto world = static_cast<std::uint32_t>(session_.world_size);
+  const bool mine = ((h.bitmap >> config_.rank) & 1) != 0;
+  // Reactive fastest-K: once a round of this entry completed without a straggler, later rounds
+  // of the operation complete at the first K instead of waiting for the timeout again.
+  if (h.contributors < world && mine) entry.count_to_k = true;
+  const std::int64_t j = block_index(entry, round);
+  if (j < 0) return;  // the priming round only carries the next exponent
+  const std::size_t begin =
+      plan_.block_of(e, static_cast<std::size_t>(j), entries_.size()) * session_.payload;
+  const std::size_t valid = std::min<std::size_t>(session_.payload, op.count - begin);
+  if (h.offset != begin || h.count != valid) {
+    throw ProtocolError("rank " + std::to_string(config_.rank) + ", operation " +
+                        std::to_string(op.op_id) + ": the switch's block at slot " +
+                        std::to_string(h.slot) + " covers elements [" + std::to_string(h.offset) +
+                        ", +" + std::to_string(h.count) + ") but this rank expects [" +
+                        std::to_string(begin) + ", +" + std::to_string(valid) +
+                        "): ranks passed different element counts (size mismatch)");
+  }
+  const std::uint32_t divisor =
+      op.op == ReduceOp::avg ? std::max<std::uint32_t>(h.contributors, 1) : 1;
+  if (is_float()) {
+    quant::dequantize(payload.data(), valid, h.exp_used, session_.world_size, divisor,
+                      reinterpret_cast<float*>(op.out) + begin);
+    if (h.exp_used == protocol::kExpNonFinite) ++stats_.blocks_non_finite;
+  } else {
+    quant::int32_from_wire(payload.data(), valid, divisor,
+                           reinterpret_cast<std::int32_t*>(op.out) + begin);
+  }
+  if (op.block_contributors != nullptr) op.block_contributors[begin / session_.payload] = h.bitmap;
+  ++(h.contributors >= world ? stats_.blocks_full : stats_.blocks_partial);
+  if (mine) ++stats_.contributed;
+  if (stats_.min_contributors == 0 || h.contributors < stats_.min_contributors) {
+    stats_.min_contributors = h.contributors;
+  }
+}
+
+void WorkerEngine::handle_packet(const transport::RxPacket& packet, std::uint64_t now) {
+  if (packet.from != switch_port_) return;
+  Header h;
+  std::span<const std::byte> payload;
+  if (protocol::decode(packet.data, h, payload) != protocol::DecodeStatus::ok) return;
+  const std::optional<std::uint32_t> e = reply_entry(h, scope_);
+  if (!e) return;
+  apply(*e, classify_reply(entries_[*e].view(), h, scope_), h, payload, now);
+}
+
+void WorkerEngine::apply(std::uint32_t e, const ReplyAction& action, const Header& h,
+                         std::span<const std::byte> payload, std::uint64_t now) {
+  Entry& entry = entries_[e];
+  if (action.accepted()) entry.last_reply_ns = now;
+  const std::uint64_t round = action.round;
+  switch (action.kind) {
+    case ReplyKind::ignore:
+    case ReplyKind::keep_waiting:
+      return;
+    case ReplyKind::fail:
+      throw_error_reply(h);
+    case ReplyKind::counted_wait:
+      // The give-up clock is not restarted: the round may still never complete.
+      entry.counted_reply_ns = now;
+      return;
+    case ReplyKind::resend_now:
+      entry.counted_reply_ns = 0;
+      ++stats_.retransmissions;
+      queue_send(e, now);
+      return;
+    case ReplyKind::expedite:
+      entry.deadline_ns = now;
+      entry.expedited = true;
+      return;
+    case ReplyKind::later_operation:
+      // This entry's slot already serves a later operation: the others finished this one.
+      miss_blocks(e, entry.round, entry.end_round);
+      entry.round = entry.end_round;
+      finish_entry(e);
+      return;
+    case ReplyKind::deliver_result:
+      if (round == entry.round && !entry.retransmitted && !entry.probing) {
+        sample_rtt(now - entry.sent_ns);
+      }
+      miss_blocks(e, entry.round, round);
+      deliver(e, round, h, payload);
+      move_to(e, round + 1, now);
+      return;
+    case ReplyKind::skip_complete:
+      miss_blocks(e, entry.round, round + 1);
+      if (is_float()) entry.exponent = h.exp_next;
+      move_to(e, round + 1, now);
+      return;
+    case ReplyKind::fetch_complete:
+      // Fetch the stored result of the round the slot holds, then continue after it.
+      miss_blocks(e, entry.round, round);
+      entry.round = round;
+      entry.probing = true;
+      entry.rto_ns = initial_rto();
+      build_probe(e);
+      queue_send(e, now);
+      return;
+    case ReplyKind::join_open:
+      // The slot's round is still open: join it with the exponent its contributors use.
+      miss_blocks(e, entry.round, round);
+      if (is_float()) entry.exponent = h.exp_used;
+      move_to(e, round, now);
+      return;
+  }
+}
+
+void WorkerEngine::check_timeouts(std::uint64_t now) {
+  const std::uint64_t give_up = to_ns(config_.timeout);
+  for (std::uint32_t e = 0; e < entries_.size(); ++e) {
+    Entry& entry = entries_[e];
+    if (!entry.active || entry.deadline_ns > now) continue;
+    if (now - entry.last_reply_ns >= give_up) throw_timeout(e, now);
+    ++stats_.retransmissions;
+    entry.retransmitted = true;
+    if (entry.expedited) {
+      entry.expedited = false;  // not a timeout: no back-off
+    } else {
+      ++stats_.timeouts;
+      backoff_shift_ = std::min(backoff_shift_ + 1, 6u);
+      entry.rto_ns =
+          std::min(entry.rto_ns * 2, std::max(op_max_rto_ns_, to_ns(config_.retransmit_timeout)));
+    }
+    // Retransmit with a header-only probe: the switch answers with the result if the round is
+    // complete, or says whether it counted this rank; the payload goes again only if it did not.
+    // A skip-forward probe is already header-only.
+    if (entry.probing) {
+      queue_send(e, now);
+    } else {
+      send_retransmit_probe(e, now);
+    }
+  }
+}
+
+void WorkerEngine::throw_timeout(std::uint32_t e, std::uint64_t now) const {
+  const Entry& entry = entries_[e];
+  const std::string where = " (operation " + std::to_string(op_->op_id) + ", thread " +
+                            std::to_string(index_) + ", slot " +
+                            std::to_string(layout_.slot(index_, e, entry.round)) + ", round " +
+                            std::to_string(protocol::SlotLayout::seq_of_round(entry.round)) + ")";
+  const std::string switch_at = "the switch at " + switch_port_.to_string();
+  const std::string waited = std::to_string(config_.timeout.count()) + " ms";
+  // The switch still answers (it counted this rank within the last two probes): the round
+  // waits for other ranks, not for a dead switch.
+  const bool switch_counted_us =
+      entry.counted_reply_ns != 0 && now - entry.counted_reply_ns <= 2 * entry.rto_ns;
+  const std::string cause =
+      switch_counted_us
+          ? switch_at + " holds this rank's contribution but the round stayed open for " + waited +
+                where + ": other ranks did not send theirs; are"
+          : "no reply from " + switch_at + " for " + waited + where +
+                ": is dpa-switch running, and are";
+  throw TimeoutError("rank " + std::to_string(config_.rank) + ": " + cause +
+                     " all ranks alive and running the same operations?");
+}
+
+void WorkerEngine::throw_error_reply(const Header& h) const {
+  std::string message = "rank " + std::to_string(config_.rank) + ", operation " +
+                        std::to_string(op_->op_id) + ": the switch rejected a packet for slot " +
+                        std::to_string(h.slot) + ": " + std::string(protocol::to_string(h.error));
+  const std::string offender = "rank " + std::to_string(h.rank);
+  switch (h.error) {
+    // A poisoned round: `offset` holds the round's value, `bitmap` the offender's.
+    case protocol::ErrorCode::op_mismatch:
+      message += " (" + offender + " runs operation " + std::to_string(h.bitmap) +
+                 ", the round holds operation " + std::to_string(h.offset) +
+                 "; ranks must issue the same collectives in the same order)";
+      break;
+    case protocol::ErrorCode::length_mismatch:
+      message += " (" + offender + " passed " + std::to_string(h.bitmap) +
+                 " elements, another rank " + std::to_string(h.offset) + ")";
+      break;
+    case protocol::ErrorCode::dtype_mismatch: {
+      const auto type_name = [](std::uint64_t flags) {
+        return (flags & flag::kFloat) != 0 ? "float32" : "int32";
+      };
+      message += std::string(" (") + offender + " passed " + type_name(h.bitmap) + ", another rank " +
+                 type_name(h.offset) + ")";
+      break;
+    }
+    case protocol::ErrorCode::bad_length:
+      message += " (the session expects " + std::to_string(h.offset) + " values per packet)";
+      break;
+    case protocol::ErrorCode::k_invalid:
+      message += " (K " + std::to_string(h.k) + ", world size " + std::to_string(h.offset) + ")";
+      break;
+    case protocol::ErrorCode::session_taken_over:
+      message += " (generation " + std::to_string(h.offset) +
+                 " of another job now holds the session; this job was idle longer than the "
+                 "session's idle_timeout_ms)";
+      break;
+    default:
+      break;
+  }
+  throw ProtocolError(message);
+}
+
+}  // namespace dpa::detail

@@ -1,0 +1,138 @@
+// The protocol side of one worker thread, as a step machine: its window of W entries over its
+// slot range, and what each packet and each expired deadline does to them (send, retransmit,
+// deliver, skip forward). No thread, no transport, no clock: the caller passes the time, feeds
+// received packets in and sends the packets it queues (EngineRunner on a std::thread; a DPDK
+// lcore loop alike; the unit tests with a fake clock).
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <span>
+#include <vector>
+
+#include "dpa/config.hpp"
+#include "engine/join.hpp"
+#include "engine/operation.hpp"
+#include "engine/reply_classifier.hpp"
+#include "protocol/wire.hpp"
+#include "transport/transport.hpp"
+
+namespace dpa::detail {
+
+class WorkerEngine {
+ public:
+  WorkerEngine(std::uint32_t thread_index, const Config& config, const SessionInfo& session);
+  WorkerEngine(const WorkerEngine&) = delete;
+  WorkerEngine& operator=(const WorkerEngine&) = delete;
+
+  // Starts this thread's part of `op` (one at a time: the previous part must have finished) and
+  // queues the first packets. A part without blocks, or of an operation another part already
+  // failed, finishes at once. `op` must outlive the part.
+  void start(Operation& op, std::uint64_t now_ns);
+  // A datagram that arrived on this thread's port.
+  void on_packet(const transport::RxPacket& packet, std::uint64_t now_ns);
+  // Expired deadlines (retransmission probes, give-up) and the abort of an operation that
+  // another thread's part failed. Call after each batch of packets and when next_deadline()
+  // has passed.
+  void poll(std::uint64_t now_ns);
+  // Ends the running part with `error`, or with none of its own (null: the operation already
+  // failed elsewhere). Its rounds are consumed as if it had completed; queued packets dropped.
+  void fail(std::exception_ptr error);
+
+  // Whether a part is running; it finishes (Operation::finish_part) inside the call that
+  // completes or fails it.
+  [[nodiscard]] bool busy() const { return op_ != nullptr; }
+  // The earliest retransmission deadline of the running part (UINT64_MAX when idle).
+  [[nodiscard]] std::uint64_t next_deadline() const;
+  // Packets queued since the last clear, pointing into the engine's buffers, which stay
+  // unchanged until the next start/on_packet/poll call.
+  [[nodiscard]] std::span<const transport::TxPacket> outgoing() const { return tx_; }
+  void clear_outgoing() { tx_.clear(); }
+
+ private:
+  // A window entry: alternates between its two slots, one round at a time.
+  struct Entry {
+    std::uint64_t round = 0;      // next round of this entry (persists across operations)
+    std::uint64_t first_round = 0;  // the current operation's rounds: [first_round, end_round)
+    std::uint64_t end_round = 0;
+    std::size_t blocks = 0;       // blocks of the current operation on this entry
+    bool active = false;
+    bool probing = false;         // a SYN probe is outstanding
+    bool count_to_k = false;
+    std::int8_t exponent = protocol::kExpZero;  // negotiated exponent of the block being sent
+    std::uint64_t deadline_ns = 0;
+    std::uint64_t last_reply_ns = 0;
+    std::uint64_t rto_ns = 0;
+    std::uint64_t sent_ns = 0;    // first transmission of the current round
+    bool retransmitted = false;   // Karn: no RTT sample from a retransmitted round
+    bool expedited = false;       // resend now: a reply showed the round is already complete
+    std::uint64_t counted_reply_ns = 0;  // last probe reply saying "counted, still open" (0: none)
+    std::uint32_t packet_size = 0;
+    std::byte* packet = nullptr;  // the current data packet (or the skip-forward SYN probe)
+    std::byte* probe = nullptr;   // header-only retransmission probe for the current round
+
+    [[nodiscard]] EntryView view() const { return {active, round, end_round, probing}; }
+  };
+
+  void start_entry(std::uint32_t e, std::uint64_t now);
+  void build_data(std::uint32_t e);
+  // The one place request headers are built: the fields every request of entry e's current
+  // round shares.
+  [[nodiscard]] protocol::Header request_header(std::uint32_t e, std::uint16_t flags) const;
+  void build_probe(std::uint32_t e);
+  void send_retransmit_probe(std::uint32_t e, std::uint64_t now);
+  void queue_send(std::uint32_t e, std::uint64_t now);
+  void handle_packet(const transport::RxPacket& packet, std::uint64_t now);
+  void apply(std::uint32_t e, const ReplyAction& action, const protocol::Header& h,
+             std::span<const std::byte> payload, std::uint64_t now);
+  void deliver(std::uint32_t e, std::uint64_t round, const protocol::Header& h,
+               std::span<const std::byte> payload);
+  void miss_blocks(std::uint32_t e, std::uint64_t from_round, std::uint64_t to_round);
+  void move_to(std::uint32_t e, std::uint64_t round, std::uint64_t now);
+  void finish_entry(std::uint32_t e);
+  void check_timeouts(std::uint64_t now);
+  [[noreturn]] void throw_timeout(std::uint32_t e, std::uint64_t now) const;
+  [[noreturn]] void throw_error_reply(const protocol::Header& h) const;
+  // Completes the part when no entry is active any more.
+  void finish_if_done();
+  // Ends the part: rounds of unfinished entries are consumed, the part handed to the operation.
+  void end_part(std::exception_ptr error);
+
+  [[nodiscard]] bool is_float() const { return op_->type == DataType::float32; }
+  // Block index within the entry for a round of the current operation (-1: exponent priming).
+  [[nodiscard]] std::int64_t block_index(const Entry& entry, std::uint64_t round) const;
+
+  // Smoothed round-trip time of this thread's rounds (RFC 6298 style), which sets the first
+  // retransmission timeout of each round; the configured timeout is its floor.
+  void sample_rtt(std::uint64_t rtt_ns);
+  [[nodiscard]] std::uint64_t initial_rto() const;
+
+  const std::uint32_t index_;
+  const Config config_;
+  const SessionInfo session_;
+  const protocol::SlotLayout layout_;
+  const transport::Endpoint switch_port_;
+  const std::uint64_t max_rto_ns_;            // back-off cap when K = N
+  const std::uint64_t fastest_k_max_rto_ns_;  // cap when a slot may complete early
+  ReplyScope scope_;                          // op_id: the running operation's
+
+  std::vector<Entry> entries_;
+  std::vector<std::byte> packet_memory_;
+  std::vector<std::byte> probe_memory_;
+  std::vector<transport::TxPacket> tx_;
+  std::size_t active_entries_ = 0;
+
+  std::uint64_t srtt_ns_ = 0;
+  std::uint64_t rttvar_ns_ = 0;
+  // Karn: a timeout doubles the timeout of later rounds too, until a round completes without
+  // a retransmission and gives a fresh sample. Keeps an overloaded path from a resend storm.
+  unsigned backoff_shift_ = 0;
+
+  // The running part (op_ null when idle).
+  Operation* op_ = nullptr;
+  std::uint64_t op_max_rto_ns_ = 0;
+  BlockPlan plan_{0, 1, 0, 1};
+  OpStats stats_;
+};
+
+}  // namespace dpa::detail
