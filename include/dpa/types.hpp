@@ -27,6 +27,9 @@ struct OpStats {
   std::uint64_t blocks_partial = 0;   // results summed over fewer than N ranks (fastest-K)
   std::uint64_t blocks_missed = 0;    // blocks whose result this rank never received
   std::uint64_t blocks_non_finite = 0;  // float blocks that held NaN/Inf on some rank
+  // Float blocks of this rank's input that are finite but reach 2^126 in magnitude: they cannot
+  // be scaled into int32, travel as non-finite, and come back NaN (counted above as well).
+  std::uint64_t blocks_out_of_range = 0;
   std::uint64_t contributed = 0;      // blocks whose result includes this rank's values
   std::uint64_t retransmissions = 0;  // packets sent again after a timeout
   std::uint64_t timeouts = 0;         // retransmission timer expiries

@@ -28,6 +28,7 @@ OpStats& OpStats::operator+=(const OpStats& other) {
   blocks_partial += other.blocks_partial;
   blocks_missed += other.blocks_missed;
   blocks_non_finite += other.blocks_non_finite;
+  blocks_out_of_range += other.blocks_out_of_range;
   contributed += other.contributed;
   retransmissions += other.retransmissions;
   timeouts += other.timeouts;

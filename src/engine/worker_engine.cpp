@@ -176,7 +176,7 @@ void WorkerEngine::build_data(std::uint32_t e) {
     // Exponent priming: no values yet, only the exponent of the entry's first block.
     const std::size_t first = plan_.block_of(e, 0, window) * payload;
     h.offset = static_cast<std::uint32_t>(first);
-    h.exp_next = quant::block_exponent(in_floats + first, std::min(payload, op.count - first));
+    h.exp_next = exponent_of(in_floats + first, std::min(payload, op.count - first));
   } else {
     const std::size_t begin = plan_.block_of(e, static_cast<std::size_t>(j), window) * payload;
     valid = std::min(payload, op.count - begin);
@@ -192,7 +192,7 @@ void WorkerEngine::build_data(std::uint32_t e) {
       if (static_cast<std::size_t>(j) + 1 < entry.blocks) {
         const std::size_t next =
             plan_.block_of(e, static_cast<std::size_t>(j) + 1, window) * payload;
-        h.exp_next = quant::block_exponent(in_floats + next, std::min(payload, op.count - next));
+        h.exp_next = exponent_of(in_floats + next, std::min(payload, op.count - next));
       }
     } else {
       quant::int32_to_wire(reinterpret_cast<const std::int32_t*>(op.in) + begin, valid, values);
@@ -201,6 +201,12 @@ void WorkerEngine::build_data(std::uint32_t e) {
   std::memset(values + 4 * valid, 0, 4 * (payload - valid));
   protocol::encode(h, entry.packet);
   entry.packet_size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * payload);
+}
+
+std::int8_t WorkerEngine::exponent_of(const float* values, std::size_t n) {
+  const std::int8_t exponent = quant::block_exponent(values, n);
+  if (exponent == protocol::kExpNonFinite && quant::all_finite(values, n)) ++stats_.blocks_out_of_range;
+  return exponent;
 }
 
 Header WorkerEngine::request_header(std::uint32_t e, std::uint16_t flags) const {

@@ -76,6 +76,10 @@ std::int8_t block_exponent(const float* values, std::size_t n) {
   return static_cast<std::int8_t>(e < kExpMin ? kExpMin : e);
 }
 
+bool all_finite(const float* values, std::size_t n) {
+  return std::all_of(values, values + n, [](float v) { return std::isfinite(v); });
+}
+
 int scale_shift(std::int8_t exp, int world) { return 31 - ceil_log2(world) - exp; }
 
 std::int32_t contribution_limit(int world) { return INT32_MAX / world; }

@@ -17,6 +17,8 @@ namespace dpa::quant {
 // Exponent e of a block: the smallest e in [kExpMin, kExpMax] with |v| <= 2^e for every v;
 // kExpZero if every value is +-0; kExpNonFinite if any value is NaN, +-Inf or >= 2^kExpMax.
 std::int8_t block_exponent(const float* values, std::size_t n);
+// Whether no value is NaN or +-Inf: tells a block out of range from a non-finite one.
+bool all_finite(const float* values, std::size_t n);
 
 // log2 of the scale applied to a block with exponent `exp` when `world` ranks add it.
 int scale_shift(std::int8_t exp, int world);

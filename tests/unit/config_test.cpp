@@ -684,6 +684,7 @@ TEST(OpStats, AddSumsCountersAndMergesRanges) {
   part.blocks = 5;
   part.blocks_full = 5;
   part.blocks_non_finite = 1;
+  part.blocks_out_of_range = 1;
   part.contributed = 5;
   part.timeouts = 4;
   part.syn_probes = 6;
@@ -697,6 +698,7 @@ TEST(OpStats, AddSumsCountersAndMergesRanges) {
   EXPECT_EQ(total.blocks_partial, 1u);
   EXPECT_EQ(total.blocks_missed, 1u);
   EXPECT_EQ(total.blocks_non_finite, 1u);
+  EXPECT_EQ(total.blocks_out_of_range, 1u);
   EXPECT_EQ(total.contributed, 14u);
   EXPECT_EQ(total.retransmissions, 2u);
   EXPECT_EQ(total.timeouts, 4u);

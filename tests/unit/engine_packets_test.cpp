@@ -666,7 +666,26 @@ TEST_F(EnginePackets, FloatBlocksOfZerosAndNonFiniteValuesTravelWithReservedExpo
   for (std::size_t i = 0; i < 4; ++i) EXPECT_TRUE(std::isnan(job.out[i])) << "element " << i;
   for (std::size_t i = 4; i < 8; ++i) EXPECT_EQ(job.out[i], 0.0f) << "element " << i;
   EXPECT_EQ(stats.blocks_non_finite, 1u);
+  EXPECT_EQ(stats.blocks_out_of_range, 0u) << "a NaN is not a range problem";
   EXPECT_EQ(stats.blocks_full, 2u);
+  expect_consistent(stats);
+}
+
+TEST_F(EnginePackets, FiniteBlocksBeyondTwoToThe126AreCountedAsOutOfRange) {
+  auto job = float_job(8);  // entry 0: block 0, entry 1: block 1
+  job.in[1] = 3.0e38f;      // finite, but >= 2^126
+  auto engine = start_engine();
+  engine->submit(job.op);
+  for (std::uint32_t e = 0; e < 2; ++e) {
+    const Sent prime = take_data(slot_of(e, 0), 1);
+    EXPECT_EQ(prime.h.exp_next, e == 0 ? protocol::kExpNonFinite : prime.h.exp_next);
+    (void)answer_float(prime);
+    (void)answer_float(take_data(slot_of(e, 1), 1));
+  }
+  const OpStats stats = finish(job);
+  EXPECT_EQ(stats.blocks_out_of_range, 1u);
+  EXPECT_EQ(stats.blocks_non_finite, 1u) << "it still comes back as NaN";
+  EXPECT_TRUE(std::isnan(job.out[0]));
   expect_consistent(stats);
 }
 
