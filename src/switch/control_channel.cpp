@@ -72,7 +72,11 @@ struct ControlChannel::Client {
   std::string received;
   std::string unsent;
   Clock::time_point last_request;
-  bool closing = false;  // close once `unsent` is sent; read nothing more
+  // Closing: no more requests are read; once `unsent` is sent the write side is shut and what
+  // the client still sends is discarded until it closes, so it never loses its last reply to a
+  // reset.
+  bool closing = false;
+  bool write_shut = false;
 
   explicit Client(int connection) : fd(connection), last_request(Clock::now()) {}
   ~Client() { close(fd); }
@@ -166,14 +170,15 @@ void ControlChannel::serve() {
     polled.clear();
     polled.push_back({listener_, POLLIN, 0});
     for (const Client& client : clients) {
-      const short events = static_cast<short>((client.closing ? 0 : POLLIN) | (client.unsent.empty() ? 0 : POLLOUT));
+      const short events = static_cast<short>(POLLIN | (client.unsent.empty() ? 0 : POLLOUT));
       polled.push_back({client.fd, events, 0});
     }
     // Wake up for shutdown and for the earliest idle deadline.
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(kStopCheck);
     const auto now = Clock::now();
     for (const Client& client : clients) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(client.last_request + options_.idle_timeout - now);
+      const auto deadline = client.last_request + (client.closing ? 2 : 1) * options_.idle_timeout;
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
       wait = std::clamp(left, std::chrono::milliseconds(0), wait);
     }
     if (poll(polled.data(), polled.size(), static_cast<int>(wait.count())) < 0 && errno != EINTR) {
@@ -185,11 +190,11 @@ void ControlChannel::serve() {
     for (auto client = clients.begin(); client != clients.end(); ++entry) {
       bool keep = true;
       try {
-        if ((entry->revents & (POLLIN | POLLHUP | POLLERR)) != 0 && !client->closing) {
+        if ((entry->revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
           const ssize_t received = recv(client->fd, buffer, sizeof buffer, 0);
           if (received == 0 || (received < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
             keep = false;
-          } else if (received > 0) {
+          } else if (received > 0 && !client->closing) {
             client->received.append(buffer, static_cast<std::size_t>(received));
           }
         }
@@ -219,9 +224,12 @@ void ControlChannel::serve() {
           client->closing = true;
         }
         // A client that does not read its replies is not worth a growing buffer either.
-        keep = keep && client->flush() && client->unsent.size() <= options_.max_request_bytes &&
-               !(client->closing && client->unsent.empty());
-        // A closing client gets one idle timeout to take its last reply.
+        keep = keep && client->flush() && client->unsent.size() <= options_.max_request_bytes;
+        if (keep && client->closing && client->unsent.empty() && !client->write_shut) {
+          shutdown(client->fd, SHUT_WR);
+          client->write_shut = true;
+        }
+        // A closing client gets one more idle timeout to take its last reply and hang up.
         if (keep && client->closing && Clock::now() - client->last_request >= 2 * options_.idle_timeout) keep = false;
       } catch (const std::exception& error) {
         detail::log().error("control channel: dropping a client: {}", error.what());

@@ -490,7 +490,8 @@ TEST(SwitchJson, ShippedConfigsParseAndValidate) {
 
 TEST(SwitchJson, ReadsEveryKey) {
   const dpa::SwitchConfig config = switch_from_json(R"({
-    "switch": {"host": "0.0.0.0", "port": 0, "threads": 4, "batch": 32, "socket_buffer_bytes": 1048576},
+    "switch": {"host": "0.0.0.0", "port": 0, "threads": 4, "batch": 32, "socket_buffer_bytes": 1048576,
+               "max_sessions": 9, "max_memory_mb": 300},
     "sessions": [
       {"id": 3, "world_size": 2, "k": 1, "payload": 256, "pool_base": 100, "pool_size": 64,
        "straggler_timeout_us": 500, "workers": ["10.0.0.1:5000", "10.0.0.2"]},
@@ -503,6 +504,8 @@ TEST(SwitchJson, ReadsEveryKey) {
   EXPECT_EQ(config.threads, 4);
   EXPECT_EQ(config.batch, 32u);
   EXPECT_EQ(config.socket_buffer_bytes, 1048576);
+  EXPECT_EQ(config.max_sessions, 9u);
+  EXPECT_EQ(config.max_memory_mb, 300u);
   ASSERT_EQ(config.sessions.size(), 2u);
   const dpa::SessionConfig& first = config.sessions[0];
   EXPECT_EQ(first.id, 3u);
@@ -538,6 +541,8 @@ TEST(SwitchJson, WrongTypesAreNamed) {
       {R"({"switch": {"port": 70000}})", "switch.port: 70000 is out of range [0, 65535]"},
       {R"({"switch": {"host": 1}})", "switch.host: expected a string, got number"},
       {R"({"switch": {"batch": -1}})", "switch.batch: -1 is out of range"},
+      {R"({"switch": {"max_memory_mb": -1}})", "switch.max_memory_mb: -1 is out of range"},
+      {R"({"switch": {"max_sessions": 4294967296}})", "switch.max_sessions: 4294967296 is out of range"},
       {R"({"sessions": [{"id": "1"}]})", "sessions[0].id: expected an integer, got string"},
       {R"({"sessions": [{"straggler_timeout_us": 1.5}]})", "sessions[0].straggler_timeout_us: expected an integer"},
       {R"({"sessions": [{"workers": "10.0.0.1"}]})", "sessions[0].workers: expected an array, got string"},
@@ -616,6 +621,32 @@ TEST(SwitchValidate, EachInvalidSettingIsNamed) {
       {"switch.socket_buffer_bytes 0 must be positive", [](dpa::SwitchConfig& c) { c.socket_buffer_bytes = 0; }},
       {"session id 7 appears twice", [](dpa::SwitchConfig& c) { c.sessions.push_back(valid_session()); }},
       {"session 7: k 9", [](dpa::SwitchConfig& c) { c.sessions[0].k = 9; }},
+      {"switch.max_sessions 0 out of range [1, 65536]", [](dpa::SwitchConfig& c) { c.max_sessions = 0; }},
+      {"switch.max_sessions 65537", [](dpa::SwitchConfig& c) { c.max_sessions = 65537; }},
+      {"switch.max_memory_mb 0 out of range [1, 1048576]", [](dpa::SwitchConfig& c) { c.max_memory_mb = 0; }},
+      {"switch.max_memory_mb 1048577", [](dpa::SwitchConfig& c) { c.max_memory_mb = 1048577; }},
+      {"session 8: the switch already holds max_sessions 1 sessions",
+       [](dpa::SwitchConfig& c) {
+         c.max_sessions = 1;
+         c.sessions.push_back(valid_session());
+         c.sessions.back().id = 8;
+       }},
+      // The issue's request that aborted dpa-switch: 2^31 slots of 16320 values.
+      {"session 7: pool_size 2147483648 x payload 16320 needs 1337917",
+       [](dpa::SwitchConfig& c) {
+         c.sessions[0].pool_size = 2147483648u;
+         c.sessions[0].payload = 16320;
+       }},
+      // Each session fits alone, not both together.
+      {"session 8: pool_size 4096 x payload 2048 needs 33 MiB of slot memory, but only 15 MiB of max_memory_mb 48 "
+       "are free (lower pool_size or payload, or raise max_memory_mb)",
+       [](dpa::SwitchConfig& c) {
+         c.max_memory_mb = 48;
+         c.sessions[0].pool_size = 4096;
+         c.sessions[0].payload = 2048;
+         c.sessions.push_back(c.sessions[0]);
+         c.sessions.back().id = 8;
+       }},
   };
   for (const auto& [expected, change] : cases) {
     dpa::SwitchConfig config;
