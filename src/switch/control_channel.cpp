@@ -77,6 +77,7 @@ struct ControlChannel::Client {
   // reset.
   bool closing = false;
   bool write_shut = false;
+  bool peer_done = false;  // the client shut its write side: answer what it sent, then close
 
   explicit Client(int connection) : fd(connection), last_request(Clock::now()) {}
   ~Client() { close(fd); }
@@ -170,7 +171,7 @@ void ControlChannel::serve() {
     polled.clear();
     polled.push_back({listener_, POLLIN, 0});
     for (const Client& client : clients) {
-      const short events = static_cast<short>(POLLIN | (client.unsent.empty() ? 0 : POLLOUT));
+      const short events = static_cast<short>((client.peer_done ? 0 : POLLIN) | (client.unsent.empty() ? 0 : POLLOUT));
       polled.push_back({client.fd, events, 0});
     }
     // Wake up for shutdown and for the earliest idle deadline.
@@ -190,9 +191,11 @@ void ControlChannel::serve() {
     for (auto client = clients.begin(); client != clients.end(); ++entry) {
       bool keep = true;
       try {
-        if ((entry->revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        if ((entry->revents & (POLLIN | POLLHUP | POLLERR)) != 0 && !client->peer_done) {
           const ssize_t received = recv(client->fd, buffer, sizeof buffer, 0);
-          if (received == 0 || (received < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+          if (received == 0) {
+            client->peer_done = true;
+          } else if (received < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             keep = false;
           } else if (received > 0 && !client->closing) {
             client->received.append(buffer, static_cast<std::size_t>(received));
@@ -224,7 +227,8 @@ void ControlChannel::serve() {
           client->closing = true;
         }
         // A client that does not read its replies is not worth a growing buffer either.
-        keep = keep && client->flush() && client->unsent.size() <= options_.max_request_bytes;
+        keep = keep && client->flush() && client->unsent.size() <= options_.max_request_bytes &&
+               !(client->peer_done && client->unsent.empty());
         if (keep && client->closing && client->unsent.empty() && !client->write_shut) {
           shutdown(client->fd, SHUT_WR);
           client->write_shut = true;

@@ -72,6 +72,8 @@ class Client {
     return *reply;
   }
 
+  void finish_sending() const { shutdown(fd_, SHUT_WR); }
+
   // True when the server closed the connection (within 5 s).
   bool closed_by_server() const {
     char byte = 0;
@@ -121,6 +123,19 @@ TEST_F(ControlChannelTest, TwoClientsAreServedAtOnce) {
   ASSERT_TRUE(first_reply.has_value());
   EXPECT_EQ((*first_reply)["ok"], true);
   EXPECT_EQ(second.request(R"({"op":"sessions"})")["sessions"], json::array({5}));
+}
+
+TEST_F(ControlChannelTest, AClientThatStopsSendingGetsEveryReplyThenEndOfStream) {
+  start({});
+  Client client(port());
+  client.send_text(kAddSessionFive + std::string("\n") + R"({"op":"sessions"})" "\n");
+  client.finish_sending();
+  const auto added = client.read_reply();
+  const auto listed = client.read_reply();
+  ASSERT_TRUE(added.has_value() && listed.has_value());
+  EXPECT_EQ((*added)["ok"], true);
+  EXPECT_EQ((*listed)["sessions"], json::array({5}));
+  EXPECT_TRUE(client.closed_by_server());
 }
 
 TEST_F(ControlChannelTest, AnIdleClientDoesNotBlockAnother) {
