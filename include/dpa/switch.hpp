@@ -25,7 +25,11 @@ struct SessionConfig {
   std::uint32_t payload = 1024;  // values per packet
   std::uint32_t pool_base = 0;
   std::uint32_t pool_size = 4096;  // slots
+  // Counted in ticks of 65.536 us (rounded up); the JOIN reply reports the effective value.
   std::chrono::microseconds straggler_timeout{10000};
+  // A join generation that has sent nothing for this long (or one of whose ranks has left)
+  // no longer holds the session: another job's JOINs may then replace it.
+  std::chrono::milliseconds idle_timeout{10000};
   // One entry per rank, or a single entry that every rank may use; empty accepts any sender.
   std::vector<WorkerAddress> workers;
 
@@ -46,6 +50,9 @@ struct SwitchConfig {
   // at most max_sessions sessions holding at most max_memory_mb MiB of slots in all.
   std::uint32_t max_sessions = 256;
   std::uint64_t max_memory_mb = 1024;
+  // The straggler timer reads a clock set through set_clock() instead of the steady clock
+  // (conformance tests give every packet a time in ticks).
+  bool manual_clock = false;
   std::vector<SessionConfig> sessions;
 
   // Reads configs/softswitch.json's format; unknown keys are a ConfigError.
@@ -70,6 +77,9 @@ struct SwitchCounters {
   std::uint64_t dropped_unknown_session = 0;
   std::uint64_t dropped_unregistered = 0;
   std::uint64_t dropped_not_joined = 0;
+  std::uint64_t dropped_bad_token = 0;    // data or probes without the generation's job token
+  std::uint64_t joins_refused = 0;        // JOINs refused because another job holds the session
+  std::uint64_t leaves = 0;
 
   SwitchCounters& operator+=(const SwitchCounters& other);
   [[nodiscard]] std::string to_string() const;  // one "name value" pair per line
@@ -94,6 +104,9 @@ class SoftwareSwitch {
   void remove_session(std::uint32_t id);
   [[nodiscard]] std::vector<std::uint32_t> session_ids() const;
   void stop();
+
+  // With SwitchConfig::manual_clock: the time, in ticks, that the straggler timer reads.
+  void set_clock(std::uint32_t ticks);
 
   [[nodiscard]] std::uint16_t port() const;  // thread 0's port (the one workers are given)
   [[nodiscard]] SwitchCounters counters() const;

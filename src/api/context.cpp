@@ -19,36 +19,18 @@ class ContextImpl {
  public:
   explicit ContextImpl(const Config& config) : config_(config) {
     config_.validate();
-    const transport::Endpoint switch_endpoint =
+    switch_endpoint_ =
         transport::Endpoint::resolve(config_.switch_host, config_.switch_port, "switch_host");
-
-    std::vector<std::unique_ptr<transport::Transport>> transports;
-    std::vector<std::uint16_t> ports;
-    for (int t = 0; t < config_.threads; ++t) {
-      transport::UdpOptions options;
-      options.bind_host = config_.local_host;
-      options.bind_port =
-          config_.local_port == 0 ? 0 : static_cast<std::uint16_t>(config_.local_port + t);
-      auto udp = transport::make_udp_transport(options);
-      ports.push_back(udp->local_endpoint().port);
-      transport::FaultOptions faults = config_.faults;
-      faults.seed = config_.faults.seed + static_cast<std::uint64_t>(config_.rank) * 1000 +
-                    static_cast<std::uint64_t>(t);
-      transports.push_back(transport::with_faults(std::move(udp), faults));
-    }
-
-    session_ = join_session(config_, *transports[0], switch_endpoint, ports);
-    if (session_.world_size != config_.world_size) {
-      throw ConfigError("world_size " + std::to_string(config_.world_size) +
-                        " differs from the session's " + std::to_string(session_.world_size));
-    }
-    for (int t = 0; t < config_.threads; ++t) {
-      engines_.push_back(std::make_unique<ThreadEngine>(static_cast<std::uint32_t>(t), config_,
-                                                        session_, std::move(transports[t])));
-    }
+    connect(/*rejoin_token=*/0);
     log().info("rank {}/{} joined session {} (payload {}, {} thread(s), window {})", config_.rank,
                config_.world_size, config_.session, session_.payload, config_.threads,
                config_.window);
+  }
+
+  ~ContextImpl() {
+    for (auto& engine : engines_) engine->stop();
+    // Frees the session for the next job now rather than after the switch's idle timeout.
+    if (!engines_.empty()) leave_session(config_, session_, engines_[0]->transport(), switch_endpoint_);
   }
 
   Handle submit(const void* in, void* out, std::size_t count, DataType type,
@@ -68,6 +50,8 @@ class ContextImpl {
     auto op = std::make_shared<Operation>();
     // Op ids and queue order must match across ranks, so submissions are serialised.
     std::lock_guard lock(submit_mutex_);
+    if (rejoin_needed_.load(std::memory_order_relaxed)) rejoin();
+    op->rejoin_needed = &rejoin_needed_;
     op->in = static_cast<const std::byte*>(in);
     op->out = static_cast<std::byte*>(out);
     op->count = count;
@@ -85,6 +69,7 @@ class ContextImpl {
     }
     op->parts_remaining = static_cast<int>(engines_.size());
     for (auto& engine : engines_) engine->submit(op);
+    last_op_ = op;
     return Handle(op);
   }
 
@@ -92,11 +77,58 @@ class ContextImpl {
   [[nodiscard]] std::uint32_t payload() const { return session_.payload; }
 
  private:
+  // Binds one socket per thread, joins the session through thread 0's and starts the engines.
+  void connect(std::uint32_t rejoin_token) {
+    std::vector<std::unique_ptr<transport::Transport>> transports;
+    std::vector<std::uint16_t> ports;
+    for (int t = 0; t < config_.threads; ++t) {
+      transport::UdpOptions options;
+      options.bind_host = config_.local_host;
+      options.bind_port =
+          config_.local_port == 0 ? 0 : static_cast<std::uint16_t>(config_.local_port + t);
+      auto udp = transport::make_udp_transport(options);
+      ports.push_back(udp->local_endpoint().port);
+      transport::FaultOptions faults = config_.faults;
+      faults.seed = config_.faults.seed + static_cast<std::uint64_t>(config_.rank) * 1000 +
+                    static_cast<std::uint64_t>(t) + 100 * session_.generation;
+      transports.push_back(transport::with_faults(std::move(udp), faults));
+    }
+
+    session_ = join_session(config_, *transports[0], switch_endpoint_, ports, rejoin_token);
+    if (session_.world_size != config_.world_size) {
+      throw ConfigError("world_size " + std::to_string(config_.world_size) +
+                        " differs from the session's " + std::to_string(session_.world_size));
+    }
+    for (int t = 0; t < config_.threads; ++t) {
+      engines_.push_back(std::make_unique<ThreadEngine>(static_cast<std::uint32_t>(t), config_,
+                                                        session_, std::move(transports[t])));
+    }
+  }
+
+  // After a failed operation the ranks' round counters may disagree (a mismatch leaves them
+  // at different rounds), so every rank that saw it fail starts a new join generation, which
+  // resets the switch's slots and every rank's rounds. The current token proves to the switch
+  // that this job, not another one, asks for the new generation.
+  void rejoin() {
+    while (last_op_ && !last_op_->wait_for(std::chrono::milliseconds(100))) {
+    }
+    last_op_.reset();
+    const std::uint32_t token = session_.token;
+    engines_.clear();
+    rejoin_needed_.store(false, std::memory_order_relaxed);
+    log().info("rank {}: rejoining session {} after a failed operation", config_.rank,
+               config_.session);
+    connect(token);
+  }
+
   Config config_;
+  transport::Endpoint switch_endpoint_;
   SessionInfo session_;
   std::vector<std::unique_ptr<ThreadEngine>> engines_;
   std::mutex submit_mutex_;
   std::uint32_t next_op_id_ = 1;
+  std::atomic<bool> rejoin_needed_{false};
+  std::shared_ptr<Operation> last_op_;  // the engines run operations in submission order
 };
 
 }  // namespace detail

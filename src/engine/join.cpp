@@ -48,13 +48,18 @@ std::uint32_t random_nonce() {
                         std::to_string(2 * config.threads * config.window) +
                         " slots exceed the session's pool of " + std::to_string(expected));
     case ErrorCode::threads_mismatch:
-      throw ConfigError(who + ": ranks disagree on threads: the first ranks to join use " +
-                        std::to_string(expected) + ", a rank joined with another value (this rank: " +
-                        std::to_string(config.threads) + ")");
-    case ErrorCode::window_mismatch:
-      throw ConfigError(who + ": ranks disagree on window: the first ranks to join use " +
-                        std::to_string(expected) + ", a rank joined with another value (this rank: " +
-                        std::to_string(config.window) + ")");
+    case ErrorCode::window_mismatch: {
+      // The switch names the rank that differs from the others, its host and its value.
+      const std::string setting = reply.error == ErrorCode::threads_mismatch ? "threads" : "window";
+      const transport::Endpoint culprit{static_cast<std::uint32_t>(reply.bitmap), 0};
+      const auto value = static_cast<std::uint32_t>(reply.bitmap >> 32);
+      throw ConfigError(who + ": ranks disagree on " + setting + ": rank " +
+                        std::to_string(reply.rank) + " at " +
+                        culprit.to_string().substr(0, culprit.to_string().rfind(':')) + " uses " +
+                        std::to_string(value) + ", the other ranks " + std::to_string(expected) +
+                        " (this rank: " +
+                        std::to_string(setting == "threads" ? config.threads : config.window) + ")");
+    }
     default:
       throw ProtocolError(who + ": join rejected: " + std::string(protocol::to_string(reply.error)));
   }
@@ -64,7 +69,8 @@ std::uint32_t random_nonce() {
 
 SessionInfo join_session(const Config& config, transport::Transport& control,
                          const transport::Endpoint& switch_endpoint,
-                         const std::vector<std::uint16_t>& thread_ports) {
+                         const std::vector<std::uint16_t>& thread_ports,
+                         std::uint32_t rejoin_token) {
   protocol::JoinRequest request;
   request.nonce = random_nonce();
   request.world_size = static_cast<std::uint32_t>(config.world_size);
@@ -76,6 +82,7 @@ SessionInfo join_session(const Config& config, transport::Transport& control,
   Header header;
   header.flags = flag::kJoin;
   header.session = config.session;
+  header.token = rejoin_token;
   header.rank = static_cast<std::uint8_t>(config.rank);
   header.count = static_cast<std::uint16_t>(request.words());
   std::array<std::byte, protocol::kHeaderSize + 4 * 64> packet{};
@@ -87,9 +94,11 @@ SessionInfo join_session(const Config& config, transport::Transport& control,
 
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + config.join_timeout;
-  // JOINs are cheap and the other ranks may start late: retry often, at most every 100 ms.
-  auto retry = std::chrono::duration_cast<clock::duration>(config.retransmit_timeout);
+  // JOINs are cheap and the other ranks may start late: retry often, at least every 100 ms
+  // (the switch forgets a pending JOIN that is not repeated within a second).
   const auto max_retry = std::chrono::duration_cast<clock::duration>(std::chrono::milliseconds(100));
+  auto retry = std::min(std::chrono::duration_cast<clock::duration>(config.retransmit_timeout), max_retry);
+  std::uint32_t busy_generation = 0;  // the switch refused: another job holds the session
   std::array<transport::RxPacket, 16> received;
 
   log().debug("rank {} joining session {} at {}", config.rank, config.session,
@@ -98,6 +107,14 @@ SessionInfo join_session(const Config& config, transport::Transport& control,
   auto resend_at = clock::now() + retry;
   while (true) {
     const auto now = clock::now();
+    if (now >= deadline && busy_generation != 0) {
+      throw ConfigError("rank " + std::to_string(config.rank) + ": session " +
+                        std::to_string(config.session) + " at " + switch_endpoint.to_string() +
+                        " is in use by another job (its generation " +
+                        std::to_string(busy_generation) + " is active) for the whole " +
+                        std::to_string(config.join_timeout.count()) +
+                        " ms join timeout: use another DPA_SESSION, or stop that job");
+    }
     if (now >= deadline) {
       throw TimeoutError("rank " + std::to_string(config.rank) + ": session " +
                          std::to_string(config.session) + " at " + switch_endpoint.to_string() +
@@ -118,6 +135,10 @@ SessionInfo join_session(const Config& config, transport::Transport& control,
       std::span<const std::byte> payload;
       if (protocol::decode(received[i].data, reply, payload) != protocol::DecodeStatus::ok) continue;
       if (reply.session != config.session || !reply.has(flag::kJoin)) continue;
+      if (reply.has(flag::kError) && reply.error == ErrorCode::session_busy) {
+        busy_generation = reply.offset;  // keep asking: the session frees when that job ends
+        continue;
+      }
       if (reply.has(flag::kError)) throw_join_error(config, reply, switch_endpoint);
       protocol::JoinReply answer;
       if (!reply.has(flag::kResult) || !protocol::decode(payload, answer)) continue;
@@ -125,9 +146,11 @@ SessionInfo join_session(const Config& config, transport::Transport& control,
       info.payload = answer.payload;
       info.world_size = static_cast<int>(answer.world_size);
       info.k_default = static_cast<std::uint8_t>(answer.k_default);
-      info.straggler_timeout = std::chrono::microseconds(answer.straggler_timeout_us);
+      info.straggler_timeout = std::chrono::microseconds(
+          protocol::ticks_to_us(answer.straggler_timeout_ticks));
       info.pool_base = answer.pool_base;
       info.generation = answer.generation;
+      info.token = answer.token;
       for (std::uint32_t p = 0; p < answer.switch_ports; ++p) {
         info.switch_ports.push_back({switch_endpoint.address, answer.ports[p]});
       }
@@ -136,6 +159,20 @@ SessionInfo join_session(const Config& config, transport::Transport& control,
       return info;
     }
   }
+}
+
+void leave_session(const Config& config, const SessionInfo& session, transport::Transport& control,
+                   const transport::Endpoint& switch_endpoint) {
+  Header header;
+  header.flags = flag::kLeave;
+  header.session = config.session;
+  header.token = session.token;
+  header.rank = static_cast<std::uint8_t>(config.rank);
+  std::array<std::byte, protocol::kHeaderSize> packet{};
+  protocol::encode(header, packet.data());
+  const transport::TxPacket leave{packet.data(), static_cast<std::uint32_t>(packet.size()),
+                                  switch_endpoint};
+  control.send({&leave, 1});
 }
 
 }  // namespace dpa::detail

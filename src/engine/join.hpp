@@ -20,14 +20,23 @@ struct SessionInfo {
   std::chrono::microseconds straggler_timeout{0};
   std::uint32_t pool_base = 0;
   std::uint32_t generation = 0;
+  std::uint32_t token = 0;  // job token: every request carries it, every reply must
   std::vector<transport::Endpoint> switch_ports;  // worker thread t uses [t % size()]
 };
 
 // Sends JOIN from `control` (thread 0's transport) and waits for the switch's answer.
-// Throws ConfigError when the switch rejects the configuration (naming the setting) and
-// TimeoutError when not every rank joined within config.join_timeout.
+// `rejoin_token` is the current generation's token when the ranks rejoin after a failed
+// operation (0 for a first join). Throws ConfigError when the switch rejects the
+// configuration (naming the setting) and TimeoutError when not every rank joined within
+// config.join_timeout.
 SessionInfo join_session(const Config& config, transport::Transport& control,
                          const transport::Endpoint& switch_endpoint,
-                         const std::vector<std::uint16_t>& thread_ports);
+                         const std::vector<std::uint16_t>& thread_ports,
+                         std::uint32_t rejoin_token = 0);
+
+// Tells the switch that this rank leaves its generation, so another job may use the session
+// at once instead of after the session's idle timeout. Best effort: one datagram.
+void leave_session(const Config& config, const SessionInfo& session, transport::Transport& control,
+                   const transport::Endpoint& switch_endpoint);
 
 }  // namespace dpa::detail

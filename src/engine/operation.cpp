@@ -6,6 +6,7 @@ void Operation::finish_part(const OpStats& part, std::exception_ptr part_error) 
   std::lock_guard lock(mutex_);
   stats_ += part;
   if (part_error && !error_) error_ = part_error;
+  if (part_error && rejoin_needed != nullptr) rejoin_needed->store(true, std::memory_order_relaxed);
   if (--parts_remaining == 0) {
     stats_.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - submitted).count();

@@ -2,6 +2,7 @@
 // how the threads' results come together.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -25,6 +26,9 @@ struct Operation {
   bool preemptive = false;
   std::uint64_t* block_contributors = nullptr;  // optional, one bitmap per block
   std::chrono::steady_clock::time_point submitted;
+  // The context's flag: a failed part sets it, and the context rejoins the session before its
+  // next operation, because the ranks' round counters may no longer line up.
+  std::atomic<bool>* rejoin_needed = nullptr;
 
   // Called by each engine thread when its part is done (error empty on success); the last one
   // completes the operation.

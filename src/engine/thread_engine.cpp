@@ -58,13 +58,15 @@ ThreadEngine::ThreadEngine(std::uint32_t thread_index, const Config& config,
   thread_ = std::thread([this] { run(); });
 }
 
-ThreadEngine::~ThreadEngine() {
+ThreadEngine::~ThreadEngine() { stop(); }
+
+void ThreadEngine::stop() {
   {
     std::lock_guard lock(queue_mutex_);
     stop_.store(true, std::memory_order_relaxed);
   }
   queue_ready_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void ThreadEngine::submit(std::shared_ptr<Operation> op) {
@@ -227,7 +229,9 @@ Header ThreadEngine::request_header(const Operation& op, std::uint32_t e, std::u
   Header h;
   h.flags = static_cast<std::uint16_t>(flags | (is_float(op) ? flag::kFloat : 0));
   h.session = config_.session;
+  h.token = session_.token;
   h.op_id = op.op_id;
+  h.op_length = static_cast<std::uint32_t>(op.count);
   h.slot = layout_.slot(index_, e, entry.round);
   h.seq = protocol::SlotLayout::seq_of_round(entry.round);
   h.rank = static_cast<std::uint8_t>(config_.rank);
@@ -353,7 +357,7 @@ void ThreadEngine::handle_packet(Operation& op, const transport::RxPacket& packe
   Header h;
   std::span<const std::byte> payload;
   if (protocol::decode(packet.data, h, payload) != protocol::DecodeStatus::ok) return;
-  if (h.session != config_.session || h.has(flag::kJoin)) return;
+  if (h.session != config_.session || h.token != session_.token || h.has(flag::kJoin)) return;
   if (h.slot < slot_base_ || h.slot - slot_base_ >= entries_.size() * 2) return;
   const std::uint32_t e = (h.slot - slot_base_) / 2;
   const std::uint32_t parity = (h.slot - slot_base_) & 1;
@@ -488,17 +492,36 @@ void ThreadEngine::fail_on_error_reply(const Operation& op, const Header& h) con
   std::string message = "rank " + std::to_string(config_.rank) + ", operation " +
                         std::to_string(op.op_id) + ": the switch rejected a packet for slot " +
                         std::to_string(h.slot) + ": " + std::string(protocol::to_string(h.error));
+  const std::string offender = "rank " + std::to_string(h.rank);
   switch (h.error) {
+    // A poisoned round: `offset` holds the round's value, `bitmap` the offender's.
     case protocol::ErrorCode::op_mismatch:
-      message += " (this rank runs operation " + std::to_string(h.op_id) +
-                 ", the slot holds operation " + std::to_string(h.offset) +
+      message += " (" + offender + " runs operation " + std::to_string(h.bitmap) +
+                 ", the round holds operation " + std::to_string(h.offset) +
                  "; ranks must issue the same collectives in the same order)";
       break;
+    case protocol::ErrorCode::length_mismatch:
+      message += " (" + offender + " passed " + std::to_string(h.bitmap) +
+                 " elements, another rank " + std::to_string(h.offset) + ")";
+      break;
+    case protocol::ErrorCode::dtype_mismatch: {
+      const auto type_name = [](std::uint64_t flags) {
+        return (flags & flag::kFloat) != 0 ? "float32" : "int32";
+      };
+      message += std::string(" (") + offender + " passed " + type_name(h.bitmap) + ", another rank " +
+                 type_name(h.offset) + ")";
+      break;
+    }
     case protocol::ErrorCode::bad_length:
       message += " (the session expects " + std::to_string(h.offset) + " values per packet)";
       break;
     case protocol::ErrorCode::k_invalid:
       message += " (K " + std::to_string(h.k) + ", world size " + std::to_string(h.offset) + ")";
+      break;
+    case protocol::ErrorCode::session_taken_over:
+      message += " (generation " + std::to_string(h.offset) +
+                 " of another job now holds the session; this job was idle longer than the "
+                 "session's idle_timeout_ms)";
       break;
     default:
       break;

@@ -28,6 +28,10 @@ class ThreadEngine {
   ThreadEngine& operator=(const ThreadEngine&) = delete;
 
   void submit(std::shared_ptr<Operation> op);
+  // Stops the thread once its current operation ends; the transport stays open.
+  void stop();
+  // Thread 0's transport also carries the context's JOIN and LEAVE. Only after stop().
+  [[nodiscard]] transport::Transport& transport() { return *transport_; }
 
  private:
   // A window entry: alternates between its two slots, one round at a time.

@@ -21,7 +21,10 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::not_joined: return "rank has not joined the session";
     case ErrorCode::k_invalid: return "K outside 1..world size";
     case ErrorCode::bad_length: return "packet length does not match the session's payload size";
-    case ErrorCode::dtype_mismatch: return "ranks disagree on the data type of a slot";
+    case ErrorCode::dtype_mismatch: return "ranks disagree on the data type of an operation";
+    case ErrorCode::length_mismatch: return "ranks disagree on the element count of an operation";
+    case ErrorCode::session_busy: return "the session is in use by another job";
+    case ErrorCode::session_taken_over: return "the session was taken over by a new job";
   }
   return "unknown error code";
 }
@@ -29,10 +32,11 @@ std::string_view to_string(ErrorCode code) {
 std::string_view to_string(DecodeStatus status) {
   switch (status) {
     case DecodeStatus::ok: return "ok";
-    case DecodeStatus::too_short: return "shorter than the 40-byte header";
+    case DecodeStatus::too_short: return "shorter than the 48-byte header";
     case DecodeStatus::bad_version: return "unsupported protocol version";
     case DecodeStatus::unknown_flags: return "unknown flag bits set";
     case DecodeStatus::reserved_nonzero: return "reserved byte is not zero";
+    case DecodeStatus::error_flag_mismatch: return "error code and ERROR flag disagree";
     case DecodeStatus::rank_out_of_range: return "rank >= 64";
     case DecodeStatus::bad_payload_length: return "payload length is not a whole number of 32-bit words";
     case DecodeStatus::count_exceeds_payload: return "count exceeds the payload carried";
@@ -45,18 +49,20 @@ void encode(const Header& h, std::byte* out) {
   out[1] = std::byte{static_cast<std::uint8_t>(h.error)};
   store_be16(out + 2, h.flags);
   store_be32(out + 4, h.session);
-  store_be32(out + 8, h.op_id);
-  store_be32(out + 12, h.slot);
-  store_be32(out + 16, h.seq);
-  store_be32(out + 20, h.offset);
-  store_be16(out + 24, h.count);
-  out[26] = std::byte{h.rank};
-  out[27] = std::byte{h.k};
-  out[28] = std::byte{h.contributors};
-  out[29] = static_cast<std::byte>(h.exp_used);
-  out[30] = static_cast<std::byte>(h.exp_next);
-  out[31] = std::byte{0};
-  store_be64(out + 32, h.bitmap);
+  store_be32(out + 8, h.token);
+  store_be32(out + 12, h.op_id);
+  store_be32(out + 16, h.slot);
+  store_be32(out + 20, h.seq);
+  store_be32(out + 24, h.offset);
+  store_be32(out + 28, h.op_length);
+  store_be16(out + 32, h.count);
+  out[34] = std::byte{h.rank};
+  out[35] = std::byte{h.k};
+  out[36] = std::byte{h.contributors};
+  out[37] = std::byte{exp_to_wire(h.exp_used)};
+  out[38] = std::byte{exp_to_wire(h.exp_next)};
+  out[39] = std::byte{0};
+  store_be64(out + 40, h.bitmap);
 }
 
 DecodeStatus decode(std::span<const std::byte> datagram, Header& h,
@@ -68,20 +74,23 @@ DecodeStatus decode(std::span<const std::byte> datagram, Header& h,
   h.error = static_cast<ErrorCode>(std::to_integer<std::uint8_t>(in[1]));
   h.flags = load_be16(in + 2);
   if ((h.flags & ~flag::kKnown) != 0) return DecodeStatus::unknown_flags;
-  if (in[31] != std::byte{0}) return DecodeStatus::reserved_nonzero;
+  if (in[39] != std::byte{0}) return DecodeStatus::reserved_nonzero;
+  if ((h.error != ErrorCode::none) != h.has(flag::kError)) return DecodeStatus::error_flag_mismatch;
   h.session = load_be32(in + 4);
-  h.op_id = load_be32(in + 8);
-  h.slot = load_be32(in + 12);
-  h.seq = load_be32(in + 16);
-  h.offset = load_be32(in + 20);
-  h.count = load_be16(in + 24);
-  h.rank = std::to_integer<std::uint8_t>(in[26]);
+  h.token = load_be32(in + 8);
+  h.op_id = load_be32(in + 12);
+  h.slot = load_be32(in + 16);
+  h.seq = load_be32(in + 20);
+  h.offset = load_be32(in + 24);
+  h.op_length = load_be32(in + 28);
+  h.count = load_be16(in + 32);
+  h.rank = std::to_integer<std::uint8_t>(in[34]);
   if (h.rank >= kMaxWorld) return DecodeStatus::rank_out_of_range;
-  h.k = std::to_integer<std::uint8_t>(in[27]);
-  h.contributors = std::to_integer<std::uint8_t>(in[28]);
-  h.exp_used = static_cast<std::int8_t>(in[29]);
-  h.exp_next = static_cast<std::int8_t>(in[30]);
-  h.bitmap = load_be64(in + 32);
+  h.k = std::to_integer<std::uint8_t>(in[35]);
+  h.contributors = std::to_integer<std::uint8_t>(in[36]);
+  h.exp_used = exp_from_wire(std::to_integer<std::uint8_t>(in[37]));
+  h.exp_next = exp_from_wire(std::to_integer<std::uint8_t>(in[38]));
+  h.bitmap = load_be64(in + 40);
 
   const std::size_t body = datagram.size() - kHeaderSize;
   if (body % 4 != 0) return DecodeStatus::bad_payload_length;
@@ -117,28 +126,30 @@ bool decode(std::span<const std::byte> payload, JoinRequest& r) {
 }
 
 void encode(const JoinReply& r, std::byte* out) {
-  const std::uint32_t words[8] = {r.payload,   r.world_size, r.k_default,  r.straggler_timeout_us,
-                                  r.pool_base, r.pool_size,  r.generation, r.switch_ports};
-  for (std::size_t i = 0; i < 8; ++i) store_be32(out + 4 * i, words[i]);
+  const std::uint32_t words[9] = {r.payload,   r.world_size, r.k_default,
+                                  r.straggler_timeout_ticks,   r.pool_base,
+                                  r.pool_size, r.generation, r.token,     r.switch_ports};
+  for (std::size_t i = 0; i < 9; ++i) store_be32(out + 4 * i, words[i]);
   for (std::uint32_t i = 0; i < (r.switch_ports + 1) / 2 * 2; ++i) {
-    store_be16(out + 32 + 2 * i, i < r.switch_ports ? r.ports[i] : std::uint16_t{0});
+    store_be16(out + 36 + 2 * i, i < r.switch_ports ? r.ports[i] : std::uint16_t{0});
   }
 }
 
 bool decode(std::span<const std::byte> payload, JoinReply& r) {
-  if (payload.size() < 32) return false;
+  if (payload.size() < 36) return false;
   const std::byte* in = payload.data();
   r.payload = load_be32(in + 0);
   r.world_size = load_be32(in + 4);
   r.k_default = load_be32(in + 8);
-  r.straggler_timeout_us = load_be32(in + 12);
+  r.straggler_timeout_ticks = load_be32(in + 12);
   r.pool_base = load_be32(in + 16);
   r.pool_size = load_be32(in + 20);
   r.generation = load_be32(in + 24);
-  r.switch_ports = load_be32(in + 28);
+  r.token = load_be32(in + 28);
+  r.switch_ports = load_be32(in + 32);
   if (r.switch_ports == 0 || r.switch_ports > kMaxThreads) return false;
   if (payload.size() < r.words() * 4) return false;
-  for (std::uint32_t i = 0; i < r.switch_ports; ++i) r.ports[i] = load_be16(in + 32 + 2 * i);
+  for (std::uint32_t i = 0; i < r.switch_ports; ++i) r.ports[i] = load_be16(in + 36 + 2 * i);
   return true;
 }
 

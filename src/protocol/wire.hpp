@@ -9,15 +9,39 @@
 
 namespace dpa::protocol {
 
-inline constexpr std::uint8_t kVersion = 1;
-inline constexpr std::size_t kHeaderSize = 40;
+inline constexpr std::uint8_t kVersion = 2;
+inline constexpr std::size_t kHeaderSize = 48;
 inline constexpr std::uint16_t kDefaultPort = 4242;
 inline constexpr int kMaxWorld = 64;    // bitmap width; the Tofino program supports 32
 inline constexpr int kMaxThreads = 64;  // worker threads per rank (ports listed in JOIN)
 // Largest payload (values per packet) that fits a UDP datagram over loopback.
 inline constexpr std::uint32_t kMaxPayload = 16 * 1024 - 64;
 
+// The straggler timer counts ticks of 2^16 ns (65.536 us): a 32-bit slice of Tofino's 48-bit
+// nanosecond timestamp, which is what one register cell holds. The software switch uses the
+// same ticks so both complete a round on the same packet.
+inline constexpr unsigned kTickShift = 16;
+[[nodiscard]] constexpr std::uint32_t ticks_of_ns(std::uint64_t ns) {
+  return static_cast<std::uint32_t>(ns >> kTickShift);
+}
+// A timeout in ticks: the smallest tick count not shorter than `us`.
+[[nodiscard]] constexpr std::uint32_t timeout_ticks(std::uint64_t us) {
+  return static_cast<std::uint32_t>((us * 1000 + (std::uint64_t{1} << kTickShift) - 1) >> kTickShift);
+}
+[[nodiscard]] constexpr std::uint64_t ticks_to_us(std::uint32_t ticks) {
+  return (std::uint64_t{ticks} << kTickShift) / 1000;
+}
+
+[[nodiscard]] constexpr std::uint8_t exp_to_wire(std::int8_t e) {
+  return static_cast<std::uint8_t>(static_cast<std::uint8_t>(e) ^ 0x80u);
+}
+[[nodiscard]] constexpr std::int8_t exp_from_wire(std::uint8_t code) {
+  return static_cast<std::int8_t>(static_cast<std::uint8_t>(code ^ 0x80u));
+}
+
 // Block exponents travel as int8. Two values are reserved.
+// On the wire and in switch registers an exponent travels biased by 128 (e ^ 0x80), so an
+// all-zero register reads as kExpZero and an unsigned byte maximum is the signed maximum.
 inline constexpr std::int8_t kExpZero = -128;      // every value of the block is zero
 inline constexpr std::int8_t kExpNonFinite = 127;  // the block holds NaN or +-Inf
 inline constexpr int kExpMin = -96;                // smallest exponent used for scaling
@@ -33,7 +57,11 @@ inline constexpr std::uint16_t kCountToK = 0x0020;    // complete this round at 
 inline constexpr std::uint16_t kJoin = 0x0040;        // session join (control plane)
 inline constexpr std::uint16_t kComplete = 0x0080;    // in OLD/SYN replies: the slot's round is complete
 inline constexpr std::uint16_t kFloat = 0x0100;       // payload is block-floating-point fp32
-inline constexpr std::uint16_t kKnown = 0x01ff;
+inline constexpr std::uint16_t kLeave = 0x0200;       // a rank leaves its join generation
+inline constexpr std::uint16_t kKnown = 0x03ff;
+// Flags only the switch sets: a request carrying one is malformed, so a reply looped back to
+// the switch can never act as a request.
+inline constexpr std::uint16_t kReplyOnly = kResult | kRetransmit | kOld | kError | kComplete;
 }  // namespace flag
 
 enum class ErrorCode : std::uint8_t {
@@ -53,6 +81,9 @@ enum class ErrorCode : std::uint8_t {
   k_invalid = 13,
   bad_length = 14,
   dtype_mismatch = 15,
+  length_mismatch = 16,
+  session_busy = 17,
+  session_taken_over = 18,
 };
 std::string_view to_string(ErrorCode code);
 
@@ -62,10 +93,12 @@ struct Header {
   ErrorCode error = ErrorCode::none;
   std::uint16_t flags = 0;
   std::uint32_t session = 0;
+  std::uint32_t token = 0;   // job token of the join generation (0 in a first JOIN)
   std::uint32_t op_id = 0;   // per-communicator operation counter, equal on every rank
   std::uint32_t slot = 0;    // absolute switch slot index
   std::uint32_t seq = 0;     // per-slot round number; the first use of a slot is 1
   std::uint32_t offset = 0;  // element offset of the block within the operation
+  std::uint32_t op_length = 0;  // elements of the whole operation (data packets)
   std::uint16_t count = 0;   // data: valid values; control: payload length in 32-bit words
   std::uint8_t rank = 0;
   std::uint8_t k = 0;             // request: fastest-K target (0: session default)
@@ -76,9 +109,10 @@ struct Header {
 
   [[nodiscard]] bool has(std::uint16_t f) const { return (flags & f) != 0; }
   [[nodiscard]] bool is_control() const { return has(flag::kJoin) || has(flag::kError); }
+  [[nodiscard]] bool is_probe() const { return has(flag::kSyn); }
 };
 
-// Writes the 40 header bytes.
+// Writes the kHeaderSize header bytes.
 void encode(const Header& header, std::byte* out);
 
 enum class DecodeStatus : std::uint8_t {
@@ -87,6 +121,7 @@ enum class DecodeStatus : std::uint8_t {
   bad_version,
   unknown_flags,
   reserved_nonzero,
+  error_flag_mismatch,  // an error code without the ERROR flag, or the flag without a code
   rank_out_of_range,
   bad_payload_length,
   count_exceeds_payload,
@@ -113,14 +148,15 @@ struct JoinReply {
   std::uint32_t payload = 0;
   std::uint32_t world_size = 0;
   std::uint32_t k_default = 0;
-  std::uint32_t straggler_timeout_us = 0;
+  std::uint32_t straggler_timeout_ticks = 0;  // the effective timeout, in ticks
   std::uint32_t pool_base = 0;
   std::uint32_t pool_size = 0;
   std::uint32_t generation = 0;
+  std::uint32_t token = 0;         // job token every request and reply of the generation carries
   std::uint32_t switch_ports = 0;  // worker thread t talks to ports[t % switch_ports]
   std::uint16_t ports[kMaxThreads] = {};
 
-  [[nodiscard]] std::size_t words() const { return 8 + (switch_ports + 1) / 2; }
+  [[nodiscard]] std::size_t words() const { return 9 + (switch_ports + 1) / 2; }
 };
 
 void encode(const JoinRequest& request, std::byte* out);  // request.words() * 4 bytes

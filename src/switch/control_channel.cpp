@@ -151,7 +151,15 @@ std::string ControlChannel::handle(const std::string& request) {
     }
     if (op == "sessions") return json{{"ok", true}, {"sessions", switch_.session_ids()}}.dump();
     if (op == "counters") return json{{"ok", true}, {"counters", counters_json(switch_.counters())}}.dump();
-    return failure("unknown op \"" + op + "\" (add_session, remove_session, sessions, counters)");
+    if (op == "set_clock") {
+      if (!message.contains("ticks") || !message["ticks"].is_number_unsigned() ||
+          message["ticks"].get<std::uint64_t>() > 0xffffffffu) {
+        return failure("set_clock needs \"ticks\", an integer in [0, 2^32)");
+      }
+      switch_.set_clock(message["ticks"].get<std::uint32_t>());
+      return json{{"ok", true}}.dump();
+    }
+    return failure("unknown op \"" + op + "\" (add_session, remove_session, sessions, counters, set_clock)");
   } catch (const json::exception& error) {
     return failure(std::string("invalid request: ") + error.what());
   } catch (const Error& error) {

@@ -6,6 +6,7 @@
 //   {"op": "remove_session", "id": 2}                                  -> {"ok": true}
 //   {"op": "sessions"}                                 -> {"ok": true, "sessions": [1, 2]}
 //   {"op": "counters"}                                 -> {"ok": true, "counters": {...}}
+//   {"op": "set_clock", "ticks": 7}    -> {"ok": true} (SwitchConfig::manual_clock)
 //   anything else                                      -> {"ok": false, "error": "..."}
 //
 // One thread serves every client with poll() over non-blocking sockets, so a slow or idle

@@ -31,6 +31,9 @@ constexpr std::array kCounterFields{
     CounterField{"dropped_unknown_session", &SwitchCounters::dropped_unknown_session},
     CounterField{"dropped_unregistered", &SwitchCounters::dropped_unregistered},
     CounterField{"dropped_not_joined", &SwitchCounters::dropped_not_joined},
+    CounterField{"dropped_bad_token", &SwitchCounters::dropped_bad_token},
+    CounterField{"joins_refused", &SwitchCounters::joins_refused},
+    CounterField{"leaves", &SwitchCounters::leaves},
 };
 // A counter added to the struct but not to the list above would be silently skipped.
 static_assert(sizeof(SwitchCounters) == kCounterFields.size() * sizeof(std::uint64_t));

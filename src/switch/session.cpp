@@ -1,21 +1,47 @@
 #include "switch/session.hpp"
 
 #include <algorithm>
+#include <map>
+#include <random>
 
 namespace dpa::sw {
 
 using protocol::ErrorCode;
 
-Session::Session(const SessionConfig& config)
-    : config_(config),
-      slots_(config.pool_size),
-      values_(static_cast<std::size_t>(config.pool_size) * config.payload) {
+namespace {
+
+// A pending JOIN that its rank has not repeated for this long is forgotten: live ranks resend
+// theirs at least every 100 ms, so only strays and dead ranks expire.
+constexpr std::uint64_t kPendingJoinTtlNs = 1'000'000'000;
+
+JoinOutcome make_outcome(JoinOutcome::Kind kind, ErrorCode error = ErrorCode::none,
+                         std::uint32_t expected = 0, const Membership* members = nullptr) {
+  JoinOutcome outcome;
+  outcome.kind = kind;
+  outcome.error = error;
+  outcome.expected = expected;
+  outcome.members = members;
+  return outcome;
+}
+
+}  // namespace
+
+const Identity* Membership::identify(const transport::Endpoint& from) const {
+  const std::uint64_t key = Identity::key_of(from);
+  const auto found = std::lower_bound(identities.begin(), identities.end(), key,
+                                      [](const Identity& row, std::uint64_t k) { return row.key < k; });
+  return found != identities.end() && found->key == key ? &*found : nullptr;
+}
+
+Session::Session(const SessionConfig& config) : config_(config) {
   config_.validate();
+  slots_.resize(config_.pool_size);
+  values_.resize(static_cast<std::size_t>(config_.pool_size) * config_.payload);
   limits_.world_size = static_cast<std::uint8_t>(config.world_size);
   limits_.k = static_cast<std::uint8_t>(config.k == 0 ? config.world_size : config.k);
   limits_.payload = config.payload;
-  limits_.straggler_timeout_ns =
-      static_cast<std::uint64_t>(std::chrono::nanoseconds(config.straggler_timeout).count());
+  limits_.straggler_timeout_ticks =
+      protocol::timeout_ticks(static_cast<std::uint64_t>(config.straggler_timeout.count()));
   for (const WorkerAddress& worker : config.workers) {
     registered_.push_back(transport::Endpoint::resolve(
         worker.host, worker.port, "session " + std::to_string(config.id) + " worker"));
@@ -32,69 +58,160 @@ bool Session::registered(std::uint32_t rank, const transport::Endpoint& from,
          (!check_port || allowed.port == 0 || allowed.port == from.port);
 }
 
-JoinOutcome Session::reject_all(ErrorCode code, std::uint32_t expected) {
-  rejected_ = pending_;
-  pending_ = Membership{};
-  return {JoinOutcome::Kind::reject_all, code, expected, &rejected_};
+bool Session::registered_host(std::uint32_t address) const {
+  return registered_.empty() ||
+         std::any_of(registered_.begin(), registered_.end(),
+                     [address](const transport::Endpoint& worker) { return worker.address == address; });
 }
 
-JoinOutcome Session::join(const protocol::Header& header, const protocol::JoinRequest& request,
-                          const transport::Endpoint& from) {
-  using Kind = JoinOutcome::Kind;
-  const std::uint32_t rank = header.rank;
-  const std::uint64_t bit = std::uint64_t{1} << rank;
+bool Session::held(const Membership& current, std::uint64_t now_ns) const {
+  if (current.left.load(std::memory_order_relaxed)) return false;
+  const std::uint64_t active = current.last_active_ns.load(std::memory_order_relaxed);
+  const auto idle = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(config_.idle_timeout).count());
+  return now_ns < active || now_ns - active < idle;
+}
 
-  if (request.world_size != static_cast<std::uint32_t>(config_.world_size)) {
-    return {Kind::reject_sender, ErrorCode::world_size_mismatch,
-            static_cast<std::uint32_t>(config_.world_size)};
+void Session::expire_pending(std::uint64_t now_ns) {
+  for (PendingJoin& pending : pending_) {
+    if (pending.present && now_ns - pending.last_seen_ns > kPendingJoinTtlNs) pending = PendingJoin{};
   }
-  if (request.payload != 0 && request.payload != config_.payload) {
-    return {Kind::reject_sender, ErrorCode::payload_mismatch, config_.payload};
+}
+
+std::uint32_t Session::fresh_token(std::uint32_t previous) {
+  static thread_local std::mt19937 generator{std::random_device{}()};
+  std::uint32_t token = 0;
+  while (token == 0 || token == previous) token = static_cast<std::uint32_t>(generator());
+  return token;
+}
+
+JoinOutcome Session::reject_disagreement(ErrorCode code, std::uint32_t PendingJoin::*field) {
+  // The value most ranks use is the reference (the lowest rank's on a tie); the first rank
+  // that differs is named, so the message points at the misconfigured host.
+  std::map<std::uint32_t, int> votes;
+  for (const PendingJoin& pending : pending_) {
+    if (pending.present) ++votes[pending.*field];
   }
-  if (request.window == 0 ||
-      std::uint64_t{request.threads} * 2 * request.window > config_.pool_size) {
-    return {Kind::reject_sender, ErrorCode::pool_too_small, config_.pool_size};
+  std::uint32_t reference = 0;
+  int best = 0;
+  for (const PendingJoin& pending : pending_) {
+    if (pending.present && votes[pending.*field] > best) {
+      best = votes[pending.*field];
+      reference = pending.*field;
+    }
+  }
+  JoinOutcome outcome = make_outcome(JoinOutcome::Kind::reject_all, code, reference);
+  bool named = false;
+  for (std::uint32_t r = 0; r < pending_.size(); ++r) {
+    const PendingJoin& pending = pending_[r];
+    if (!pending.present) continue;
+    outcome.notify.push_back({pending.from.address, pending.ports[0]});
+    if (!named && pending.*field != reference) {
+      named = true;
+      outcome.culprit_rank = static_cast<std::uint8_t>(r);
+      outcome.culprit_address = pending.from.address;
+      outcome.culprit_value = pending.*field;
+    }
+  }
+  pending_.fill(PendingJoin{});
+  return outcome;
+}
+
+JoinOutcome Session::complete_join(std::uint64_t now_ns) {
+  const auto world = static_cast<std::uint32_t>(config_.world_size);
+  for (std::uint32_t r = 0; r < world; ++r) {
+    if (!pending_[r].present || !pending_[r].confirmed) return make_outcome(JoinOutcome::Kind::waiting);
+  }
+  for (std::uint32_t r = 1; r < world; ++r) {
+    if (pending_[r].threads != pending_[0].threads) {
+      return reject_disagreement(ErrorCode::threads_mismatch, &PendingJoin::threads);
+    }
+  }
+  for (std::uint32_t r = 1; r < world; ++r) {
+    if (pending_[r].window != pending_[0].window) {
+      return reject_disagreement(ErrorCode::window_mismatch, &PendingJoin::window);
+    }
   }
 
   const Membership* current = membership();
-  if (current != nullptr && current->has(rank) && current->nonces[rank] == request.nonce) {
-    return {Kind::ack_sender, ErrorCode::none, 0, current};
-  }
-
-  if ((pending_.joined & bit) != 0) {
-    if (pending_.nonces[rank] == request.nonce) return {Kind::waiting};
-    // The rank restarted while the join was under way: the ranks waiting so far belong to the
-    // old attempt, so start over from this request.
-    pending_ = Membership{};
-  }
-  if (pending_.joined == 0) {
-    pending_.threads = request.threads;
-    pending_.window = request.window;
-  } else if (request.threads != pending_.threads) {
-    pending_.joined |= bit;
-    pending_.endpoints[rank][0] = from;
-    return reject_all(ErrorCode::threads_mismatch, pending_.threads);
-  } else if (request.window != pending_.window) {
-    pending_.joined |= bit;
-    pending_.endpoints[rank][0] = from;
-    return reject_all(ErrorCode::window_mismatch, pending_.window);
-  }
-
-  pending_.joined |= bit;
-  pending_.nonces[rank] = request.nonce;
-  for (std::uint32_t t = 0; t < request.threads; ++t) {
-    pending_.endpoints[rank][t] = {from.address, request.ports[t]};
-  }
-  const std::uint64_t everyone =
-      config_.world_size == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << config_.world_size) - 1;
-  if (pending_.joined != everyone) return {Kind::waiting};
-
-  auto members = std::make_unique<Membership>(pending_);
+  auto members = std::make_unique<Membership>();
   members->generation = next_generation_++;
+  members->previous_token = current != nullptr ? current->token : 0;
+  members->token = fresh_token(members->previous_token);
+  members->threads = pending_[0].threads;
+  members->window = pending_[0].window;
+  for (std::uint32_t r = 0; r < world; ++r) {
+    const PendingJoin& pending = pending_[r];
+    members->joined |= std::uint64_t{1} << r;
+    members->nonces[r] = pending.nonce;
+    for (std::uint32_t t = 0; t < pending.threads; ++t) {
+      const transport::Endpoint endpoint{pending.from.address, pending.ports[t]};
+      members->endpoints[r][t] = endpoint;
+      members->identities.push_back(
+          {Identity::key_of(endpoint), static_cast<std::uint8_t>(r), static_cast<std::uint8_t>(t)});
+    }
+  }
+  std::sort(members->identities.begin(), members->identities.end(),
+            [](const Identity& a, const Identity& b) { return a.key < b.key; });
+  members->last_active_ns.store(now_ns, std::memory_order_relaxed);
   membership_.store(members.get(), std::memory_order_release);
   generations_.push_back(std::move(members));
-  pending_ = Membership{};
-  return {Kind::ack_all, ErrorCode::none, 0, membership()};
+  pending_.fill(PendingJoin{});
+  return make_outcome(JoinOutcome::Kind::ack_all, ErrorCode::none, 0, membership());
+}
+
+JoinOutcome Session::join(const protocol::Header& header, const protocol::JoinRequest& request,
+                          const transport::Endpoint& from, std::uint64_t now_ns) {
+  using Kind = JoinOutcome::Kind;
+  const std::uint32_t rank = header.rank;
+
+  if (request.world_size != static_cast<std::uint32_t>(config_.world_size)) {
+    return make_outcome(Kind::reject_sender, ErrorCode::world_size_mismatch,
+            static_cast<std::uint32_t>(config_.world_size));
+  }
+  if (request.payload != 0 && request.payload != config_.payload) {
+    return make_outcome(Kind::reject_sender, ErrorCode::payload_mismatch, config_.payload);
+  }
+  if (request.window == 0 ||
+      std::uint64_t{request.threads} * 2 * request.window > config_.pool_size) {
+    return make_outcome(Kind::reject_sender, ErrorCode::pool_too_small, config_.pool_size);
+  }
+
+  const Membership* current = membership();
+  if (current != nullptr && current->has(rank) && current->nonces[rank] == request.nonce &&
+      current->endpoints[rank][0] == from) {
+    return make_outcome(Kind::ack_sender, ErrorCode::none, 0, current);  // the ack was lost
+  }
+  // While a job uses the session, only its own members may start a new generation (a rejoin
+  // after a failed operation): they prove it with the current token from their own host.
+  const bool member_rejoin = current != nullptr && header.token == current->token &&
+                             current->has(rank) &&
+                             current->endpoints[rank][0].address == from.address;
+  if (current != nullptr && !member_rejoin && held(*current, now_ns)) {
+    return make_outcome(Kind::reject_sender, ErrorCode::session_busy, current->generation);
+  }
+
+  expire_pending(now_ns);
+  PendingJoin& pending = pending_[rank];
+  if (!pending.present || pending.nonce != request.nonce) {
+    // A new request, or the rank restarted: its latest JOIN replaces what it sent before.
+    pending = PendingJoin{true, request.nonce, request.threads, request.window, from, {}, now_ns, false};
+    std::copy(request.ports, request.ports + request.threads, pending.ports.begin());
+  } else {
+    pending.confirmed = true;
+  }
+  pending.last_seen_ns = now_ns;
+  return complete_join(now_ns);
+}
+
+bool Session::leave(const protocol::Header& header, const transport::Endpoint& from) {
+  const Membership* current = membership();
+  if (current == nullptr || header.token != current->token || !current->has(header.rank) ||
+      current->endpoints[header.rank][0] != from) {
+    return false;
+  }
+  current->left.store(true, std::memory_order_relaxed);
+  return true;
 }
 
 }  // namespace dpa::sw

@@ -1,5 +1,5 @@
-// One allreduce session on the software switch: its configuration, its slot pool and who has
-// joined it from where.
+// One allreduce session on the software switch: its configuration, its slot pool, who has
+// joined it from where, and the job token of its current join generation.
 #pragma once
 
 #include <array>
@@ -16,16 +16,38 @@
 
 namespace dpa::sw {
 
-// The members of one join generation. Immutable once published; every switch thread reads it.
+// One row of the identity table: the switch, not the header, decides who sent a packet. On
+// Tofino this is one exact-match table keyed by (source IPv4, source UDP port).
+struct Identity {
+  std::uint64_t key = 0;  // address << 16 | port
+  std::uint8_t rank = 0;
+  std::uint8_t thread = 0;
+
+  static std::uint64_t key_of(const transport::Endpoint& from) {
+    return std::uint64_t{from.address} << 16 | from.port;
+  }
+};
+
+// The members of one join generation. Immutable once published (but for the activity stamp
+// and the leave flag); every switch thread reads it.
 struct Membership {
   std::uint32_t generation = 0;
-  std::uint32_t threads = 0;  // worker threads per rank
+  std::uint32_t token = 0;           // job token of this generation
+  std::uint32_t previous_token = 0;  // the generation it replaced (0: none)
+  std::uint32_t threads = 0;         // worker threads per rank
   std::uint32_t window = 0;
-  std::uint64_t joined = 0;   // rank bitmap
+  std::uint64_t joined = 0;          // rank bitmap
   std::array<std::uint32_t, protocol::kMaxWorld> nonces{};
   std::array<std::array<transport::Endpoint, protocol::kMaxThreads>, protocol::kMaxWorld> endpoints{};
+  std::vector<Identity> identities;  // sorted by key
+
+  // Last accepted data or probe packet (steady ns), and whether a rank has left: either frees
+  // the session for another job (see Session::held).
+  mutable std::atomic<std::uint64_t> last_active_ns{0};
+  mutable std::atomic<bool> left{false};
 
   [[nodiscard]] bool has(std::uint32_t rank) const { return ((joined >> rank) & 1) != 0; }
+  [[nodiscard]] const Identity* identify(const transport::Endpoint& from) const;
 };
 
 // Outcome of a JOIN request.
@@ -35,12 +57,18 @@ struct JoinOutcome {
     ack_sender,     // a retransmitted JOIN of a completed generation: acknowledge the sender
     ack_all,        // the join completed now: acknowledge every rank
     reject_sender,  // the request is invalid: error to the sender only
-    reject_all,     // ranks disagree: error to the sender and every rank waiting so far
+    reject_all,     // ranks disagree: error to every rank of the attempt
   };
   Kind kind = Kind::waiting;
   protocol::ErrorCode error = protocol::ErrorCode::none;
   std::uint32_t expected = 0;
-  const Membership* members = nullptr;  // ack_*: the generation; reject_all: ranks to notify
+  const Membership* members = nullptr;  // ack_*: the generation
+  // reject_all: the rank that disagrees with the others, its address and its value, and the
+  // thread-0 endpoints of every rank of the attempt.
+  std::uint8_t culprit_rank = 0;
+  std::uint32_t culprit_address = 0;
+  std::uint32_t culprit_value = 0;
+  std::vector<transport::Endpoint> notify;
 };
 
 class Session {
@@ -53,10 +81,12 @@ class Session {
   [[nodiscard]] std::uint32_t k_default() const { return limits_.k; }
 
   // Whether `from` is a registered address for `rank` (rank < world size is checked first).
-  // The registered port, if any, is thread 0's: only JOINs (sent by thread 0) check it; data
-  // packets are matched against the exact per-thread endpoints announced in the JOIN.
+  // The registered port, if any, is thread 0's: only JOINs (sent by thread 0) check it.
   [[nodiscard]] bool registered(std::uint32_t rank, const transport::Endpoint& from,
                                 bool check_port) const;
+  // Whether `address` is one of the session's worker hosts (every host if none is listed):
+  // such a sender learns it has not joined; anyone else is dropped without a word.
+  [[nodiscard]] bool registered_host(std::uint32_t address) const;
 
   [[nodiscard]] const Membership* membership() const {
     return membership_.load(std::memory_order_acquire);
@@ -72,12 +102,35 @@ class Session {
             config_.payload};
   }
 
-  // Handles a JOIN. Called only from the switch thread that owns port 0.
+  // Handles a JOIN (§6 of docs/protocol.md). Called only from the switch thread that owns
+  // port 0; `now_ns` is the steady clock.
   JoinOutcome join(const protocol::Header& header, const protocol::JoinRequest& request,
-                   const transport::Endpoint& from);
+                   const transport::Endpoint& from, std::uint64_t now_ns);
+  // Handles a LEAVE carrying the current token from a member's thread 0: the generation stays
+  // in force but no longer holds the session against a new job. Returns whether it applied.
+  bool leave(const protocol::Header& header, const transport::Endpoint& from);
 
  private:
-  JoinOutcome reject_all(protocol::ErrorCode code, std::uint32_t expected);
+  struct PendingJoin {
+    bool present = false;
+    std::uint32_t nonce = 0;
+    std::uint32_t threads = 0;
+    std::uint32_t window = 0;
+    transport::Endpoint from;
+    std::array<std::uint16_t, protocol::kMaxThreads> ports{};
+    std::uint64_t last_seen_ns = 0;
+    // The rank repeated this JOIN: a live rank retries until acknowledged, so only confirmed
+    // JOINs may form a generation or veto one, and a one-off stray can do neither.
+    bool confirmed = false;
+  };
+
+  // A generation in use (not left, active within the idle timeout) refuses other jobs.
+  [[nodiscard]] bool held(const Membership& current, std::uint64_t now_ns) const;
+  void expire_pending(std::uint64_t now_ns);
+  // Every rank is pending: the ranks must agree on threads and window, else reject_all.
+  JoinOutcome complete_join(std::uint64_t now_ns);
+  JoinOutcome reject_disagreement(protocol::ErrorCode code, std::uint32_t PendingJoin::*field);
+  std::uint32_t fresh_token(std::uint32_t previous);
 
   SessionConfig config_;
   SessionLimits limits_;
@@ -88,8 +141,7 @@ class Session {
   std::atomic<const Membership*> membership_{nullptr};
   // Earlier generations stay allocated: another thread may still be reading one.
   std::vector<std::unique_ptr<Membership>> generations_;
-  Membership pending_;
-  Membership rejected_;  // the ranks a reject_all outcome must notify
+  std::array<PendingJoin, protocol::kMaxWorld> pending_{};
   std::uint32_t next_generation_ = 1;
 };
 

@@ -46,8 +46,24 @@ __attribute__((target("avx2"))) void accumulate_avx2(std::span<std::int32_t> acc
 
 const bool kHaveAvx2 = __builtin_cpu_supports("avx2");
 
-bool straggler_timed_out(const SlotState& slot, const SessionLimits& limits, std::uint64_t now_ns) {
-  return now_ns - slot.first_arrival_ns > limits.straggler_timeout_ns;
+// Ticks compare in 32-bit wrap-around arithmetic, as a switch register does: correct for
+// rounds open less than 2^32 ticks (about 78 hours).
+bool straggler_timed_out(const SlotState& slot, const SessionLimits& limits, std::uint32_t now) {
+  return static_cast<std::uint32_t>(now - slot.first_arrival) > limits.straggler_timeout_ticks;
+}
+
+bool reactive_completion(const SlotState& slot, const SessionLimits& limits, std::uint32_t now) {
+  return straggler_timed_out(slot, limits, now) && slot.contributors >= slot.k;
+}
+
+// Records the first disagreement of a round; every later packet of the round gets it too.
+SlotAction poison(SlotState& slot, protocol::ErrorCode code, std::uint32_t expected,
+                  std::uint32_t offered, std::uint8_t rank) {
+  slot.error = code;
+  slot.error_expected = expected;
+  slot.error_offered = offered;
+  slot.error_rank = rank;
+  return SlotAction::multicast_error;
 }
 
 }  // namespace
@@ -62,17 +78,18 @@ void accumulate_be(std::span<std::int32_t> acc, const std::byte* be_values, bool
 
 SlotAction step_slot(SlotState& slot, std::span<std::int32_t> values, const Header& h,
                      std::span<const std::byte> payload, std::uint64_t sender_bit,
-                     const SessionLimits& limits, std::uint64_t now_ns) {
+                     const SessionLimits& limits, std::uint32_t now) {
   // Rounds are compared in 32-bit serial-number arithmetic, as a switch register would.
   const auto diff = static_cast<std::int32_t>(h.seq - slot.seq);
+  const bool opened = slot.target != 0;
 
   if (h.has(flag::kSyn)) {
-    if (diff != 0 || slot.target == 0) return SlotAction::unicast_syn;
+    if (diff != 0 || !opened) return SlotAction::unicast_syn;
+    if (slot.error != protocol::ErrorCode::none) return SlotAction::unicast_error;
     if (slot.complete) return SlotAction::unicast_result;
     // A probe from a counted worker stands for its retransmission (workers retransmit with
     // header-only probes): reactive fastest-K may complete the round here.
-    if ((slot.bitmap & sender_bit) != 0 && straggler_timed_out(slot, limits, now_ns) &&
-        slot.contributors >= limits.k) {
+    if ((slot.bitmap & sender_bit) != 0 && reactive_completion(slot, limits, now)) {
       slot.complete = true;
       return SlotAction::multicast_result;
     }
@@ -80,35 +97,50 @@ SlotAction step_slot(SlotState& slot, std::span<std::int32_t> values, const Head
   }
   if (diff == 1) {
     // The first packet of the slot's next round resets it: a worker only moves a window entry
-    // to this slot again after the slot's previous round completed.
+    // to this slot again after the slot's previous round completed. The opener's K is the
+    // round's K, so every later packet is judged against the same value.
+    const std::uint32_t generation = slot.generation;
+    slot = SlotState{};
+    slot.generation = generation;
     slot.seq = h.seq;
     slot.op_id = h.op_id;
     slot.offset = h.offset;
+    slot.op_length = h.op_length;
     slot.count = h.count;
     slot.flags = h.flags & flag::kFloat;
     slot.bitmap = sender_bit;
     slot.contributors = 1;
-    slot.target = h.has(flag::kCountToK) ? limits.k : limits.world_size;
-    slot.exp_used = h.exp_used;
-    slot.exp_max = h.exp_next;
-    slot.first_arrival_ns = now_ns;
+    slot.k = h.k != 0 ? h.k : limits.k;
+    slot.target = h.has(flag::kCountToK) ? slot.k : limits.world_size;
+    slot.exp_used = protocol::exp_to_wire(h.exp_used);
+    slot.exp_max = protocol::exp_to_wire(h.exp_next);
+    slot.first_arrival = now;
     accumulate_be(values, payload.data(), /*overwrite=*/true);
     slot.complete = slot.contributors >= slot.target;
     return slot.complete ? SlotAction::multicast_result : SlotAction::counted;
   }
   if (diff < 0) return SlotAction::unicast_old;
   // Ahead by more than one round, or a round the slot never opened in this generation.
-  if (diff > 1 || slot.target == 0) return SlotAction::error_seq_ahead;
+  if (diff > 1 || !opened) return SlotAction::error_seq_ahead;
 
-  if (h.op_id != slot.op_id) return SlotAction::error_op_mismatch;
-  if ((h.flags & flag::kFloat) != slot.flags) return SlotAction::error_dtype_mismatch;
+  if (slot.error != protocol::ErrorCode::none) return SlotAction::unicast_error;
+  if (h.op_id != slot.op_id) {
+    return poison(slot, protocol::ErrorCode::op_mismatch, slot.op_id, h.op_id, h.rank);
+  }
+  if ((h.flags & flag::kFloat) != slot.flags) {
+    return poison(slot, protocol::ErrorCode::dtype_mismatch, slot.flags, h.flags & flag::kFloat,
+                  h.rank);
+  }
+  if (h.op_length != slot.op_length) {
+    return poison(slot, protocol::ErrorCode::length_mismatch, slot.op_length, h.op_length, h.rank);
+  }
+  // A complete round's bitmap is frozen: a late contribution only fetches a copy.
   if (slot.complete) return SlotAction::unicast_result;
 
-  const bool timed_out = straggler_timed_out(slot, limits, now_ns);
   if ((slot.bitmap & sender_bit) != 0) {
     // A retransmission from a counted worker: the round is stuck. Reactive fastest-K completes
     // it here once the straggler timeout has passed and K contributions are in.
-    if (timed_out && slot.contributors >= limits.k) {
+    if (reactive_completion(slot, limits, now)) {
       slot.complete = true;
       return SlotAction::multicast_result;
     }
@@ -118,8 +150,8 @@ SlotAction step_slot(SlotState& slot, std::span<std::int32_t> values, const Head
   accumulate_be(values, payload.data(), /*overwrite=*/false);
   slot.bitmap |= sender_bit;
   ++slot.contributors;
-  slot.exp_max = std::max(slot.exp_max, h.exp_next);
-  if (slot.contributors >= slot.target || (timed_out && slot.contributors >= limits.k)) {
+  slot.exp_max = std::max(slot.exp_max, protocol::exp_to_wire(h.exp_next));
+  if (slot.contributors >= slot.target || reactive_completion(slot, limits, now)) {
     slot.complete = true;
     return SlotAction::multicast_result;
   }
@@ -127,18 +159,20 @@ SlotAction step_slot(SlotState& slot, std::span<std::int32_t> values, const Head
 }
 
 Header reply_header(const SlotState& slot, SlotAction action, const Header& request,
-                    std::uint32_t session) {
+                    std::uint32_t token) {
   Header r;
-  r.session = session;
+  r.session = request.session;
+  r.token = token;
   r.op_id = slot.op_id;
   r.slot = request.slot;
   r.seq = slot.seq;
   r.offset = slot.offset;
+  r.op_length = slot.op_length;
   r.rank = request.rank;
   r.k = slot.target;
   r.contributors = slot.contributors;
-  r.exp_used = slot.exp_used;
-  r.exp_next = slot.exp_max;
+  r.exp_used = protocol::exp_from_wire(slot.exp_used);
+  r.exp_next = protocol::exp_from_wire(slot.exp_max);
   r.bitmap = slot.bitmap;
   const std::uint16_t complete = slot.complete ? flag::kComplete : 0;
   switch (action) {
@@ -156,16 +190,33 @@ Header reply_header(const SlotState& slot, SlotAction action, const Header& requ
     case SlotAction::unicast_syn:
       r.flags = flag::kSyn | complete | slot.flags;
       break;
-    case SlotAction::error_seq_ahead:
-      return error_reply(request, protocol::ErrorCode::seq_ahead, slot.seq);
-    case SlotAction::error_op_mismatch:
-      return error_reply(request, protocol::ErrorCode::op_mismatch, slot.op_id);
-    case SlotAction::error_dtype_mismatch:
-      return error_reply(request, protocol::ErrorCode::dtype_mismatch, slot.flags);
+    case SlotAction::error_seq_ahead: {
+      Header error = error_reply(request, protocol::ErrorCode::seq_ahead, slot.seq);
+      error.token = token;
+      return error;
+    }
+    case SlotAction::multicast_error:
+      return poisoned_reply(slot, request, token);
+    case SlotAction::unicast_error: {
+      // The sender runs the request's operation: the error must name that one to reach it.
+      Header error = poisoned_reply(slot, request, token);
+      error.op_id = request.op_id;
+      return error;
+    }
     case SlotAction::counted:
     case SlotAction::duplicate:
       break;
   }
+  return r;
+}
+
+Header poisoned_reply(const SlotState& slot, const Header& request, std::uint32_t token) {
+  Header r = error_reply(request, slot.error, slot.error_expected);
+  r.token = token;
+  r.op_id = slot.op_id;
+  r.seq = slot.seq;
+  r.rank = slot.error_rank;
+  r.bitmap = slot.error_offered;
   return r;
 }
 

@@ -11,21 +11,29 @@
 
 namespace dpa::sw {
 
-// Register state of one slot (one register cell each on Tofino).
+// Register state of one slot (one register cell each on Tofino). All-zero is the fresh state a
+// control plane leaves after clearing the registers: exponents are stored biased
+// (protocol::exp_to_wire), so zero reads as "no exponent".
 struct SlotState {
-  std::uint32_t generation = 0;  // session join generation the state belongs to
+  std::uint32_t generation = 0;  // software switch only: lazy reset per join generation
   std::uint32_t seq = 0;         // round being aggregated; 0 before the first use
   std::uint32_t op_id = 0;
   std::uint32_t offset = 0;
-  std::uint64_t bitmap = 0;      // contributors of the round
-  std::uint64_t first_arrival_ns = 0;
+  std::uint32_t op_length = 0;   // elements of the operation the round belongs to
+  std::uint64_t bitmap = 0;      // contributors of the round, frozen once it completes
+  std::uint32_t first_arrival = 0;  // ticks (protocol::kTickShift) of the opening packet
   std::uint16_t count = 0;       // valid values of the round's block
   std::uint16_t flags = 0;       // data-type flag of the round (protocol::flag::kFloat)
   std::uint8_t contributors = 0;
-  std::uint8_t target = 0;       // contributions that complete the round (N, or K)
-  std::int8_t exp_used = protocol::kExpZero;
-  std::int8_t exp_max = protocol::kExpZero;
+  std::uint8_t k = 0;            // fastest-K of the round: the opener's, or the session default
+  std::uint8_t target = 0;       // contributions that complete the round (N, or k)
+  std::uint8_t exp_used = 0;     // biased exponent code
+  std::uint8_t exp_max = 0;      // biased exponent code; unsigned max = signed max
   bool complete = false;
+  protocol::ErrorCode error = protocol::ErrorCode::none;  // a poisoned round (rank mismatch)
+  std::uint32_t error_expected = 0;  // the round's value the offender disagreed with
+  std::uint32_t error_offered = 0;   // the offender's value
+  std::uint8_t error_rank = 0;       // the offender
 };
 
 // What the switch does with a packet after the slot has seen it.
@@ -37,31 +45,37 @@ enum class SlotAction : std::uint8_t {
   unicast_old,       // the packet's round is behind the slot: tell the sender where the slot is
   unicast_syn,       // reply to a SYN probe with the slot's state (no values)
   error_seq_ahead,   // the packet's round is ahead of the slot by more than one
-  error_op_mismatch, // same round, different operation id
-  error_dtype_mismatch,
+  multicast_error,   // the packet disagrees with the round (op, type, length): poisoned now
+  unicast_error,     // a packet for a poisoned round: the round's error again
 };
 
 struct SessionLimits {
   std::uint8_t world_size = 1;
-  std::uint8_t k = 1;  // contributions that may complete a round early (already resolved)
+  std::uint8_t k = 1;  // the session's default K (already resolved: N when configured as 0)
   std::uint32_t payload = 0;  // values per packet
-  std::uint64_t straggler_timeout_ns = 0;
+  std::uint32_t straggler_timeout_ticks = 0;
 };
 
 // Applies one packet (already validated: session, sender, slot range, length, K) to a slot.
 // `values` are the slot's `payload` accumulators in host byte order; `payload` the packet's
-// big-endian values (empty for SYN probes). `sender_bit` is 1 << rank.
+// big-endian values (empty for SYN probes). `sender_bit` is 1 << rank; `now` in ticks.
 SlotAction step_slot(SlotState& slot, std::span<std::int32_t> values,
                      const protocol::Header& header, std::span<const std::byte> payload,
-                     std::uint64_t sender_bit, const SessionLimits& limits, std::uint64_t now_ns);
+                     std::uint64_t sender_bit, const SessionLimits& limits, std::uint32_t now);
 
 // Adds big-endian int32 values into host-order accumulators (wrapping), or stores them when
 // `overwrite`. AVX2 when the CPU has it.
 void accumulate_be(std::span<std::int32_t> acc, const std::byte* be_values, bool overwrite);
 
-// The header of the reply `action` calls for (result, OLD, SYN or error).
+// The header of the reply `action` calls for (result, OLD, SYN or error). `token` is the
+// generation's job token every reply carries.
 protocol::Header reply_header(const SlotState& slot, SlotAction action,
-                              const protocol::Header& request, std::uint32_t session);
+                              const protocol::Header& request, std::uint32_t token);
+
+// The ERROR about a poisoned round, as every rank receives it: the round's op_id, the
+// offender's rank, the round's value in `offset` and the offender's in `bitmap`.
+protocol::Header poisoned_reply(const SlotState& slot, const protocol::Header& request,
+                                std::uint32_t token);
 
 // An ERROR reply: echoes the request, with the switch's expected value in `offset`.
 protocol::Header error_reply(const protocol::Header& request, protocol::ErrorCode code,

@@ -117,6 +117,11 @@ class SwitchImpl {
 
   [[nodiscard]] std::uint16_t port() const { return ports_[0]; }
 
+  void set_clock(std::uint32_t ticks) {
+    if (!config_.manual_clock) throw ConfigError("set_clock: the switch runs on the steady clock (start it with manual_clock)");
+    manual_ticks_.store(ticks, std::memory_order_relaxed);
+  }
+
   [[nodiscard]] std::vector<std::uint32_t> session_ids() const {
     std::lock_guard lock(admin_mutex_);
     std::vector<std::uint32_t> ids;
@@ -153,6 +158,18 @@ class SwitchImpl {
     }
   }
 
+  // One reading per received batch: steady nanoseconds for the control plane (join expiry,
+  // idle sessions) and the straggler timer's ticks, which a test may set by hand.
+  struct Clock {
+    std::uint64_t ns = 0;
+    std::uint32_t ticks = 0;
+  };
+  [[nodiscard]] Clock clock() const {
+    const std::uint64_t ns = steady_now_ns();
+    return {ns, config_.manual_clock ? manual_ticks_.load(std::memory_order_relaxed)
+                                     : protocol::ticks_of_ns(ns)};
+  }
+
   // Per-thread scratch: reply buffers and the send list, allocated once.
   struct Batch {
     std::vector<transport::RxPacket> rx;
@@ -168,10 +185,11 @@ class SwitchImpl {
     transport::Transport& io = *transports_[index];
     Batch batch;
     batch.rx.resize(config_.batch);
-    // Every received packet yields at most one reply buffer (JOIN acks included).
-    batch.buffers.assign(config_.batch,
+    // Every received packet yields at most two reply buffers (a poisoned round's multicast
+    // and the sender's own error).
+    batch.buffers.assign(2 * config_.batch,
                          std::vector<std::byte>(protocol::kHeaderSize + 4 * protocol::kMaxPayload));
-    batch.tx.reserve(config_.batch * protocol::kMaxWorld);
+    batch.tx.reserve(config_.batch * (protocol::kMaxWorld + 1));
     constexpr auto kStopCheck = std::chrono::milliseconds(20);
 
     const auto spin = std::chrono::nanoseconds(config_.busy_poll);
@@ -185,7 +203,7 @@ class SwitchImpl {
       }
       if (received == 0) received = io.receive(batch.rx, kStopCheck);
       if (received == 0) continue;
-      const std::uint64_t now = steady_now_ns();
+      const Clock now = clock();
       const SessionTable& sessions = *table_.load(std::memory_order_acquire);
       for (std::size_t i = 0; i < received; ++i) {
         handle(index, sessions, batch.rx[i], now, batch);
@@ -214,11 +232,11 @@ class SwitchImpl {
   }
 
   void handle(std::size_t index, const SessionTable& sessions, const transport::RxPacket& packet,
-              std::uint64_t now, Batch& batch) {
+              Clock now, Batch& batch) {
     Header h;
     std::span<const std::byte> payload;
     if (protocol::decode(packet.data, h, payload) != protocol::DecodeStatus::ok ||
-        h.has(flag::kResult | flag::kError | flag::kOld | flag::kRetransmit | flag::kComplete)) {
+        h.has(flag::kReplyOnly)) {
       ++batch.counters.dropped_malformed;
       return;
     }
@@ -230,58 +248,66 @@ class SwitchImpl {
       return;
     }
     sw::Session& session = *found->second;
-    const auto world = static_cast<std::uint32_t>(session.config().world_size);
-    if (h.rank >= world) {
-      ++batch.counters.dropped_unregistered;
-      if (is_join) send_error(batch, h, ErrorCode::rank_out_of_range, world, packet.from);
-      return;
-    }
-    if (!session.registered(h.rank, packet.from, /*check_port=*/is_join)) {
-      ++batch.counters.dropped_unregistered;
-      if (is_join) send_error(batch, h, ErrorCode::not_registered, 0, packet.from);
-      return;
-    }
     if (is_join) {
-      if (index != 0) {
-        ++batch.counters.dropped_malformed;  // JOINs go to the first port
-        return;
+      handle_join(index, session, h, payload, packet.from, now.ns, batch);
+      return;
+    }
+    if (h.has(flag::kLeave)) {
+      if (index == 0 && payload.empty() && session.leave(h, packet.from)) {
+        ++batch.counters.leaves;
+      } else {
+        ++batch.counters.dropped_unregistered;
       }
-      handle_join(session, h, payload, packet.from, batch);
       return;
     }
     handle_data(index, session, h, payload, packet.from, now, batch);
   }
 
-  void handle_join(sw::Session& session, const Header& h, std::span<const std::byte> payload,
-                   const Endpoint& from, Batch& batch) {
+  void handle_join(std::size_t index, sw::Session& session, const Header& h,
+                   std::span<const std::byte> payload, const Endpoint& from, std::uint64_t now_ns,
+                   Batch& batch) {
+    const auto world = static_cast<std::uint32_t>(session.config().world_size);
+    if (h.rank >= world) {
+      ++batch.counters.dropped_unregistered;
+      send_error(batch, h, ErrorCode::rank_out_of_range, world, from);
+      return;
+    }
+    if (!session.registered(h.rank, from, /*check_port=*/true)) {
+      ++batch.counters.dropped_unregistered;
+      send_error(batch, h, ErrorCode::not_registered, 0, from);
+      return;
+    }
     protocol::JoinRequest request;
-    if (!protocol::decode(payload.first(std::min<std::size_t>(payload.size(), 4u * h.count)),
+    if (index != 0 ||  // JOINs go to the first port
+        !protocol::decode(payload.first(std::min<std::size_t>(payload.size(), 4u * h.count)),
                           request)) {
       ++batch.counters.dropped_malformed;
       return;
     }
     ++batch.counters.joins;
-    const sw::JoinOutcome outcome = session.join(h, request, from);
+    sw::JoinOutcome outcome = session.join(h, request, from, now_ns);
     using Kind = sw::JoinOutcome::Kind;
     switch (outcome.kind) {
       case Kind::waiting:
         return;
       case Kind::reject_sender:
+        if (outcome.error == ErrorCode::session_busy) ++batch.counters.joins_refused;
         send_error(batch, h, outcome.error, outcome.expected, from);
         return;
       case Kind::reject_all: {
+        // Every rank of the attempt learns which rank disagrees, from which host, with what.
         Header error = sw::error_reply(h, outcome.error, outcome.expected);
+        error.rank = outcome.culprit_rank;
+        error.bitmap = std::uint64_t{outcome.culprit_value} << 32 | outcome.culprit_address;
         std::byte* buffer = batch.next_buffer();
         protocol::encode(error, buffer);
-        for (std::uint32_t r = 0; r < protocol::kMaxWorld; ++r) {
-          if (!outcome.members->has(r)) continue;
+        for (const Endpoint& to : outcome.notify) {
           ++batch.counters.errors_sent;
-          batch.tx.push_back({buffer, static_cast<std::uint32_t>(protocol::kHeaderSize),
-                              outcome.members->endpoints[r][0]});
+          batch.tx.push_back({buffer, static_cast<std::uint32_t>(protocol::kHeaderSize), to});
         }
-        log().warn("session {}: join rejected: {} (rank {} sent {}, expected {})", h.session,
-                   protocol::to_string(outcome.error), h.rank,
-                   outcome.error == ErrorCode::threads_mismatch ? request.threads : request.window,
+        log().warn("session {}: join rejected: {} (rank {} at {} uses {}, the others {})",
+                   h.session, protocol::to_string(outcome.error), outcome.culprit_rank,
+                   Endpoint{outcome.culprit_address, 0}.to_string(), outcome.culprit_value,
                    outcome.expected);
         return;
       }
@@ -292,18 +318,19 @@ class SwitchImpl {
     const sw::Membership& members = *outcome.members;
     protocol::JoinReply reply;
     reply.payload = session.config().payload;
-    reply.world_size = static_cast<std::uint32_t>(session.config().world_size);
+    reply.world_size = world;
     reply.k_default = session.k_default();
-    reply.straggler_timeout_us =
-        static_cast<std::uint32_t>(session.config().straggler_timeout.count());
+    reply.straggler_timeout_ticks = session.limits().straggler_timeout_ticks;
     reply.pool_base = session.config().pool_base;
     reply.pool_size = session.config().pool_size;
     reply.generation = members.generation;
+    reply.token = members.token;
     reply.switch_ports = static_cast<std::uint32_t>(ports_.size());
     std::copy(ports_.begin(), ports_.end(), reply.ports);
 
     Header ack = h;
     ack.flags = flag::kJoin | flag::kResult;
+    ack.token = members.token;
     ack.count = static_cast<std::uint16_t>(reply.words());
     ack.bitmap = members.joined;
     ack.seq = members.generation;
@@ -319,16 +346,31 @@ class SwitchImpl {
       if (members.has(r)) batch.tx.push_back({buffer, size, members.endpoints[r][0]});
     }
     log().info("session {}: generation {} joined by {} ranks ({} threads, window {})", h.session,
-               members.generation, session.config().world_size, members.threads, members.window);
+               members.generation, world, members.threads, members.window);
   }
 
+  // Admission of data packets and probes (docs/protocol.md §8.1), then the slot's step.
   void handle_data(std::size_t index, sw::Session& session, const Header& h,
-                   std::span<const std::byte> payload, const Endpoint& from, std::uint64_t now,
+                   std::span<const std::byte> payload, const Endpoint& from, Clock now,
                    Batch& batch) {
     const sw::Membership* members = session.membership();
-    if (members == nullptr || !members->has(h.rank)) {
-      ++batch.counters.dropped_not_joined;
-      send_error(batch, h, ErrorCode::not_joined, 0, from);
+    const sw::Identity* identity = members != nullptr ? members->identify(from) : nullptr;
+    if (identity == nullptr) {
+      if (session.registered_host(from.address)) {
+        ++batch.counters.dropped_not_joined;
+        send_error(batch, h, ErrorCode::not_joined, 0, from);
+      } else {
+        ++batch.counters.dropped_unregistered;
+      }
+      return;
+    }
+    if (h.token != members->token) {
+      if (members->previous_token != 0 && h.token == members->previous_token) {
+        // A rank of the job this generation replaced: tell it why it stopped.
+        send_error(batch, h, ErrorCode::session_taken_over, members->generation, from);
+      } else {
+        ++batch.counters.dropped_bad_token;
+      }
       return;
     }
     const protocol::SlotLayout layout{session.config().pool_base, members->window};
@@ -337,26 +379,26 @@ class SwitchImpl {
       return;
     }
     const std::uint32_t thread = layout.thread_of(h.slot);
-    if (members->endpoints[h.rank][thread] != from) {
+    if (identity->rank != h.rank || identity->thread != thread) {
       ++batch.counters.dropped_unregistered;
       return;
     }
-    if (thread % ports_.size() != index) {
-      ++batch.counters.dropped_malformed;  // sent to a port that does not own the slot
+    const bool probe = h.is_probe();
+    if (thread % ports_.size() != index || (probe && !payload.empty())) {
+      ++batch.counters.dropped_malformed;  // the wrong port for the slot, or a probe with values
       return;
     }
     const std::uint32_t payload_values = session.config().payload;
-    const bool probe = h.has(flag::kSyn);
     if (!probe && (payload.size() != 4u * payload_values || h.count > payload_values)) {
       send_error(batch, h, ErrorCode::bad_length, payload_values, from);
       return;
     }
-    sw::SessionLimits limits = session.limits();
+    const sw::SessionLimits& limits = session.limits();
     if (h.k > limits.world_size) {
       send_error(batch, h, ErrorCode::k_invalid, limits.world_size, from);
       return;
     }
-    if (h.k != 0) limits.k = h.k;
+    members->last_active_ns.store(now.ns, std::memory_order_relaxed);
 
     sw::SlotState& slot = session.slot(h.slot);
     if (slot.generation != members->generation) slot = sw::SlotState{members->generation};
@@ -364,7 +406,7 @@ class SwitchImpl {
     const std::uint32_t seq_before = slot.seq;
     const std::uint8_t contributors_before = slot.contributors;
     const sw::SlotAction action =
-        sw::step_slot(slot, session.values(h.slot), h, payload, sender_bit, limits, now);
+        sw::step_slot(slot, session.values(h.slot), h, payload, sender_bit, limits, now.ticks);
     if (slot.seq != seq_before || slot.contributors != contributors_before) {
       ++batch.counters.aggregated;
     }
@@ -388,18 +430,40 @@ class SwitchImpl {
         return;
       case SlotAction::unicast_old:
         ++batch.counters.old_replies;
-        send_header(batch, sw::reply_header(slot, action, h, h.session), from);
+        send_header(batch, sw::reply_header(slot, action, h, members->token), from);
         return;
       case SlotAction::unicast_syn:
         ++batch.counters.syn_replies;
-        send_header(batch, sw::reply_header(slot, action, h, h.session), from);
+        send_header(batch, sw::reply_header(slot, action, h, members->token), from);
         return;
       case SlotAction::error_seq_ahead:
-      case SlotAction::error_op_mismatch:
-      case SlotAction::error_dtype_mismatch:
+      case SlotAction::unicast_error:
         ++batch.counters.errors_sent;
-        send_header(batch, sw::reply_header(slot, action, h, h.session), from);
+        send_header(batch, sw::reply_header(slot, action, h, members->token), from);
         return;
+      case SlotAction::multicast_error:
+        send_poisoned(slot, h, *members, thread, from, batch);
+        return;
+    }
+  }
+
+  // A round the ranks disagree on: every rank of the generation learns it (at the thread that
+  // owns the slot), and the sender too under its own op_id when that differs from the round's.
+  void send_poisoned(const sw::SlotState& slot, const Header& request, const sw::Membership& members,
+                     std::uint32_t thread, const Endpoint& from, Batch& batch) {
+    const Header error = sw::reply_header(slot, sw::SlotAction::multicast_error, request, members.token);
+    std::byte* buffer = batch.next_buffer();
+    protocol::encode(error, buffer);
+    for (std::uint32_t r = 0; r < protocol::kMaxWorld; ++r) {
+      if (!members.has(r)) continue;
+      ++batch.counters.errors_sent;
+      batch.tx.push_back({buffer, static_cast<std::uint32_t>(protocol::kHeaderSize),
+                          members.endpoints[r][thread]});
+    }
+    if (request.op_id != slot.op_id) {
+      ++batch.counters.errors_sent;
+      send_header(batch, sw::reply_header(slot, sw::SlotAction::unicast_error, request, members.token),
+                  from);
     }
   }
 
@@ -407,7 +471,7 @@ class SwitchImpl {
                    const Header& request, const sw::Membership& members, std::uint32_t thread,
                    const Endpoint& from, Batch& batch) {
     std::byte* buffer = batch.next_buffer();
-    protocol::encode(sw::reply_header(slot, action, request, request.session), buffer);
+    protocol::encode(sw::reply_header(slot, action, request, members.token), buffer);
     const std::span<const std::int32_t> values = session.values(request.slot);
     quant::int32_to_wire(values.data(), values.size(), buffer + protocol::kHeaderSize);
     const auto size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * values.size());
@@ -426,6 +490,7 @@ class SwitchImpl {
   std::vector<std::uint16_t> ports_;
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false};
+  std::atomic<std::uint32_t> manual_ticks_{0};
 
   mutable std::mutex admin_mutex_;
   std::atomic<const SessionTable*> table_{nullptr};
@@ -448,6 +513,7 @@ void SoftwareSwitch::add_session(const SessionConfig& session) { impl_->add_sess
 void SoftwareSwitch::remove_session(std::uint32_t id) { impl_->remove_session(id); }
 void SoftwareSwitch::stop() { impl_->stop(); }
 std::uint16_t SoftwareSwitch::port() const { return impl_->port(); }
+void SoftwareSwitch::set_clock(std::uint32_t ticks) { impl_->set_clock(ticks); }
 std::vector<std::uint32_t> SoftwareSwitch::session_ids() const { return impl_->session_ids(); }
 SwitchCounters SoftwareSwitch::counters() const { return impl_->counters(); }
 

@@ -35,6 +35,7 @@ constexpr std::size_t kMaxBatch = 1024;  // packets one recvmmsg/sendmmsg call m
 constexpr std::uint32_t kMaxSessions = 65536;
 constexpr std::uint64_t kMaxMemoryMb = std::uint64_t{1} << 20;  // 1 TiB
 constexpr std::uint64_t kSlotSpace = std::uint64_t{1} << 32;  // slot indices are 32-bit on the wire
+constexpr std::int64_t kMaxStragglerTimeoutUs = 3'600'000'000;  // one hour
 
 template <class... Args>
 void require(bool ok, fmt::format_string<Args...> format, Args&&... args) {
@@ -82,6 +83,7 @@ const FieldReaders<SessionConfig>& session_readers() {
       {"pool_base", reader_for(&SessionConfig::pool_base)},
       {"pool_size", reader_for(&SessionConfig::pool_size)},
       {"straggler_timeout_us", reader_for(&SessionConfig::straggler_timeout)},
+      {"idle_timeout_ms", reader_for(&SessionConfig::idle_timeout)},
       {"workers",
        [](const json& value, const std::string& where, SessionConfig& session) {
          read_workers(value, where, session.workers);
@@ -144,8 +146,12 @@ void SessionConfig::validate() const {
           pool_size);
   require(std::uint64_t{pool_base} + pool_size <= kSlotSpace, "session {}: pool_base {} + pool_size {} exceeds 2^32",
           id, pool_base, pool_size);
-  require(straggler_timeout.count() > 0, "session {}: straggler_timeout_us {} must be positive", id,
-          straggler_timeout.count());
+  // The timer is a 32-bit count of 65.536 us ticks; stay far below its wrap-around.
+  require(straggler_timeout.count() > 0 && straggler_timeout.count() <= kMaxStragglerTimeoutUs,
+          "session {}: straggler_timeout_us {} out of range [1, {}]", id, straggler_timeout.count(),
+          kMaxStragglerTimeoutUs);
+  require(idle_timeout.count() > 0, "session {}: idle_timeout_ms {} must be positive", id,
+          idle_timeout.count());
   require(workers.size() <= 1 || workers.size() == static_cast<std::size_t>(world_size),
           "session {}: workers lists {} addresses; expected 0, 1 or world_size {}", id, workers.size(), world_size);
   for (std::size_t i = 0; i < workers.size(); ++i) {

@@ -77,6 +77,9 @@ int main(int argc, char** argv) {
                  "Slot memory of all sessions together, in MiB; a session that does not fit is refused")
       ->capture_default_str();
   app.add_option("--port-file", port_file, "Write the first bound port here once listening");
+  app.add_flag("--manual-clock", config.manual_clock,
+               "Straggler timer reads a clock set through the control channel's set_clock "
+               "(conformance tests)");
   app.add_option("--session", session.id, "Session id of the session given by flags")
       ->capture_default_str();
   app.add_option("--world-size", world_size, "Ranks in the session (defines a session by flags)");
@@ -86,6 +89,10 @@ int main(int argc, char** argv) {
   app.add_option("--pool-size", session.pool_size, "Slots of the session")->capture_default_str();
   app.add_option("--straggler-timeout-us", straggler_timeout_us,
                  "Reactive fastest-K: wait this long before completing a slot with K")
+      ->capture_default_str();
+  std::int64_t idle_timeout_ms = session.idle_timeout.count();
+  app.add_option("--idle-timeout-ms", idle_timeout_ms,
+                 "A join generation idle this long no longer holds the session against another job")
       ->capture_default_str();
   app.add_option("--workers", workers, "Worker addresses (ip or ip:port), one per rank or one for all")
       ->delimiter(',');
@@ -108,6 +115,7 @@ int main(int argc, char** argv) {
     if (world_size > 0) {
       session.world_size = world_size;
       session.straggler_timeout = std::chrono::microseconds(straggler_timeout_us);
+      session.idle_timeout = std::chrono::milliseconds(idle_timeout_ms);
       session.workers = parse_workers(workers);
       std::erase_if(config.sessions, [&](const dpa::SessionConfig& s) { return s.id == session.id; });
       config.sessions.push_back(session);

@@ -325,20 +325,27 @@ TEST(Integration, ElementCountMismatchIsDetected) {
   Scenario scenario;
   scenario.world = 2;
   scenario.worker_args = {"--count", "1000", "--timeout-ms", "1500"};
-  scenario.rank_args = {{"--count-override-rank", "1", "--count-override", "900",
-                         "--expect-error", "size mismatch"},
-                        {"--count-override-rank", "1", "--count-override", "900",
-                         "--expect-error", "size mismatch"}};
+  // The switch poisons the round both ranks share and tells both: each rank fails in that
+  // operation with both counts named, long before the operation timeout; then the ranks
+  // rejoin and an operation with matching counts works.
+  const std::vector<std::string> args = {"--count-override-rank", "1", "--count-override", "900",
+                                         "--expect-error", "disagree on the element count",
+                                         "--expect-error", "1000",
+                                         "--expect-error", "900 elements", "--recover"};
+  scenario.rank_args = {args, args};
   scenario.deadline = std::chrono::seconds(30);
-  const auto results = run(session_config(2), scenario);
-  // Whichever rank sees the other's block first names the mismatch; the other may instead
-  // time out waiting for blocks that never complete. Both must end, neither may hang.
-  int named = 0;
-  for (const auto& rank : results) {
-    ASSERT_TRUE(rank.exit_code.has_value());
-    if (*rank.exit_code == 0) ++named;
-  }
-  EXPECT_GE(named, 1);
+  expect_all_succeeded(run(session_config(2), scenario));
+}
+
+TEST(Integration, DataTypeMismatchFailsEveryRankThenMatchedOperationsWork) {
+  Scenario scenario;
+  scenario.world = 2;
+  scenario.worker_args = {"--count", "5000", "--timeout-ms", "1500"};
+  const std::vector<std::string> args = {"--dtype-override-rank", "1", "--expect-error",
+                                         "disagree on the data type", "--recover"};
+  scenario.rank_args = {args, args};
+  scenario.deadline = std::chrono::seconds(30);
+  expect_all_succeeded(run(session_config(2), scenario));
 }
 
 TEST(Integration, MalformedPacketsAreDroppedAndTheSwitchKeepsWorking) {

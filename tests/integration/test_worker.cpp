@@ -1,3 +1,4 @@
+#include <algorithm>
 // dpa-test-worker: one rank of an integration test. Runs allreduces on inputs that every rank
 // can recompute for every other rank, checks each block against the contributors the switch
 // reported, prints one JSON line of statistics per operation, and exits non-zero on a mismatch.
@@ -25,9 +26,11 @@ struct Options {
   int straggler_rank = -1;
   int straggler_delay_ms = 0;
   bool in_place = false;
-  std::string expect_error;
+  std::vector<std::string> expect_error;  // every one must occur in the error
+  bool recover = false;  // after the expected error, a matched operation must succeed
   int count_override_rank = -1;
   std::size_t count_override = 0;
+  int dtype_override_rank = -1;  // this rank reduces the other data type
 };
 
 std::uint64_t mix(std::uint64_t x) {
@@ -198,35 +201,56 @@ int main(int argc, char** argv) {
   app.add_option("--straggler-rank", o.straggler_rank);
   app.add_option("--straggler-delay-ms", o.straggler_delay_ms);
   app.add_flag("--in-place", o.in_place);
-  app.add_option("--expect-error", o.expect_error, "Succeed only if an error containing this occurs");
+  app.add_option("--expect-error", o.expect_error,
+                 "Succeed only if an error containing this occurs (repeatable: all must occur)");
+  app.add_flag("--recover", o.recover,
+               "After the expected error, run the operation again with matching counts; it must succeed");
   app.add_option("--count-override-rank", o.count_override_rank);
   app.add_option("--count-override", o.count_override);
+  app.add_option("--dtype-override-rank", o.dtype_override_rank);
   CLI11_PARSE(app, argc, argv);
   c.retransmit_timeout = std::chrono::microseconds(rto_us);
   c.max_retransmit_timeout = std::max(c.max_retransmit_timeout, c.retransmit_timeout);
   c.timeout = std::chrono::milliseconds(timeout_ms);
   c.join_timeout = std::chrono::milliseconds(join_timeout_ms);
 
+  const auto matches = [&o](const std::string& message) {
+    return !o.expect_error.empty() &&
+           std::all_of(o.expect_error.begin(), o.expect_error.end(), [&](const std::string& part) {
+             return message.find(part) != std::string::npos;
+           });
+  };
   try {
     dpa::Context context(c);
-    int failures = 0;
-    if (o.dtype == "int32") {
-      failures = run<std::int32_t>(context, o, int_input);
-    } else {
+    const auto run_all = [&](const Options& options) {
+      const bool other_type = c.rank == options.dtype_override_rank;
+      if ((options.dtype == "int32") != other_type) return run<std::int32_t>(context, options, int_input);
       const std::uint32_t payload = context.payload();
-      failures = run<float>(context, o, [payload](int r, int it, std::size_t i) {
+      return run<float>(context, options, [payload](int r, int it, std::size_t i) {
         return float_input(r, it, i, payload);
       });
+    };
+    int failures = 0;
+    try {
+      failures = run_all(o);
+    } catch (const dpa::Error& error) {
+      std::cerr << "rank " << c.rank << ": " << error.what() << "\n";
+      if (!matches(error.what())) return 2;
+      std::cout << nlohmann::json{{"rank", c.rank}, {"error", error.what()}}.dump() << std::endl;
+      if (!o.recover) return 0;
+      Options matched = o;
+      matched.count_override_rank = -1;
+      matched.dtype_override_rank = -1;
+      return run_all(matched) == 0 ? 0 : 1;
     }
     if (!o.expect_error.empty()) {
-      std::cerr << "rank " << c.rank << ": expected an error containing \"" << o.expect_error
-                << "\" but none occurred\n";
+      std::cerr << "rank " << c.rank << ": expected an error but none occurred\n";
       return 3;
     }
     return failures == 0 ? 0 : 1;
   } catch (const dpa::Error& error) {
     std::cerr << "rank " << c.rank << ": " << error.what() << "\n";
-    if (!o.expect_error.empty() && std::string(error.what()).find(o.expect_error) != std::string::npos) {
+    if (matches(error.what())) {
       std::cout << nlohmann::json{{"rank", c.rank}, {"error", error.what()}}.dump() << std::endl;
       return 0;
     }

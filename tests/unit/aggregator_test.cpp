@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <cstdint>
 #include <deque>
 #include <limits>
@@ -32,8 +33,8 @@ void PrintTo(SlotAction action, std::ostream* os) {
     case SlotAction::unicast_old: *os << "unicast_old"; return;
     case SlotAction::unicast_syn: *os << "unicast_syn"; return;
     case SlotAction::error_seq_ahead: *os << "error_seq_ahead"; return;
-    case SlotAction::error_op_mismatch: *os << "error_op_mismatch"; return;
-    case SlotAction::error_dtype_mismatch: *os << "error_dtype_mismatch"; return;
+    case SlotAction::multicast_error: *os << "multicast_error"; return;
+    case SlotAction::unicast_error: *os << "unicast_error"; return;
   }
   *os << "SlotAction(" << static_cast<int>(action) << ")";
 }
@@ -47,10 +48,11 @@ using Bytes = std::vector<std::byte>;
 using Values = std::vector<std::int32_t>;
 
 constexpr std::uint32_t kSession = 1;
+constexpr std::uint32_t kToken = 0x5eed;
 constexpr std::uint32_t kOp = 77;
 constexpr std::uint32_t kSlot = 12;
 constexpr std::uint32_t kOffset = 4096;
-constexpr std::uint64_t kT0 = 1'000'000;  // time of the first packet of most rounds (ns)
+constexpr std::uint32_t kT0 = 1'000'000;  // time of the first packet of most rounds (ticks)
 
 constexpr std::uint64_t bit(int rank) { return std::uint64_t{1} << rank; }
 
@@ -110,20 +112,20 @@ struct SlotUnderTest {
   Values values;
   SessionLimits limits;
 
-  SlotUnderTest(int world, int k, std::uint32_t payload, std::uint64_t straggler_timeout_ns = 1'000'000'000)
+  SlotUnderTest(int world, int k, std::uint32_t payload, std::uint32_t straggler_timeout_ticks = 1'000'000'000)
       : values(payload, 0) {
     limits.world_size = static_cast<std::uint8_t>(world);
     limits.k = static_cast<std::uint8_t>(k);
     limits.payload = payload;
-    limits.straggler_timeout_ns = straggler_timeout_ns;
+    limits.straggler_timeout_ticks = straggler_timeout_ticks;
   }
 
-  SlotAction step(const Packet& p, std::uint64_t now_ns = kT0) {
-    return step_slot(state, values, p.header, p.payload, bit(p.header.rank), limits, now_ns);
+  SlotAction step(const Packet& p, std::uint32_t now = kT0) {
+    return step_slot(state, values, p.header, p.payload, bit(p.header.rank), limits, now);
   }
 
   Header reply(SlotAction action, const Packet& request) const {
-    return reply_header(state, action, request.header, kSession);
+    return reply_header(state, action, request.header, kToken);
   }
 
   // Runs round `seq` to completion with every rank contributing `value` in every position.
@@ -143,7 +145,10 @@ void expect_same_state(const SlotState& actual, const SlotState& expected) {
   EXPECT_EQ(actual.op_id, expected.op_id);
   EXPECT_EQ(actual.offset, expected.offset);
   EXPECT_EQ(actual.bitmap, expected.bitmap);
-  EXPECT_EQ(actual.first_arrival_ns, expected.first_arrival_ns);
+  EXPECT_EQ(actual.first_arrival, expected.first_arrival);
+  EXPECT_EQ(actual.op_length, expected.op_length);
+  EXPECT_EQ(actual.k, expected.k);
+  EXPECT_EQ(actual.error, expected.error);
   EXPECT_EQ(actual.count, expected.count);
   EXPECT_EQ(actual.flags, expected.flags);
   EXPECT_EQ(actual.contributors, expected.contributors);
@@ -157,7 +162,7 @@ void expect_same_state(const SlotState& actual, const SlotState& expected) {
 struct Step {
   const char* what;
   Packet packet;
-  std::uint64_t now_ns;
+  std::uint32_t now;
   SlotAction expected;
   int contributors_after;
 };
@@ -165,7 +170,7 @@ struct Step {
 void run_steps(SlotUnderTest& slot, const std::vector<Step>& steps) {
   for (const Step& step : steps) {
     SCOPED_TRACE(step.what);
-    EXPECT_EQ(slot.step(step.packet, step.now_ns), step.expected);
+    EXPECT_EQ(slot.step(step.packet, step.now), step.expected);
     EXPECT_EQ(slot.state.contributors, step.contributors_after);
   }
 }
@@ -192,9 +197,9 @@ TEST(SlotStateMachine, FirstPacketOfNextRoundResetsTheSlotAndStoresItsValues) {
   EXPECT_EQ(slot.state.bitmap, bit(1));
   EXPECT_EQ(slot.state.contributors, 1);
   EXPECT_EQ(slot.state.target, 2);
-  EXPECT_EQ(slot.state.exp_used, 6);
-  EXPECT_EQ(slot.state.exp_max, -4);
-  EXPECT_EQ(slot.state.first_arrival_ns, kT0 + 55);
+  EXPECT_EQ(slot.state.exp_used, protocol::exp_to_wire(6)) << "exponents are stored biased";
+  EXPECT_EQ(slot.state.exp_max, protocol::exp_to_wire(-4));
+  EXPECT_EQ(slot.state.first_arrival, kT0 + 55);
   EXPECT_FALSE(slot.state.complete);
   EXPECT_EQ(slot.values, (Values{7, -8, 9, 0x7fffffff})) << "the old round's sums must be overwritten";
 }
@@ -397,26 +402,43 @@ TEST(SlotStateMachine, SequenceNumbersWrapAround) {
 
 // ---- Mismatches -----------------------------------------------------------------------------
 
-TEST(SlotStateMachine, DifferentOperationOnTheSameRoundIsAnError) {
+TEST(SlotStateMachine, DifferentOperationOnTheSameRoundPoisonsTheRound) {
   SlotUnderTest slot(3, 3, 2);
   ASSERT_EQ(slot.step(data(0, 1, {1, 1})), SlotAction::counted);
-  const SlotState before = slot.state;
 
   Packet other = data(1, 1, {5, 5});
   other.header.op_id = kOp + 1;
-  EXPECT_EQ(slot.step(other), SlotAction::error_op_mismatch);
-  expect_same_state(slot.state, before);
+  EXPECT_EQ(slot.step(other), SlotAction::multicast_error);
+  EXPECT_EQ(slot.state.error, ErrorCode::op_mismatch);
+  EXPECT_EQ(slot.state.contributors, 1) << "the offender is not added";
   EXPECT_EQ(slot.values, (Values{1, 1}));
 
-  const Header reply = slot.reply(SlotAction::error_op_mismatch, other);
+  // Every rank learns it under the round's op_id; offset has the round's value, bitmap the
+  // offender's, rank the offender.
+  const Header reply = slot.reply(SlotAction::multicast_error, other);
   EXPECT_EQ(reply.flags, flag::kError);
   EXPECT_EQ(reply.error, ErrorCode::op_mismatch);
-  EXPECT_EQ(reply.op_id, kOp + 1) << "an error echoes the request";
-  EXPECT_EQ(reply.offset, kOp) << "offset carries the slot's op_id";
+  EXPECT_EQ(reply.token, kToken);
+  EXPECT_EQ(reply.op_id, kOp);
+  EXPECT_EQ(reply.offset, kOp);
+  EXPECT_EQ(reply.bitmap, kOp + 1);
   EXPECT_EQ(reply.rank, 1);
   EXPECT_EQ(reply.count, 0);
   EXPECT_EQ(reply.contributors, 0);
-  EXPECT_EQ(reply.bitmap, 0u);
+  // The sender itself gets the error under its own op_id.
+  EXPECT_EQ(slot.reply(SlotAction::unicast_error, other).op_id, kOp + 1);
+
+  // Later packets of the round, matching or not, probes included, get the same error; the
+  // round never completes.
+  EXPECT_EQ(slot.step(data(2, 1, {1, 1})), SlotAction::unicast_error);
+  EXPECT_EQ(slot.step(syn(0, 1)), SlotAction::unicast_error);
+  const Header again = slot.reply(SlotAction::unicast_error, data(2, 1, {1, 1}));
+  EXPECT_EQ(again.error, ErrorCode::op_mismatch);
+  EXPECT_EQ(again.rank, 1) << "still names the offender";
+  EXPECT_FALSE(slot.state.complete);
+  // The next round opens normally.
+  EXPECT_EQ(slot.step(data(0, 2, {1, 1})), SlotAction::counted);
+  EXPECT_EQ(slot.state.error, ErrorCode::none);
 }
 
 TEST(SlotStateMachine, DifferentOperationIsAnErrorEvenAfterCompletion) {
@@ -424,31 +446,51 @@ TEST(SlotStateMachine, DifferentOperationIsAnErrorEvenAfterCompletion) {
   slot.complete_round(3);
   Packet other = data(0, 3, {1, 1});
   other.header.op_id = kOp + 5;
-  EXPECT_EQ(slot.step(other), SlotAction::error_op_mismatch);
+  EXPECT_EQ(slot.step(other), SlotAction::multicast_error);
 }
 
-TEST(SlotStateMachine, FloatAndInt32OnTheSameRoundIsAnError) {
+TEST(SlotStateMachine, FloatAndInt32OnTheSameRoundPoisonsTheRound) {
   {
     SlotUnderTest slot(3, 3, 2);
     ASSERT_EQ(slot.step(with_flags(data(0, 1, {1, 1}), flag::kFloat)), SlotAction::counted);
     const Packet int_packet = data(1, 1, {5, 5});
-    EXPECT_EQ(slot.step(int_packet), SlotAction::error_dtype_mismatch);
+    EXPECT_EQ(slot.step(int_packet), SlotAction::multicast_error);
     EXPECT_EQ(slot.state.contributors, 1);
     EXPECT_EQ(slot.values, (Values{1, 1}));
-    const Header reply = slot.reply(SlotAction::error_dtype_mismatch, int_packet);
+    const Header reply = slot.reply(SlotAction::multicast_error, int_packet);
     EXPECT_EQ(reply.flags, flag::kError);
     EXPECT_EQ(reply.error, ErrorCode::dtype_mismatch);
-    EXPECT_EQ(reply.offset, flag::kFloat) << "offset carries the slot's data-type flag";
+    EXPECT_EQ(reply.offset, flag::kFloat) << "offset carries the round's data-type flag";
+    EXPECT_EQ(reply.bitmap, 0u) << "bitmap carries the offender's";
   }
   {
     SlotUnderTest slot(3, 3, 2);
     ASSERT_EQ(slot.step(data(0, 1, {1, 1})), SlotAction::counted);
     const Packet float_packet = with_flags(data(1, 1, {5, 5}), flag::kFloat);
-    EXPECT_EQ(slot.step(float_packet), SlotAction::error_dtype_mismatch);
-    const Header reply = slot.reply(SlotAction::error_dtype_mismatch, float_packet);
+    EXPECT_EQ(slot.step(float_packet), SlotAction::multicast_error);
+    const Header reply = slot.reply(SlotAction::multicast_error, float_packet);
     EXPECT_EQ(reply.flags, flag::kError | flag::kFloat);
     EXPECT_EQ(reply.offset, 0u);
+    EXPECT_EQ(reply.bitmap, flag::kFloat);
   }
+}
+
+TEST(SlotStateMachine, DifferentElementCountOnTheSameRoundPoisonsTheRound) {
+  SlotUnderTest slot(2, 2, 4);
+  Packet mine = data(0, 1, {1, 2, 3, 4});
+  mine.header.op_length = 1000;
+  ASSERT_EQ(slot.step(mine), SlotAction::counted);
+  EXPECT_EQ(slot.state.op_length, 1000u);
+  Packet theirs = data(1, 1, {1, 2, 3, 4});
+  theirs.header.op_length = 1001;
+  EXPECT_EQ(slot.step(theirs), SlotAction::multicast_error);
+  const Header reply = slot.reply(SlotAction::multicast_error, theirs);
+  EXPECT_EQ(reply.error, ErrorCode::length_mismatch);
+  EXPECT_EQ(reply.offset, 1000u);
+  EXPECT_EQ(reply.bitmap, 1001u);
+  EXPECT_EQ(reply.rank, 1);
+  EXPECT_EQ(reply.op_id, kOp) << "the same operation on both ranks: one multicast reaches both";
+  EXPECT_FALSE(slot.state.complete) << "no result for a round the ranks disagree on";
 }
 
 // ---- Fastest-K ------------------------------------------------------------------------------
@@ -482,7 +524,7 @@ TEST(SlotStateMachine, CountToKOnALaterPacketDoesNotChangeTheTarget) {
   });
 }
 
-constexpr std::uint64_t kStragglerTimeout = 1000;  // ns
+constexpr std::uint32_t kStragglerTimeout = 1000;  // ticks
 
 TEST(SlotStateMachine, ReactiveFastestKCompletesOnARetransmissionAfterTheTimeout) {
   SlotUnderTest slot(4, 2, 1, kStragglerTimeout);
@@ -533,6 +575,114 @@ TEST(SlotStateMachine, ReactiveFastestKNewContributionAfterTheTimeoutBelowKStays
   });
 }
 
+TEST(SlotStateMachine, ReactiveFastestKCompletesOnAProbeFromACountedRank) {
+  // The live path: counted ranks retransmit header-only probes, which drive the completion
+  // and get the values in the multicast.
+  SlotUnderTest slot(4, 2, 1, kStragglerTimeout);
+  run_steps(slot, {
+      {"rank 0 opens", data(0, 1, {5}), kT0, SlotAction::counted, 1},
+      {"rank 2 adds", data(2, 1, {7}), kT0 + 10, SlotAction::counted, 2},
+      {"rank 0 probes before the timeout", syn(0, 1), kT0 + kStragglerTimeout, SlotAction::unicast_syn, 2},
+      {"rank 3 (not counted) probes after it", syn(3, 1), kT0 + kStragglerTimeout + 1, SlotAction::unicast_syn, 2},
+      {"rank 2 probes after it: complete", syn(2, 1), kT0 + kStragglerTimeout + 1,
+       SlotAction::multicast_result, 2},
+  });
+  const Header result = slot.reply(SlotAction::multicast_result, syn(2, 1));
+  EXPECT_EQ(result.flags, flag::kResult) << "a multicast result, not a probe reply";
+  EXPECT_EQ(result.contributors, 2);
+  EXPECT_EQ(result.bitmap, bit(0) | bit(2));
+  EXPECT_EQ(result.k, 4) << "reactive completion keeps the target N";
+  EXPECT_EQ(slot.values, (Values{12}));
+}
+
+TEST(SlotStateMachine, ReactiveCompletionUsesTheKOfThePacketThatOpenedTheRound) {
+  // Rank 0 opens with k = 3; rank 1 asks for k = 1 and rank 2 for 2: the round's K stays 3.
+  SlotUnderTest slot(4, /*session k=*/4, 1, kStragglerTimeout);
+  Packet open = data(0, 1, {1});
+  open.header.k = 3;
+  Packet low = data(1, 1, {1});
+  low.header.k = 1;
+  Packet mid = data(2, 1, {1});
+  mid.header.k = 2;
+  run_steps(slot, {
+      {"rank 0 opens with k 3", open, kT0, SlotAction::counted, 1},
+      {"rank 1 with k 1, after the timeout: 2 < 3", low, kT0 + 2 * kStragglerTimeout, SlotAction::counted, 2},
+      {"rank 1's retransmission with k 1 does not complete", low, kT0 + 3 * kStragglerTimeout,
+       SlotAction::duplicate, 2},
+      {"rank 2 with k 2 reaches the opener's 3", mid, kT0 + 3 * kStragglerTimeout,
+       SlotAction::multicast_result, 3},
+  });
+  EXPECT_EQ(slot.state.k, 3);
+}
+
+TEST(SlotStateMachine, KZeroInTheOpenerMeansTheSessionDefault) {
+  SlotUnderTest slot(4, /*session k=*/2, 1, kStragglerTimeout);
+  ASSERT_EQ(slot.step(with_flags(data(0, 1, {1}), flag::kCountToK)), SlotAction::counted);
+  EXPECT_EQ(slot.state.k, 2);
+  EXPECT_EQ(slot.state.target, 2);
+}
+
+TEST(SlotStateMachine, StragglerTimerComparesTicksAcrossTheirWrapAround) {
+  SlotUnderTest slot(3, 2, 1, kStragglerTimeout);
+  const std::uint32_t open = 0xffffff00u;  // 256 ticks before the 32-bit counter wraps
+  run_steps(slot, {
+      {"rank 0 opens just before the wrap", data(0, 1, {1}), open, SlotAction::counted, 1},
+      {"rank 1 after the wrap, within the timeout", data(1, 1, {1}), open + kStragglerTimeout,
+       SlotAction::counted, 2},
+      {"rank 1 retransmits one tick past the timeout: complete", data(1, 1, {1}),
+       open + kStragglerTimeout + 1, SlotAction::multicast_result, 2},
+  });
+  EXPECT_LT(open + kStragglerTimeout + 1, open) << "the test must cross the wrap-around";
+}
+
+TEST(SlotStateMachine, LateContributionNeverChangesTheFrozenBitmap) {
+  SlotUnderTest slot(4, 2, 1, kStragglerTimeout);
+  run_steps(slot, {
+      {"rank 0", data(0, 1, {1}), kT0, SlotAction::counted, 1},
+      {"rank 1", data(1, 1, {2}), kT0, SlotAction::counted, 2},
+      {"rank 1 probes after the timeout: complete", syn(1, 1), kT0 + kStragglerTimeout + 1,
+       SlotAction::multicast_result, 2},
+      {"rank 3 late", data(3, 1, {100}), kT0 + kStragglerTimeout + 2, SlotAction::unicast_result, 2},
+      {"rank 3 probes", syn(3, 1), kT0 + kStragglerTimeout + 3, SlotAction::unicast_result, 2},
+      {"rank 2 late", data(2, 1, {100}), kT0 + kStragglerTimeout + 4, SlotAction::unicast_result, 2},
+  });
+  EXPECT_EQ(slot.state.bitmap, bit(0) | bit(1));
+  EXPECT_EQ(slot.values, (Values{3}));
+  for (const Packet& late : {data(3, 1, {100}), syn(3, 1), data(2, 2, {})}) {
+    const SlotAction action = late.header.seq == 1 ? SlotAction::unicast_result : SlotAction::unicast_old;
+    EXPECT_EQ(slot.reply(action, late).bitmap, bit(0) | bit(1));
+    EXPECT_EQ(slot.reply(action, late).contributors, 2);
+  }
+}
+
+TEST(SlotStateMachine, AFreshSlotIsAllZeroAndRepliesWithZeroFields) {
+  const SlotState fresh{};
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&fresh);
+  SlotState zeroed;
+  std::memset(static_cast<void*>(&zeroed), 0, sizeof zeroed);
+  EXPECT_EQ(std::memcmp(bytes, &zeroed, sizeof zeroed), 0)
+      << "a control plane that clears every register must leave a fresh slot";
+  EXPECT_EQ(protocol::exp_from_wire(fresh.exp_used), protocol::kExpZero);
+
+  SlotUnderTest slot(2, 2, 1);
+  for (const Packet& probe : {syn(0, 1), syn(0, 0), syn(1, 7)}) {
+    EXPECT_EQ(slot.step(probe), SlotAction::unicast_syn);
+    const Header reply = slot.reply(SlotAction::unicast_syn, probe);
+    EXPECT_EQ(reply.flags, flag::kSyn);
+    EXPECT_EQ(reply.token, kToken);
+    EXPECT_EQ(reply.op_id, 0u);
+    EXPECT_EQ(reply.seq, 0u);
+    EXPECT_EQ(reply.offset, 0u);
+    EXPECT_EQ(reply.op_length, 0u);
+    EXPECT_EQ(reply.count, 0);
+    EXPECT_EQ(reply.k, 0);
+    EXPECT_EQ(reply.contributors, 0);
+    EXPECT_EQ(reply.exp_used, protocol::kExpZero);
+    EXPECT_EQ(reply.exp_next, protocol::kExpZero);
+    EXPECT_EQ(reply.bitmap, 0u);
+  }
+}
+
 // ---- SYN probes -----------------------------------------------------------------------------
 
 TEST(SlotStateMachine, SynProbeOnACompleteRoundGetsTheResultWithoutChangingState) {
@@ -569,7 +719,7 @@ TEST(SlotStateMachine, SynProbeOnAnOpenRoundGetsSynWithoutChangingState) {
   for (const std::uint32_t seq : {1u, 2u, 0u}) {
     SCOPED_TRACE(seq);
     const Packet probe = syn(2, seq);
-    EXPECT_EQ(slot.step(probe, kT0 + 10'000'000'000), SlotAction::unicast_syn);
+    EXPECT_EQ(slot.step(probe, kT0 + 2'000'000'000), SlotAction::unicast_syn);
     const Header reply = slot.reply(SlotAction::unicast_syn, probe);
     EXPECT_EQ(reply.flags, flag::kSyn);
     EXPECT_EQ(reply.seq, 1u);
@@ -648,8 +798,10 @@ class RawClient {
   }
 
   // The next reply, waiting at most kReplyTimeout. Replies that do not decode are test failures.
-  std::optional<Reply> receive() {
-    const auto deadline = Clock::now() + kReplyTimeout;
+  std::optional<Reply> receive() { return receive_within(kReplyTimeout); }
+
+  std::optional<Reply> receive_within(std::chrono::milliseconds wait) {
+    const auto deadline = Clock::now() + wait;
     std::vector<transport::RxPacket> batch(16);
     while (pending_.empty() && Clock::now() < deadline) {
       const std::size_t n = io_->receive(batch, 50ms);
@@ -741,9 +893,10 @@ class SoftwareSwitchTest : public ::testing::Test {
   }
 
   static Bytes data_packet(std::uint32_t session, int rank, std::uint32_t slot, std::uint32_t seq,
-                           const Values& values) {
+                           const Values& values, std::uint32_t token = 0) {
     Header h;
     h.session = session;
+    h.token = token;
     h.op_id = 1;
     h.slot = slot;
     h.seq = seq;
@@ -767,7 +920,7 @@ TEST_F(SoftwareSwitchTest, MalformedAndUnknownSessionPacketsAreDroppedAndCounted
   client.send(Bytes(7, std::byte{0x42}), switch_endpoint_);                  // garbage
   client.send(Bytes(protocol::kHeaderSize - 1, std::byte{0}), switch_endpoint_);  // short
   Bytes bad_version = data_packet(kOpen, 0, 0, 1, {1, 2, 3, 4});
-  bad_version[0] = std::byte{2};
+  bad_version[0] = std::byte{1};  // protocol 1
   client.send(bad_version, switch_endpoint_);
   Bytes switch_only_flag = data_packet(kOpen, 0, 0, 1, {1, 2, 3, 4});
   switch_only_flag[3] = std::byte{flag::kResult};  // workers never send RESULT
@@ -815,15 +968,19 @@ TEST_F(SoftwareSwitchTest, DataBeforeJoiningGetsNotJoined) {
 TEST_F(SoftwareSwitchTest, WindowMismatchBetweenJoinersRejectsBoth) {
   RawClient rank0;
   RawClient rank1;
-  rank0.send(join(kOpen, 0, rank0, /*window=*/4), switch_endpoint_);
-  // Rank 0's JOIN must be recorded before rank 1's arrives: wait until the switch counted it.
-  ASSERT_TRUE(eventually([&] { return switch_.counters().joins == 1; }));
-  rank1.send(join(kOpen, 1, rank1, /*window=*/8), switch_endpoint_);
+  // Each rank sends its JOIN twice, as a live rank's retries do: a JOIN sent once (a stray)
+  // can neither form a generation nor veto one.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    rank0.send(join(kOpen, 0, rank0, /*window=*/4), switch_endpoint_);
+    rank1.send(join(kOpen, 1, rank1, /*window=*/8), switch_endpoint_);
+  }
 
   for (RawClient* client : {&rank0, &rank1}) {
     const std::optional<Reply> reply = client->receive();
     ASSERT_NO_FATAL_FAILURE(expect_error(reply, ErrorCode::window_mismatch, flag::kJoin));
-    EXPECT_EQ(reply->header.offset, 4u) << "offset carries the window of the first joiner";
+    EXPECT_EQ(reply->header.offset, 4u) << "offset carries the others' window (a tie: the lowest rank's)";
+    EXPECT_EQ(reply->header.rank, 1) << "the rank that differs";
+    EXPECT_EQ(reply->header.bitmap, std::uint64_t{8} << 32 | kLoopback) << "its window and host";
   }
 }
 
@@ -831,9 +988,14 @@ TEST_F(SoftwareSwitchTest, TwoRanksJoinThenAFullRoundIsMulticastToBoth) {
   RawClient rank0;
   RawClient rank1;
   rank0.send(join(kOpen, 0, rank0), switch_endpoint_);
-  ASSERT_TRUE(eventually([&] { return switch_.counters().joins == 1; }));
+  rank1.send(join(kOpen, 1, rank1), switch_endpoint_);
+  ASSERT_TRUE(eventually([&] { return switch_.counters().joins == 2; }));
+  EXPECT_FALSE(rank0.receive_within(std::chrono::milliseconds(50)).has_value())
+      << "a JOIN sent once does not complete a generation";
+  rank0.send(join(kOpen, 0, rank0), switch_endpoint_);
   rank1.send(join(kOpen, 1, rank1), switch_endpoint_);
 
+  std::uint32_t token = 0;
   for (RawClient* client : {&rank0, &rank1}) {
     const std::optional<Reply> ack = client->receive();
     ASSERT_TRUE(ack.has_value()) << "no JOIN acknowledgement";
@@ -848,7 +1010,10 @@ TEST_F(SoftwareSwitchTest, TwoRanksJoinThenAFullRoundIsMulticastToBoth) {
     EXPECT_EQ(reply.payload, kPayload);
     EXPECT_EQ(reply.world_size, 2u);
     EXPECT_EQ(reply.k_default, 2u);
-    EXPECT_EQ(reply.straggler_timeout_us, 10000u);
+    EXPECT_EQ(reply.straggler_timeout_ticks, protocol::timeout_ticks(10000));
+    EXPECT_NE(reply.token, 0u);
+    EXPECT_EQ(ack->header.token, reply.token);
+    token = reply.token;
     EXPECT_EQ(reply.pool_base, 0u);
     EXPECT_EQ(reply.pool_size, kPoolSize);
     EXPECT_EQ(reply.generation, 1u);
@@ -857,8 +1022,8 @@ TEST_F(SoftwareSwitchTest, TwoRanksJoinThenAFullRoundIsMulticastToBoth) {
   }
 
   constexpr std::int32_t kMax = std::numeric_limits<std::int32_t>::max();
-  rank0.send(data_packet(kOpen, 0, /*slot=*/0, /*seq=*/1, {1, -2, 3, kMax}), switch_endpoint_);
-  rank1.send(data_packet(kOpen, 1, /*slot=*/0, /*seq=*/1, {10, 20, -30, 1}), switch_endpoint_);
+  rank0.send(data_packet(kOpen, 0, /*slot=*/0, /*seq=*/1, {1, -2, 3, kMax}, token), switch_endpoint_);
+  rank1.send(data_packet(kOpen, 1, /*slot=*/0, /*seq=*/1, {10, 20, -30, 1}, token), switch_endpoint_);
   for (RawClient* client : {&rank0, &rank1}) {
     const std::optional<Reply> result = client->receive();
     ASSERT_TRUE(result.has_value()) << "no multicast result";
@@ -873,7 +1038,7 @@ TEST_F(SoftwareSwitchTest, TwoRanksJoinThenAFullRoundIsMulticastToBoth) {
   }
 
   // A retransmission after completion gets a unicast copy, to the sender only.
-  rank0.send(data_packet(kOpen, 0, 0, 1, {1, -2, 3, kMax}), switch_endpoint_);
+  rank0.send(data_packet(kOpen, 0, 0, 1, {1, -2, 3, kMax}, token), switch_endpoint_);
   const std::optional<Reply> copy = rank0.receive();
   ASSERT_TRUE(copy.has_value());
   EXPECT_EQ(copy->header.flags, flag::kResult | flag::kRetransmit);
@@ -881,11 +1046,96 @@ TEST_F(SoftwareSwitchTest, TwoRanksJoinThenAFullRoundIsMulticastToBoth) {
 
   EXPECT_TRUE(eventually([&] { return switch_.counters().retransmitted_results == 1; }));
   const SwitchCounters counters = switch_.counters();
-  EXPECT_EQ(counters.joins, 2u);
+  EXPECT_EQ(counters.joins, 4u);
   EXPECT_EQ(counters.aggregated, 2u);
   EXPECT_EQ(counters.completed_full, 1u);
   EXPECT_EQ(counters.completed_partial, 0u);
   EXPECT_EQ(counters.errors_sent, 0u);
+}
+
+class SoftwareSwitchJoined : public SoftwareSwitchTest {
+ protected:
+  void SetUp() override {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      rank0_.send(join(kOpen, 0, rank0_), switch_endpoint_);
+      rank1_.send(join(kOpen, 1, rank1_), switch_endpoint_);
+    }
+    for (RawClient* client : {&rank0_, &rank1_}) {
+      const std::optional<Reply> ack = client->receive();
+      ASSERT_TRUE(ack.has_value());
+      token_ = ack->header.token;
+    }
+  }
+
+  RawClient rank0_;
+  RawClient rank1_;
+  std::uint32_t token_ = 0;
+};
+
+TEST_F(SoftwareSwitchJoined, AForgedPacketFromAnotherPortOfAMembersHostIsNeverAdded) {
+  RawClient forger;  // 127.0.0.1 like the ranks, another port
+  forger.send(data_packet(kOpen, 0, 0, 1, {1000, 1000, 1000, 1000}, token_), switch_endpoint_);
+  expect_error(forger.receive(), ErrorCode::not_joined, 0);  // a member's host learns why
+
+  rank0_.send(data_packet(kOpen, 0, 0, 1, {1, 2, 3, 4}, token_), switch_endpoint_);
+  rank1_.send(data_packet(kOpen, 1, 0, 1, {10, 20, 30, 40}, token_), switch_endpoint_);
+  for (RawClient* client : {&rank0_, &rank1_}) {
+    const std::optional<Reply> result = client->receive();
+    ASSERT_TRUE(result.has_value());
+    EXPECT_EQ(result->header.token, token_);
+    EXPECT_EQ(from_be(result->payload), (Values{11, 22, 33, 44})) << "the forged values are not in";
+  }
+  EXPECT_FALSE(forger.receive_within(std::chrono::milliseconds(50)).has_value())
+      << "the multicast goes to members only";
+}
+
+TEST_F(SoftwareSwitchJoined, APacketWithTheWrongTokenOrRankIsDroppedAndCounted) {
+  // From rank 0's own socket: a wrong token, and the right token with rank 1 in the header.
+  rank0_.send(data_packet(kOpen, 0, 0, 1, {1000, 1000, 1000, 1000}, token_ + 1), switch_endpoint_);
+  rank0_.send(data_packet(kOpen, 1, 0, 1, {1000, 1000, 1000, 1000}, token_), switch_endpoint_);
+  ASSERT_TRUE(eventually([&] {
+    const SwitchCounters c = switch_.counters();
+    return c.dropped_bad_token == 1 && c.dropped_unregistered == 1;
+  }));
+  rank0_.send(data_packet(kOpen, 0, 0, 1, {1, 1, 1, 1}, token_), switch_endpoint_);
+  rank1_.send(data_packet(kOpen, 1, 0, 1, {2, 2, 2, 2}, token_), switch_endpoint_);
+  const std::optional<Reply> result = rank0_.receive();
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(from_be(result->payload), (Values{3, 3, 3, 3}));
+}
+
+TEST_F(SoftwareSwitchJoined, AMismatchIsSentToEveryRank) {
+  Bytes first = data_packet(kOpen, 0, 0, 1, {1, 1, 1, 1}, token_);
+  rank0_.send(first, switch_endpoint_);
+  ASSERT_TRUE(eventually([&] { return switch_.counters().aggregated == 1; }));
+  Header longer;
+  std::span<const std::byte> unused;
+  Bytes second = data_packet(kOpen, 1, 0, 1, {2, 2, 2, 2}, token_);
+  ASSERT_EQ(protocol::decode(second, longer, unused), protocol::DecodeStatus::ok);
+  longer.op_length = 5;
+  protocol::encode(longer, second.data());
+  rank1_.send(second, switch_endpoint_);
+  for (RawClient* client : {&rank0_, &rank1_}) {
+    const std::optional<Reply> error = client->receive();
+    ASSERT_NO_FATAL_FAILURE(expect_error(error, ErrorCode::length_mismatch, 0));
+    EXPECT_EQ(error->header.op_id, 1u);
+    EXPECT_EQ(error->header.rank, 1);
+    EXPECT_EQ(error->header.offset, 0u) << "rank 0's packet carried op_length 0";
+    EXPECT_EQ(error->header.bitmap, 5u);
+  }
+}
+
+TEST_F(SoftwareSwitchJoined, AnotherJobIsRefusedWhileThisOneIsActive) {
+  RawClient intruder;
+  intruder.send(join(kOpen, 0, intruder), switch_endpoint_);
+  const std::optional<Reply> refused = intruder.receive();
+  ASSERT_NO_FATAL_FAILURE(expect_error(refused, ErrorCode::session_busy, flag::kJoin));
+  EXPECT_EQ(refused->header.offset, 1u) << "the generation in use";
+  EXPECT_TRUE(eventually([&] { return switch_.counters().joins_refused == 1; }));
+  // The job still runs.
+  rank0_.send(data_packet(kOpen, 0, 0, 1, {1, 1, 1, 1}, token_), switch_endpoint_);
+  rank1_.send(data_packet(kOpen, 1, 0, 1, {2, 2, 2, 2}, token_), switch_endpoint_);
+  ASSERT_TRUE(rank1_.receive().has_value());
 }
 
 }  // namespace

@@ -716,7 +716,7 @@ TEST(SessionValidate, EachInvalidSettingIsNamed) {
       {"session 7: pool_size 7 must be even", [](dpa::SessionConfig& s) { s.pool_size = 7; }},
       {"session 7: pool_base 4294967294 + pool_size 4 exceeds 2^32",
        [](dpa::SessionConfig& s) { s.pool_base = 4294967294u; s.pool_size = 4; }},
-      {"session 7: straggler_timeout_us 0 must be positive",
+      {"session 7: straggler_timeout_us 0 out of range [1, 3600000000]",
        [](dpa::SessionConfig& s) { s.straggler_timeout = std::chrono::microseconds{0}; }},
       {"session 7: workers lists 2 addresses; expected 0, 1 or world_size 4",
        [](dpa::SessionConfig& s) { s.workers = {{"10.0.0.1", 0}, {"10.0.0.2", 0}}; }},
@@ -803,9 +803,9 @@ TEST(SwitchCounters, AddAndPrint) {
     names.push_back(name);
     values[name] = value;
   }
-  EXPECT_EQ(names.size(), 16u);
+  EXPECT_EQ(names.size(), 19u);
   EXPECT_EQ(names.front(), "rx_packets");
-  EXPECT_EQ(names.back(), "dropped_not_joined");
+  EXPECT_EQ(names.back(), "leaves");
   EXPECT_EQ(values["rx_packets"], 12u);
   EXPECT_EQ(values["tx_packets"], 3u);
   EXPECT_EQ(values["completed_partial"], 0u);

@@ -744,7 +744,7 @@ TEST_F(EnginePackets, LostDataIsResentWhenTheProbeReplyLacksThisRank) {
   EXPECT_EQ(probe.h.flags, flag::kSyn);
   EXPECT_EQ(probe.h.op_id, kOpId);
   EXPECT_EQ(probe.h.count, 0u);
-  EXPECT_EQ(probe.bytes.size(), 40u);
+  EXPECT_EQ(probe.bytes.size(), protocol::kHeaderSize);
 
   // The slot's round is open and holds rank 1 only.
   const std::size_t mark = wire->sent_count();
@@ -1207,14 +1207,15 @@ TEST_F(EnginePackets, ErrorReplyFailsTheOperationNamingBothOperations) {
   error.error = protocol::ErrorCode::op_mismatch;
   send(error);  // about an earlier operation: ignored
   error.op_id = kOpId;
-  error.offset = 4;  // the slot holds operation 4
+  error.offset = 4;  // the round holds operation 4
+  error.bitmap = kOpId;  // the offender (rank 0 itself) runs operation 5
   send(error);
 
   ASSERT_TRUE(job.op->wait_for(kOpWait));
   const std::string message = error_of<ProtocolError>(*job.op);
   EXPECT_NE(message.find("operation 5"), std::string::npos) << message;
-  EXPECT_NE(message.find("this rank runs operation 5"), std::string::npos) << message;
-  EXPECT_NE(message.find("the slot holds operation 4"), std::string::npos) << message;
+  EXPECT_NE(message.find("rank 0 runs operation 5"), std::string::npos) << message;
+  EXPECT_NE(message.find("the round holds operation 4"), std::string::npos) << message;
   EXPECT_EQ(message.find("77"), std::string::npos) << message;
 
   // The failed operation's rounds were consumed: the next one starts at round 1.

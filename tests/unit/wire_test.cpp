@@ -116,10 +116,12 @@ TEST(WireGolden, FloatDataRequestWithCountToK) {
   Header h;
   h.flags = flag::kFloat | flag::kCountToK;
   h.session = 7;
+  h.token = 0xa1b2c3d4;
   h.op_id = 0x01020304;
   h.slot = 261;
   h.seq = 3;
   h.offset = 2048;
+  h.op_length = 20000;
   h.count = 8;
   h.rank = 5;
   h.k = 3;
@@ -135,9 +137,11 @@ TEST(WireGolden, FloatDataRequestWithCountToK) {
 TEST(WireGolden, Int32DataRequest) {
   Header h;
   h.session = 1;
+  h.token = 0x0badf00d;
   h.op_id = 42;
   h.slot = 0;
   h.seq = 1;
+  h.op_length = 3;
   h.count = 3;
   h.rank = 0;
   check_golden("data_int32_request.hex", h, be_words({10, 0xfffffffe, 0x01000000, 0}));
@@ -147,10 +151,12 @@ TEST(WireGolden, MulticastResult) {
   Header h;
   h.flags = flag::kResult | flag::kFloat;
   h.session = 7;
+  h.token = 0xa1b2c3d4;
   h.op_id = 0x01020304;
   h.slot = 261;
   h.seq = 3;
   h.offset = 2048;
+  h.op_length = 20000;
   h.count = 8;
   h.rank = 5;
   h.k = 3;
@@ -166,10 +172,12 @@ TEST(WireGolden, OldReplyWithComplete) {
   Header h;
   h.flags = flag::kOld | flag::kComplete;
   h.session = 1;
+  h.token = 0x0badf00d;
   h.op_id = 42;
   h.slot = 17;
   h.seq = 9;
   h.offset = 4096;
+  h.op_length = 8192;
   h.rank = 1;
   h.k = 2;
   h.contributors = 2;
@@ -181,10 +189,10 @@ TEST(WireGolden, SynProbe) {
   Header h;
   h.flags = flag::kSyn;
   h.session = 1;
+  h.token = 0x0badf00d;
   h.op_id = 42;
   h.slot = 17;
   h.seq = 9;
-  h.offset = 4096;
   h.rank = 3;
   check_golden("syn_probe.hex", h, {});
 }
@@ -194,11 +202,13 @@ TEST(WireGolden, ErrorReplyOpMismatch) {
   h.flags = flag::kError;
   h.error = ErrorCode::op_mismatch;
   h.session = 1;
-  h.op_id = 43;
+  h.token = 0x0badf00d;
+  h.op_id = 42;
   h.slot = 17;
   h.seq = 9;
   h.offset = 42;
   h.rank = 1;
+  h.bitmap = 43;
   EXPECT_TRUE(h.is_control());
   check_golden("error_op_mismatch.hex", h, {});
 }
@@ -247,18 +257,21 @@ TEST(WireGolden, JoinReplyWithTwoSwitchPorts) {
   reply.payload = 1024;
   reply.world_size = 4;
   reply.k_default = 3;
-  reply.straggler_timeout_us = 10000;
+  reply.straggler_timeout_ticks = timeout_ticks(10000);
   reply.pool_base = 256;
   reply.pool_size = 4096;
   reply.generation = 3;
+  reply.token = 0xa1b2c3d4;
   reply.switch_ports = 2;
   reply.ports[0] = 4242;
   reply.ports[1] = 4243;
-  ASSERT_EQ(reply.words(), 9u);
+  ASSERT_EQ(reply.words(), 10u);
+  EXPECT_EQ(reply.straggler_timeout_ticks, 153u);  // 10 ms in 65.536 us ticks, rounded up
 
   Header h;
   h.flags = flag::kJoin | flag::kResult;
   h.session = 1;
+  h.token = 0xa1b2c3d4;
   h.seq = 3;
   h.count = static_cast<std::uint16_t>(reply.words());
   h.rank = 2;
@@ -276,7 +289,8 @@ TEST(WireGolden, JoinReplyWithTwoSwitchPorts) {
   EXPECT_EQ(decoded.payload, 1024u);
   EXPECT_EQ(decoded.world_size, 4u);
   EXPECT_EQ(decoded.k_default, 3u);
-  EXPECT_EQ(decoded.straggler_timeout_us, 10000u);
+  EXPECT_EQ(decoded.straggler_timeout_ticks, 153u);
+  EXPECT_EQ(decoded.token, 0xa1b2c3d4u);
   EXPECT_EQ(decoded.pool_base, 256u);
   EXPECT_EQ(decoded.pool_size, 4096u);
   EXPECT_EQ(decoded.generation, 3u);
@@ -297,23 +311,24 @@ TEST(WireGolden, ByteOffsetsOfEveryHeaderField) {
       {"error", [](Header& h) { h.error = ErrorCode::dtype_mismatch; }, 1, {std::byte{15}}},
       {"flags", [](Header& h) { h.flags = 0x0102; }, 2, {std::byte{1}, std::byte{2}}},
       {"session", [](Header& h) { h.session = 0x11223344; }, 4, be_words({0x11223344})},
-      {"op_id", [](Header& h) { h.op_id = 0x55667788; }, 8, be_words({0x55667788})},
-      {"slot", [](Header& h) { h.slot = 0x99aabbcc; }, 12, be_words({0x99aabbcc})},
-      {"seq", [](Header& h) { h.seq = 0xddeeff01; }, 16, be_words({0xddeeff01})},
-      {"offset", [](Header& h) { h.offset = 0x02030405; }, 20, be_words({0x02030405})},
-      {"count", [](Header& h) { h.count = 0x0607; }, 24, {std::byte{6}, std::byte{7}}},
-      {"rank", [](Header& h) { h.rank = 0x3f; }, 26, {std::byte{0x3f}}},
-      {"k", [](Header& h) { h.k = 0x08; }, 27, {std::byte{0x08}}},
-      {"contributors", [](Header& h) { h.contributors = 0x09; }, 28, {std::byte{0x09}}},
-      {"exp_used", [](Header& h) { h.exp_used = 0x0a; }, 29, {std::byte{0x0a}}},
-      {"exp_next", [](Header& h) { h.exp_next = -2; }, 30, {std::byte{0xfe}}},
-      {"bitmap", [](Header& h) { h.bitmap = 0x0102030405060708; }, 32,
+      {"token", [](Header& h) { h.token = 0x1a2b3c4d; }, 8, be_words({0x1a2b3c4d})},
+      {"op_id", [](Header& h) { h.op_id = 0x55667788; }, 12, be_words({0x55667788})},
+      {"slot", [](Header& h) { h.slot = 0x99aabbcc; }, 16, be_words({0x99aabbcc})},
+      {"seq", [](Header& h) { h.seq = 0xddeeff01; }, 20, be_words({0xddeeff01})},
+      {"offset", [](Header& h) { h.offset = 0x02030405; }, 24, be_words({0x02030405})},
+      {"op_length", [](Header& h) { h.op_length = 0x0b0c0d0e; }, 28, be_words({0x0b0c0d0e})},
+      {"count", [](Header& h) { h.count = 0x0607; }, 32, {std::byte{6}, std::byte{7}}},
+      {"rank", [](Header& h) { h.rank = 0x3f; }, 34, {std::byte{0x3f}}},
+      {"k", [](Header& h) { h.k = 0x08; }, 35, {std::byte{0x08}}},
+      {"contributors", [](Header& h) { h.contributors = 0x09; }, 36, {std::byte{0x09}}},
+      // Exponents travel biased by 128: 10 -> 0x8a, -2 -> 0x7e.
+      {"exp_used", [](Header& h) { h.exp_used = 0x0a; }, 37, {std::byte{0x8a}}},
+      {"exp_next", [](Header& h) { h.exp_next = -2; }, 38, {std::byte{0x7e}}},
+      {"bitmap", [](Header& h) { h.bitmap = 0x0102030405060708; }, 40,
        {std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4}, std::byte{5}, std::byte{6},
         std::byte{7}, std::byte{8}}},
   };
-  Header base;
-  base.exp_used = 0;
-  base.exp_next = 0;
+  Header base;  // exponents kExpZero: biased, they encode as zero bytes
   Bytes zero(kHeaderSize, std::byte{0});
   zero[0] = std::byte{kVersion};
   ASSERT_EQ(hex(encode_packet(base, {})), hex(zero));
@@ -352,33 +367,44 @@ TEST_F(WireDecodeRejects, ShorterThanHeader) {
 }
 
 TEST_F(WireDecodeRejects, BadVersion) {
-  for (const int version : {0, 2, 255}) {
+  for (const int version : {0, 1, 3, 255}) {
     packet[0] = static_cast<std::byte>(version);
     EXPECT_EQ(decode_packet(packet), DecodeStatus::bad_version) << "version " << version;
   }
 }
 
 TEST_F(WireDecodeRejects, UnknownFlagBits) {
-  for (const unsigned bit : {0x0200u, 0x0400u, 0x1000u, 0x8000u}) {
+  for (const unsigned bit : {0x0400u, 0x1000u, 0x8000u}) {
     packet[2] = static_cast<std::byte>(bit >> 8);
     packet[3] = static_cast<std::byte>(bit & 0xff);
     EXPECT_EQ(decode_packet(packet), DecodeStatus::unknown_flags) << "flag 0x" << std::hex << bit;
   }
-  packet[2] = std::byte{0x01};  // every known flag at once is accepted
+  packet[1] = std::byte{1};  // every known flag at once (ERROR with a code) is accepted
+  packet[2] = std::byte{0x03};
   packet[3] = std::byte{0xff};
   EXPECT_EQ(decode_packet(packet), DecodeStatus::ok);
 }
 
 TEST_F(WireDecodeRejects, ReservedByteNonzero) {
-  packet[31] = std::byte{1};
+  packet[39] = std::byte{1};
   EXPECT_EQ(decode_packet(packet), DecodeStatus::reserved_nonzero);
 }
 
+TEST_F(WireDecodeRejects, ErrorCodeWithoutErrorFlagAndTheReverse) {
+  packet[1] = std::byte{14};  // a request must carry error 0
+  EXPECT_EQ(decode_packet(packet), DecodeStatus::error_flag_mismatch);
+  packet[1] = std::byte{0};
+  packet[3] = std::byte{static_cast<std::uint8_t>(flag::kError)};  // ERROR must name a code
+  EXPECT_EQ(decode_packet(packet), DecodeStatus::error_flag_mismatch);
+  packet[1] = std::byte{14};
+  EXPECT_EQ(decode_packet(packet), DecodeStatus::ok);
+}
+
 TEST_F(WireDecodeRejects, RankOf64OrMore) {
-  packet[26] = std::byte{63};
+  packet[34] = std::byte{63};
   EXPECT_EQ(decode_packet(packet), DecodeStatus::ok);
   for (const int rank : {64, 65, 255}) {
-    packet[26] = static_cast<std::byte>(rank);
+    packet[34] = static_cast<std::byte>(rank);
     EXPECT_EQ(decode_packet(packet), DecodeStatus::rank_out_of_range) << "rank " << rank;
   }
 }
@@ -392,11 +418,11 @@ TEST_F(WireDecodeRejects, PayloadNotWholeWords) {
 }
 
 TEST_F(WireDecodeRejects, CountExceedsPayload) {
-  packet[25] = std::byte{4};  // 4 values in a 4-value payload: fine
+  packet[33] = std::byte{4};  // 4 values in a 4-value payload: fine
   EXPECT_EQ(decode_packet(packet), DecodeStatus::ok);
-  packet[25] = std::byte{5};
+  packet[33] = std::byte{5};
   EXPECT_EQ(decode_packet(packet), DecodeStatus::count_exceeds_payload);
-  packet[24] = std::byte{0xff};
+  packet[32] = std::byte{0xff};
   EXPECT_EQ(decode_packet(packet), DecodeStatus::count_exceeds_payload);
 }
 
@@ -410,13 +436,13 @@ TEST_F(WireDecodeRejects, PayloadSpanStartsAfterHeader) {
 
 TEST(WireStrings, EveryErrorCodeAndDecodeStatusHasAText) {
   std::set<std::string_view> error_texts;
-  for (int code = 0; code <= static_cast<int>(ErrorCode::dtype_mismatch); ++code) {
+  for (int code = 0; code <= static_cast<int>(ErrorCode::session_taken_over); ++code) {
     const std::string_view text = to_string(static_cast<ErrorCode>(code));
     EXPECT_FALSE(text.empty()) << "error code " << code;
     EXPECT_NE(text, "unknown error code") << "error code " << code << " has no text of its own";
     error_texts.insert(text);
   }
-  EXPECT_EQ(error_texts.size(), static_cast<std::size_t>(ErrorCode::dtype_mismatch) + 1)
+  EXPECT_EQ(error_texts.size(), static_cast<std::size_t>(ErrorCode::session_taken_over) + 1)
       << "two error codes share a text";
   EXPECT_FALSE(to_string(static_cast<ErrorCode>(200)).empty());
 
@@ -476,7 +502,7 @@ TEST(WireJoinReply, RejectsZeroOrTooManySwitchPorts) {
   for (const std::uint32_t ports : {0u, 65u, 0xffffffffu}) {
     Bytes payload = golden_payload("join_reply.hex");
     payload.resize(4 * 40, std::byte{0});
-    set_word(payload, 7, ports);
+    set_word(payload, 8, ports);
     JoinReply reply;
     EXPECT_FALSE(decode(payload, reply)) << ports << " switch ports";
   }
@@ -488,6 +514,35 @@ TEST(WireJoinReply, RejectsTruncatedPayload) {
   ASSERT_TRUE(decode(payload, reply));
   for (std::size_t size = 0; size < payload.size(); ++size) {
     EXPECT_FALSE(decode(std::span(payload).first(size), reply)) << size << " bytes";
+  }
+}
+
+// ---- Straggler timer ticks and exponent codes -----------------------------------------------
+
+TEST(WireTicks, TimeoutsRoundUpToWholeTicks) {
+  EXPECT_EQ(timeout_ticks(0), 0u);
+  EXPECT_EQ(timeout_ticks(1), 1u);        // any positive timeout waits at least one tick
+  EXPECT_EQ(timeout_ticks(65), 1u);       // 65 us < 65.536 us
+  EXPECT_EQ(timeout_ticks(66), 2u);
+  EXPECT_EQ(timeout_ticks(10000), 153u);  // 152.6 ticks
+  EXPECT_EQ(ticks_to_us(153), 10027u);    // the effective timeout the JOIN reply reports
+  EXPECT_EQ(ticks_of_ns(65535), 0u);
+  EXPECT_EQ(ticks_of_ns(65536), 1u);
+  // The 32-bit slice of a 48-bit nanosecond clock wraps every 2^48 ns.
+  EXPECT_EQ(ticks_of_ns((std::uint64_t{1} << 48) + 65536), 1u);
+}
+
+TEST(WireExponentCodes, BiasedSoThatZeroMeansNoExponentAndUnsignedMaxIsSignedMax) {
+  EXPECT_EQ(exp_to_wire(kExpZero), 0u);
+  EXPECT_EQ(exp_to_wire(kExpNonFinite), 255u);
+  EXPECT_EQ(exp_to_wire(0), 128u);
+  for (int a = -128; a <= 127; ++a) {
+    EXPECT_EQ(exp_from_wire(exp_to_wire(static_cast<std::int8_t>(a))), a);
+    for (const int b : {-128, -96, -1, 0, 1, 126, 127}) {
+      EXPECT_EQ(exp_from_wire(std::max(exp_to_wire(static_cast<std::int8_t>(a)),
+                                       exp_to_wire(static_cast<std::int8_t>(b)))),
+                std::max(a, b));
+    }
   }
 }
 

@@ -54,11 +54,11 @@ void BM_SwitchStateMachine(benchmark::State& state) {
   limits.world_size = kRanks;
   limits.k = kRanks;
   limits.payload = payload;
-  limits.straggler_timeout_ns = 10'000'000;
+  limits.straggler_timeout_ticks = protocol::timeout_ticks(10'000);
   std::vector<std::byte> reply(protocol::kHeaderSize + 4 * std::size_t{payload});
 
   std::uint32_t seq = 0;
-  std::uint64_t now_ns = 0;
+  std::uint32_t now = 0;
   std::uint64_t completed = 0;
   for (auto _ : state) {
     ++seq;
@@ -70,9 +70,9 @@ void BM_SwitchStateMachine(benchmark::State& state) {
         h.seq = seq;
         const std::span<const std::byte> packet(payloads.data() + index * payload * 4, payload * 4);
         const sw::SlotAction action =
-            sw::step_slot(slots[slot], values, h, packet, std::uint64_t{1} << rank, limits, ++now_ns);
+            sw::step_slot(slots[slot], values, h, packet, std::uint64_t{1} << rank, limits, ++now);
         if (action == sw::SlotAction::multicast_result) {
-          protocol::encode(sw::reply_header(slots[slot], action, h, h.session), reply.data());
+          protocol::encode(sw::reply_header(slots[slot], action, h, h.token), reply.data());
           dpa::quant::int32_to_wire(values.data(), values.size(), reply.data() + protocol::kHeaderSize);
           benchmark::DoNotOptimize(reply.data());
           benchmark::ClobberMemory();

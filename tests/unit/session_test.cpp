@@ -1,0 +1,224 @@
+// The switch's join procedure (docs/protocol.md §6) driven directly with a fake clock: who may
+// start a generation, what a stray JOIN can and cannot do, and the identity table it builds.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "dpa/switch.hpp"
+#include "protocol/wire.hpp"
+#include "switch/session.hpp"
+
+namespace dpa::sw {
+namespace {
+
+using protocol::ErrorCode;
+using Kind = JoinOutcome::Kind;
+using transport::Endpoint;
+
+constexpr std::uint32_t kHostA = 0x0a000001;  // 10.0.0.1
+constexpr std::uint32_t kHostB = 0x0a000002;
+constexpr std::uint64_t kSecond = 1'000'000'000;
+
+struct Joiner {
+  int rank = 0;
+  std::uint32_t nonce = 1;
+  Endpoint from{kHostA, 0};
+  std::uint32_t threads = 1;
+  std::uint32_t window = 4;
+  std::uint32_t token = 0;
+};
+
+class SessionJoin : public ::testing::Test {
+ protected:
+  static SessionConfig config(int world) {
+    SessionConfig c;
+    c.id = 3;
+    c.world_size = world;
+    c.payload = 8;
+    c.pool_size = 64;
+    c.idle_timeout = std::chrono::milliseconds(5000);
+    return c;
+  }
+
+  static JoinOutcome join(Session& session, const Joiner& j, std::uint64_t now) {
+    protocol::Header h;
+    h.flags = protocol::flag::kJoin;
+    h.session = 3;
+    h.rank = static_cast<std::uint8_t>(j.rank);
+    h.token = j.token;
+    protocol::JoinRequest request;
+    request.nonce = j.nonce;
+    request.world_size = static_cast<std::uint32_t>(session.config().world_size);
+    request.threads = j.threads;
+    request.window = j.window;
+    for (std::uint32_t t = 0; t < j.threads; ++t) {
+      request.ports[t] = static_cast<std::uint16_t>(j.from.port + t);
+    }
+    return session.join(h, request, j.from, now);
+  }
+
+  // Ranks 0..world-1 on host A, rank r's thread t at port 1000 + 100 r + t.
+  static std::vector<Joiner> job(int world, std::uint32_t nonce_base) {
+    std::vector<Joiner> joiners;
+    for (int r = 0; r < world; ++r) {
+      joiners.push_back({r, nonce_base + static_cast<std::uint32_t>(r),
+                         {kHostA, static_cast<std::uint16_t>(1000 + 100 * r)}});
+    }
+    return joiners;
+  }
+
+  // Every rank sends its JOIN twice, as a live rank's retries do.
+  static const Membership* join_all(Session& session, const std::vector<Joiner>& joiners,
+                                    std::uint64_t now) {
+    for (const Joiner& j : joiners) join(session, j, now);
+    JoinOutcome last;
+    for (const Joiner& j : joiners) last = join(session, j, now);
+    EXPECT_EQ(last.kind, Kind::ack_all);
+    return last.members;
+  }
+};
+
+TEST_F(SessionJoin, TheGenerationFormsWhenEveryRankIsPendingAndCarriesAFreshToken) {
+  Session session(config(2));
+  const auto joiners = job(2, 10);
+  EXPECT_EQ(join(session, joiners[0], 0).kind, Kind::waiting);
+  EXPECT_EQ(join(session, joiners[0], 1).kind, Kind::waiting) << "a retransmission keeps waiting";
+  EXPECT_EQ(join(session, joiners[1], 2).kind, Kind::waiting) << "rank 1 has not confirmed yet";
+  const JoinOutcome done = join(session, joiners[1], 3);
+  ASSERT_EQ(done.kind, Kind::ack_all);
+  EXPECT_EQ(done.members->generation, 1u);
+  EXPECT_NE(done.members->token, 0u);
+  EXPECT_EQ(done.members->joined, 3u);
+  // A lost ack: the same JOIN again is acknowledged to the sender alone.
+  EXPECT_EQ(join(session, joiners[1], 4).kind, Kind::ack_sender);
+}
+
+TEST_F(SessionJoin, TheIdentityTableMapsEachThreadPortToItsRankAndThread) {
+  Session session(config(2));
+  auto joiners = job(2, 10);
+  for (Joiner& j : joiners) j.threads = 3;
+  const Membership* members = join_all(session, joiners, 0);
+  ASSERT_NE(members, nullptr);
+  EXPECT_EQ(members->identities.size(), 6u);
+  for (int r = 0; r < 2; ++r) {
+    for (int t = 0; t < 3; ++t) {
+      const Identity* id = members->identify({kHostA, static_cast<std::uint16_t>(1000 + 100 * r + t)});
+      ASSERT_NE(id, nullptr) << "rank " << r << " thread " << t;
+      EXPECT_EQ(id->rank, r);
+      EXPECT_EQ(id->thread, t);
+    }
+  }
+  EXPECT_EQ(members->identify({kHostA, 1003}), nullptr) << "another port of a member's host";
+  EXPECT_EQ(members->identify({kHostB, 1000}), nullptr) << "the right port on another host";
+}
+
+TEST_F(SessionJoin, AStrayJoinIsReplacedByTheRealRanksJoinAndCannotVetoTheJob) {
+  Session session(config(3));
+  Joiner stray{2, 0xbad, {kHostA, 7777}, /*threads=*/2};
+  EXPECT_EQ(join(session, stray, 0).kind, Kind::waiting);
+  const auto joiners = job(3, 10);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    EXPECT_EQ(join(session, joiners[0], 10).kind, Kind::waiting);
+    EXPECT_EQ(join(session, joiners[1], 10).kind, Kind::waiting) << "the stray never confirmed";
+  }
+  EXPECT_EQ(join(session, joiners[2], 10).kind, Kind::waiting);
+  const JoinOutcome done = join(session, joiners[2], 11);
+  ASSERT_EQ(done.kind, Kind::ack_all) << "rank 2's own JOIN replaces the stray one";
+  EXPECT_EQ(done.members->threads, 1u);
+  EXPECT_EQ(done.members->endpoints[2][0], (Endpoint{kHostA, 1200}));
+}
+
+TEST_F(SessionJoin, PendingJoinsThatAreNotRepeatedExpire) {
+  Session session(config(2));
+  Joiner stray{1, 0xbad, {kHostA, 7777}, /*threads=*/2};
+  EXPECT_EQ(join(session, stray, 0).kind, Kind::waiting);
+  // Rank 1's real JOIN never comes; rank 0 keeps retrying well after the stray expired, and
+  // the stray no longer counts towards a generation (nor vetoes one).
+  const auto joiners = job(2, 10);
+  EXPECT_NE(join_all(session, joiners, 2 * kSecond), nullptr);
+}
+
+TEST_F(SessionJoin, RanksThatDisagreeLearnWhichRankDiffersFromWhere) {
+  Session session(config(3));
+  auto joiners = job(3, 10);
+  joiners[1].window = 8;
+  joiners[1].from.address = kHostB;
+  for (const Joiner& j : joiners) {
+    EXPECT_EQ(join(session, j, 0).kind, Kind::waiting) << "no verdict before every rank confirmed";
+  }
+  EXPECT_EQ(join(session, joiners[0], 0).kind, Kind::waiting);
+  EXPECT_EQ(join(session, joiners[1], 0).kind, Kind::waiting);
+  const JoinOutcome rejected = join(session, joiners[2], 0);
+  ASSERT_EQ(rejected.kind, Kind::reject_all);
+  EXPECT_EQ(rejected.error, ErrorCode::window_mismatch);
+  EXPECT_EQ(rejected.expected, 4u) << "the value most ranks use";
+  EXPECT_EQ(rejected.culprit_rank, 1);
+  EXPECT_EQ(rejected.culprit_address, kHostB);
+  EXPECT_EQ(rejected.culprit_value, 8u);
+  EXPECT_EQ(rejected.notify.size(), 3u) << "every rank of the attempt";
+}
+
+TEST_F(SessionJoin, AnotherJobIsRefusedWhileTheGenerationIsInUse) {
+  Session session(config(2));
+  const Membership* first = join_all(session, job(2, 10), 0);
+  ASSERT_NE(first, nullptr);
+  first->last_active_ns.store(3 * kSecond);
+  const auto second = job(2, 50);
+  const JoinOutcome refused = join(session, second[0], 4 * kSecond);
+  EXPECT_EQ(refused.kind, Kind::reject_sender);
+  EXPECT_EQ(refused.error, ErrorCode::session_busy);
+  EXPECT_EQ(refused.expected, 1u) << "names the generation in use";
+  EXPECT_EQ(join(session, second[1], 4 * kSecond).error, ErrorCode::session_busy);
+  EXPECT_EQ(session.membership(), first) << "the first job keeps the session";
+}
+
+TEST_F(SessionJoin, AnIdleGenerationCanBeTakenOverAndTheNewOneRemembersTheOldToken) {
+  Session session(config(2));
+  const Membership* first = join_all(session, job(2, 10), 0);
+  ASSERT_NE(first, nullptr);
+  const Membership* second = join_all(session, job(2, 50), 6 * kSecond);  // idle timeout 5 s
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(second->generation, 2u);
+  EXPECT_EQ(second->previous_token, first->token);
+  EXPECT_NE(second->token, first->token);
+}
+
+TEST_F(SessionJoin, AfterARankLeavesAnotherJobMayJoinAtOnce) {
+  Session session(config(2));
+  const Membership* first = join_all(session, job(2, 10), 0);
+  ASSERT_NE(first, nullptr);
+  protocol::Header leave;
+  leave.flags = protocol::flag::kLeave;
+  leave.rank = 1;
+  leave.token = first->token + 1;
+  EXPECT_FALSE(session.leave(leave, {kHostA, 1100})) << "a wrong token does not count";
+  leave.token = first->token;
+  EXPECT_FALSE(session.leave(leave, {kHostA, 1101})) << "nor another port";
+  EXPECT_TRUE(session.leave(leave, {kHostA, 1100}));
+  EXPECT_NE(join_all(session, job(2, 50), 1), nullptr);
+}
+
+TEST_F(SessionJoin, MembersRejoinWithTheCurrentTokenWhileTheSessionIsInUse) {
+  Session session(config(2));
+  const Membership* first = join_all(session, job(2, 10), 0);
+  ASSERT_NE(first, nullptr);
+  auto rejoin = job(2, 90);  // new sockets, new nonces, the same host
+  for (Joiner& j : rejoin) {
+    j.token = first->token;
+    j.from.port = static_cast<std::uint16_t>(j.from.port + 5);
+  }
+  const Membership* second = join_all(session, rejoin, 1);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(second->generation, 2u);
+
+  // A rejoin with the token from another host is just another job.
+  Session other(config(2));
+  const Membership* mine = join_all(other, job(2, 10), 0);
+  Joiner intruder{0, 77, {kHostB, 1000}};
+  intruder.token = mine->token;
+  EXPECT_EQ(join(other, intruder, 1).error, ErrorCode::session_busy);
+}
+
+}  // namespace
+}  // namespace dpa::sw
