@@ -753,7 +753,7 @@ TEST(SwitchValidate, EachInvalidSettingIsNamed) {
          c.sessions.back().id = 8;
        }},
       // The request that aborted dpa-switch: 2^31 slots of 16320 values.
-      {"session 7: pool_size 2147483648 x payload 16320 needs 1337917",
+      {"session 7: pool_size 2147483648 x payload 16320 needs",
        [](dpa::SwitchConfig& c) {
          c.sessions[0].pool_size = 2147483648u;
          c.sessions[0].payload = 16320;
