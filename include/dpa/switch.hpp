@@ -46,6 +46,10 @@ struct SwitchConfig {
   std::size_t batch = 64;
   int socket_buffer_bytes = 32 << 20;
   std::chrono::microseconds busy_poll{0};  // spin before blocking in receive (0: never)
+  // Limits that every session, whether configured at start or added at run time, must fit:
+  // at most max_sessions sessions holding at most max_memory_mb MiB of slots in all.
+  std::uint32_t max_sessions = 256;
+  std::uint64_t max_memory_mb = 1024;
   // The straggler timer reads a clock set through set_clock() instead of the steady clock
   // (conformance tests give every packet a time in ticks).
   bool manual_clock = false;
@@ -93,8 +97,11 @@ class SoftwareSwitch {
   SoftwareSwitch(const SoftwareSwitch&) = delete;
   SoftwareSwitch& operator=(const SoftwareSwitch&) = delete;
 
-  void add_session(const SessionConfig& session);  // ConfigError if the id exists
-  void remove_session(std::uint32_t id);            // ConfigError if the id is unknown
+  // ConfigError if the id exists or the session does not fit max_sessions / max_memory_mb.
+  void add_session(const SessionConfig& session);
+  // ConfigError if the id is unknown. Returns once no switch thread can still use the session,
+  // with its memory released.
+  void remove_session(std::uint32_t id);
   [[nodiscard]] std::vector<std::uint32_t> session_ids() const;
   void stop();
 

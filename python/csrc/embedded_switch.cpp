@@ -20,6 +20,7 @@ std::string read_key(c10d::Store& store, const std::string& key,
 }
 
 std::unique_ptr<SoftwareSwitch> start_switch(const Config& config) {
+  config.validate();  // the session below is sized from threads and window
   const EmbeddedSwitchSettings settings = EmbeddedSwitchSettings::from_env();
   SessionConfig session;
   session.id = config.session;
@@ -34,7 +35,13 @@ std::unique_ptr<SoftwareSwitch> start_switch(const Config& config) {
   switch_config.port = 0;
   switch_config.threads = settings.threads;
   switch_config.sessions.push_back(session);
-  switch_config.validate();
+  try {
+    switch_config.validate();
+  } catch (const ConfigError& error) {
+    throw ConfigError(std::string("the embedded switch's session (pool_size = 2 x DPA_THREADS x DPA_WINDOW, "
+                                  "payload DPA_PAYLOAD or 2048) does not fit: ") +
+                      error.what());
+  }
   return std::make_unique<SoftwareSwitch>(switch_config);
 }
 

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <concepts>
 #include <cstdlib>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <string>
@@ -33,13 +34,41 @@ using detail::read_object;
 using detail::reader_for;
 using detail::require_object;
 
+// The values each setting accepts, whatever its source: validate() checks them for every
+// config, from_env() for each variable as it reads it, so both name the same range.
+template <class T>
+struct Range {
+  T min;
+  T max;
+  [[nodiscard]] constexpr bool contains(T value) const { return value >= min && value <= max; }  // NaN: false
+};
+
+constexpr Range<int> kWorldSizes{1, protocol::kMaxWorld};
+constexpr Range<int> kRanks{0, protocol::kMaxWorld - 1};
+constexpr Range<std::uint32_t> kSessions{1, std::numeric_limits<std::uint32_t>::max()};  // 0 is no session
+constexpr Range<std::uint16_t> kSwitchPorts{1, std::numeric_limits<std::uint16_t>::max()};
+constexpr Range<std::uint16_t> kLocalPorts{0, std::numeric_limits<std::uint16_t>::max()};
+constexpr Range<int> kThreads{1, protocol::kMaxThreads};
 // Outstanding packets per thread; each needs two switch slots, so this bounds the pool a
 // rank occupies.
-constexpr int kMaxWindow = 4096;
+constexpr Range<int> kWindows{1, 4096};
+constexpr Range<std::uint32_t> kPayloads{0, protocol::kMaxPayload};  // 0 adopts the session's
+constexpr Range<std::int64_t> kRetransmitUs{1, 60'000'000};         // up to a minute
+constexpr Range<std::int64_t> kTimeoutMs{1, 86'400'000};            // up to a day
+constexpr Range<std::int64_t> kBusyPollUs{0, 1'000'000};
+constexpr Range<int> kKs{0, protocol::kMaxWorld};  // 0: the session's default
+constexpr Range<double> kProbabilities{0.0, 1.0};
+constexpr Range<std::int64_t> kFaultDelayUs{0, 10'000'000};
 
 template <class... Args>
 void require(bool ok, fmt::format_string<Args...> format, Args&&... args) {
   if (!ok) fail("invalid dpa config: " + fmt::format(format, std::forward<Args>(args)...));
+}
+
+// `key` is the JSON key, `variable` the DPA_* variable that sets it.
+template <class T>
+void require_in(Range<T> range, T value, std::string_view key, std::string_view variable) {
+  require(range.contains(value), "{} {} out of range [{}, {}] ({})", key, value, range.min, range.max, variable);
 }
 
 struct HostPort {
@@ -127,12 +156,32 @@ T parse_env_integer(const char* name, const std::string& text) {
   fail_env(name, text, integer_kind<T>());
 }
 
-// Each apply_env reads one variable into `field` when it is set and says whether it was.
+template <std::integral T>
+T parse_env_integer(const char* name, const std::string& text, Range<T> range) {
+  T value{};
+  const char* const end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (error != std::errc{} || stop != end || !range.contains(value)) {
+    fail_env(name, text, fmt::format("an integer in [{}, {}]", range.min, range.max));
+  }
+  return value;
+}
+
+// Each apply_env reads one variable into `field` when it is set and says whether it was; a
+// value of the wrong type or outside `range` is a ConfigError naming the variable.
 template <std::integral T>
   requires(!std::same_as<T, bool>)
 bool apply_env(const char* name, T& field) {
   const auto text = detail::env_string(name);
   if (text) field = parse_env_integer<T>(name, *text);
+  return text.has_value();
+}
+
+template <std::integral T>
+  requires(!std::same_as<T, bool>)
+bool apply_env(const char* name, T& field, Range<T> range) {
+  const auto text = detail::env_string(name);
+  if (text) field = parse_env_integer<T>(name, *text, range);
   return text.has_value();
 }
 
@@ -142,12 +191,14 @@ bool apply_env(const char* name, bool& field) {
   return was_set;
 }
 
-bool apply_env(const char* name, double& field) {
+bool apply_env(const char* name, double& field, Range<double> range) {
   const auto text = detail::env_string(name);
   if (!text) return false;
   const char* const end = text->data() + text->size();
   const auto [stop, error] = std::from_chars(text->data(), end, field);
-  if (error != std::errc{} || stop != end) fail_env(name, *text, "a number");
+  if (error != std::errc{} || stop != end || !range.contains(field)) {
+    fail_env(name, *text, fmt::format("a number in [{}, {}]", range.min, range.max));
+  }
   return true;
 }
 
@@ -158,11 +209,20 @@ bool apply_env(const char* name, std::string& field) {
 }
 
 template <class Rep, class Period>
-bool apply_env(const char* name, std::chrono::duration<Rep, Period>& field) {
+bool apply_env(const char* name, std::chrono::duration<Rep, Period>& field, Range<Rep> range) {
   Rep count = field.count();
-  const bool was_set = apply_env(name, count);
+  const bool was_set = apply_env(name, count, range);
   field = std::chrono::duration<Rep, Period>{count};
   return was_set;
+}
+
+// A variable whose value must be one of `names`.
+void check_env_choice(const char* name, std::initializer_list<std::string_view> names) {
+  const auto text = detail::env_string(name);
+  if (!text || std::ranges::find(names, std::string_view(*text)) != names.end()) return;
+  std::string expected = "one of";
+  for (const std::string_view choice : names) expected += fmt::format(" {}", choice);
+  fail_env(name, *text, expected);
 }
 
 std::optional<bool> parse_flag(std::string_view text) {
@@ -174,10 +234,6 @@ std::optional<bool> parse_flag(std::string_view text) {
   return std::nullopt;
 }
 
-void require_probability(double probability, std::string_view key) {
-  // Written so that NaN fails too.
-  require(probability >= 0.0 && probability <= 1.0, "faults.{} {} out of range [0, 1]", key, probability);
-}
 
 }  // namespace
 
@@ -210,66 +266,78 @@ Config Config::from_env() {
   Config config;
   if (const auto file = detail::env_string("DPA_CONFIG")) config = from_json_file(*file);
 
+  // Every variable a worker reads, with the values it accepts. Settings that depend on each
+  // other (rank < world size, K <= world size, ...) are checked by validate(), whose messages
+  // name the variables too.
   // torchrun exports RANK and WORLD_SIZE; the DPA_ names win when both are present.
-  if (!apply_env("DPA_RANK", config.rank)) apply_env("RANK", config.rank);
-  if (!apply_env("DPA_WORLD_SIZE", config.world_size)) apply_env("WORLD_SIZE", config.world_size);
+  if (!apply_env("DPA_RANK", config.rank, kRanks)) apply_env("RANK", config.rank, kRanks);
+  if (!apply_env("DPA_WORLD_SIZE", config.world_size, kWorldSizes)) {
+    apply_env("WORLD_SIZE", config.world_size, kWorldSizes);
+  }
   if (const auto text = detail::env_string("DPA_SWITCH")) {
     const auto address = parse_host_port(*text);
-    if (!address) fail_env("DPA_SWITCH", *text, "host or host:port");
+    if (!address || address->host.empty() || !kSwitchPorts.contains(address->port)) {
+      fail_env("DPA_SWITCH", *text, "host or host:port with a port in [1, 65535]");
+    }
     config.switch_host = address->host;
     config.switch_port = address->port;
   }
-  apply_env("DPA_SESSION", config.session);
-  apply_env("DPA_THREADS", config.threads);
-  apply_env("DPA_WINDOW", config.window);
-  apply_env("DPA_PAYLOAD", config.payload);
+  apply_env("DPA_SESSION", config.session, kSessions);
+  apply_env("DPA_THREADS", config.threads, kThreads);
+  apply_env("DPA_WINDOW", config.window, kWindows);
+  apply_env("DPA_PAYLOAD", config.payload, kPayloads);
   apply_env("DPA_LOCAL_HOST", config.local_host);
-  apply_env("DPA_LOCAL_PORT", config.local_port);
-  apply_env("DPA_RTO_US", config.retransmit_timeout);
-  apply_env("DPA_MAX_RTO_US", config.max_retransmit_timeout);
-  apply_env("DPA_TIMEOUT_MS", config.timeout);
-  apply_env("DPA_JOIN_TIMEOUT_MS", config.join_timeout);
-  apply_env("DPA_BUSY_POLL_US", config.busy_poll);
-  apply_env("DPA_K", config.k);
+  apply_env("DPA_LOCAL_PORT", config.local_port, kLocalPorts);
+  apply_env("DPA_RTO_US", config.retransmit_timeout, kRetransmitUs);
+  apply_env("DPA_MAX_RTO_US", config.max_retransmit_timeout, kRetransmitUs);
+  apply_env("DPA_TIMEOUT_MS", config.timeout, kTimeoutMs);
+  apply_env("DPA_JOIN_TIMEOUT_MS", config.join_timeout, kTimeoutMs);
+  apply_env("DPA_BUSY_POLL_US", config.busy_poll, kBusyPollUs);
+  apply_env("DPA_K", config.k, kKs);
   apply_env("DPA_PREEMPTIVE", config.preemptive);
   apply_env("DPA_SYN_DISABLE", config.syn_disable);
-  apply_env("DPA_FAULT_DROP", config.faults.drop);
-  apply_env("DPA_FAULT_DUPLICATE", config.faults.duplicate);
-  apply_env("DPA_FAULT_REORDER", config.faults.reorder);
-  apply_env("DPA_FAULT_DELAY", config.faults.delay);
-  apply_env("DPA_FAULT_DELAY_US", config.faults.delay_time);
+  apply_env("DPA_FAULT_DROP", config.faults.drop, kProbabilities);
+  apply_env("DPA_FAULT_DUPLICATE", config.faults.duplicate, kProbabilities);
+  apply_env("DPA_FAULT_REORDER", config.faults.reorder, kProbabilities);
+  apply_env("DPA_FAULT_DELAY", config.faults.delay, kProbabilities);
+  apply_env("DPA_FAULT_DELAY_US", config.faults.delay_time, kFaultDelayUs);
   apply_env("DPA_FAULT_SEED", config.faults.seed);
+  // Read elsewhere (logging, the quantisation kernels), where a bad value can only be warned
+  // about; a worker refuses it here.
+  check_env_choice("DPA_LOG", {"trace", "debug", "info", "warn", "warning", "err", "error", "critical", "off"});
+  check_env_choice("DPA_SIMD", {"auto", "avx2", "scalar"});
   return config;
 }
 
 void Config::validate() const {
-  require(world_size >= 1 && world_size <= protocol::kMaxWorld, "world_size {} out of range [1, {}]",
-          world_size, protocol::kMaxWorld);
-  require(rank >= 0 && rank < world_size, "rank {} out of range for world_size {}", rank, world_size);
-  require(!switch_host.empty(), "switch: host is empty");
-  require(switch_port != 0, "switch: port must not be 0");
-  require(threads >= 1 && threads <= protocol::kMaxThreads, "threads {} out of range [1, {}]", threads,
-          protocol::kMaxThreads);
-  require(window >= 1 && window <= kMaxWindow, "window {} out of range [1, {}]", window, kMaxWindow);
-  require(payload <= protocol::kMaxPayload, "payload {} out of range: 0 (the session's) or [1, {}]",
-          payload, protocol::kMaxPayload);
-  require(retransmit_timeout.count() > 0, "retransmit_timeout_us {} must be positive",
-          retransmit_timeout.count());
+  require_in(kWorldSizes, world_size, "world_size", "DPA_WORLD_SIZE");
+  require(rank >= 0 && rank < world_size, "rank {} out of range for world_size {} (DPA_RANK, DPA_WORLD_SIZE)", rank,
+          world_size);
+  require(!switch_host.empty(), "switch: host is empty (DPA_SWITCH)");
+  require(switch_port != 0, "switch: port must not be 0 (DPA_SWITCH)");
+  require_in(kSessions, session, "session", "DPA_SESSION");
+  require_in(kThreads, threads, "threads", "DPA_THREADS");
+  require_in(kWindows, window, "window", "DPA_WINDOW");
+  require(kPayloads.contains(payload), "payload {} out of range: 0 (the session's) or [1, {}] (DPA_PAYLOAD)", payload,
+          kPayloads.max);
+  require_in(kRetransmitUs, retransmit_timeout.count(), "retransmit_timeout_us", "DPA_RTO_US");
+  require_in(kRetransmitUs, max_retransmit_timeout.count(), "max_retransmit_timeout_us", "DPA_MAX_RTO_US");
   require(max_retransmit_timeout >= retransmit_timeout,
-          "max_retransmit_timeout_us {} is below retransmit_timeout_us {}", max_retransmit_timeout.count(),
-          retransmit_timeout.count());
-  require(timeout.count() > 0, "timeout_ms {} must be positive", timeout.count());
-  require(join_timeout.count() > 0, "join_timeout_ms {} must be positive", join_timeout.count());
-  require(k >= 0 && k <= world_size, "k {} out of range [0, world_size {}]", k, world_size);
-  require_probability(faults.drop, "drop");
-  require_probability(faults.duplicate, "duplicate");
-  require_probability(faults.reorder, "reorder");
-  require_probability(faults.delay, "delay");
-  require(faults.delay_time.count() >= 0, "faults.delay_time_us {} must not be negative",
-          faults.delay_time.count());
+          "max_retransmit_timeout_us {} is below retransmit_timeout_us {} (DPA_MAX_RTO_US, DPA_RTO_US)",
+          max_retransmit_timeout.count(), retransmit_timeout.count());
+  require_in(kTimeoutMs, std::chrono::milliseconds(timeout).count(), "timeout_ms", "DPA_TIMEOUT_MS");
+  require_in(kTimeoutMs, std::chrono::milliseconds(join_timeout).count(), "join_timeout_ms", "DPA_JOIN_TIMEOUT_MS");
+  require_in(kBusyPollUs, std::chrono::microseconds(busy_poll).count(), "busy_poll_us", "DPA_BUSY_POLL_US");
+  require(k >= 0 && k <= world_size, "k {} out of range [0, world_size {}] (DPA_K)", k, world_size);
+  require_in(kProbabilities, faults.drop, "faults.drop", "DPA_FAULT_DROP");
+  require_in(kProbabilities, faults.duplicate, "faults.duplicate", "DPA_FAULT_DUPLICATE");
+  require_in(kProbabilities, faults.reorder, "faults.reorder", "DPA_FAULT_REORDER");
+  require_in(kProbabilities, faults.delay, "faults.delay", "DPA_FAULT_DELAY");
+  require_in(kFaultDelayUs, std::chrono::microseconds(faults.delay_time).count(), "faults.delay_time_us",
+             "DPA_FAULT_DELAY_US");
   // Thread t binds local_port + t, so the last thread's port must exist too.
   require(local_port == 0 || local_port + threads - 1 <= std::numeric_limits<std::uint16_t>::max(),
-          "local_port {} + threads {} - 1 exceeds 65535", local_port, threads);
+          "local_port {} + threads {} - 1 exceeds 65535 (DPA_LOCAL_PORT, DPA_THREADS)", local_port, threads);
 }
 
 }  // namespace dpa

@@ -6,10 +6,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
+#include <list>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "api/logging.hpp"
 #include "dpa/error.hpp"
@@ -19,10 +25,13 @@ namespace dpa::sw {
 namespace {
 
 using nlohmann::json;
+using Clock = std::chrono::steady_clock;
 
-constexpr int kPollMs = 100;                 // how often the thread checks for shutdown
-constexpr int kIdleConnectionMs = 30000;     // an idle client is disconnected after this
-constexpr std::size_t kMaxRequestBytes = 1 << 20;
+constexpr auto kStopCheck = std::chrono::milliseconds(100);  // how often the thread checks for shutdown
+constexpr std::size_t kLoggedRequestChars = 200;
+constexpr std::size_t kMaxClients = 1024;
+constexpr std::size_t kMaxRequestBytes = std::size_t{16} << 20;
+constexpr auto kMaxIdleTimeout = std::chrono::hours(24);
 
 json counters_json(const SwitchCounters& counters) {
   json object = json::object();
@@ -33,23 +42,76 @@ json counters_json(const SwitchCounters& counters) {
   return object;
 }
 
-json failure(const std::string& message) { return {{"ok", false}, {"error", message}}; }
+std::string failure(const std::string& message) {
+  return json{{"ok", false}, {"error", message}}.dump();
+}
+
+std::string abbreviated(const std::string& text) {
+  return text.size() <= kLoggedRequestChars ? text : text.substr(0, kLoggedRequestChars) + "...";
+}
 
 }  // namespace
 
-ControlChannel::ControlChannel(SoftwareSwitch& target, const std::string& host, std::uint16_t port)
-    : switch_(target) {
+void ControlChannelOptions::validate() const {
+  if (idle_timeout.count() <= 0 || idle_timeout > kMaxIdleTimeout) {
+    throw ConfigError(fmt::format("--control-idle-timeout-ms {} out of range [1, {}]", idle_timeout.count(),
+                                  std::chrono::milliseconds(kMaxIdleTimeout).count()));
+  }
+  if (max_clients < 1 || max_clients > kMaxClients) {
+    throw ConfigError(fmt::format("--control-max-clients {} out of range [1, {}]", max_clients, kMaxClients));
+  }
+  if (max_request_bytes < 64 || max_request_bytes > kMaxRequestBytes) {
+    throw ConfigError(fmt::format("--control-max-request-bytes {} out of range [64, {}]", max_request_bytes,
+                                  kMaxRequestBytes));
+  }
+}
+
+// One connection: what it sent that is not a whole line yet, and the replies not sent yet.
+struct ControlChannel::Client {
+  int fd = -1;
+  std::string received;
+  std::string unsent;
+  Clock::time_point last_request;
+  // Closing: no more requests are read; once `unsent` is sent the write side is shut and what
+  // the client still sends is discarded until it closes, so it never loses its last reply to a
+  // reset.
+  bool closing = false;
+  bool write_shut = false;
+  bool peer_done = false;  // the client shut its write side: answer what it sent, then close
+
+  explicit Client(int connection) : fd(connection), last_request(Clock::now()) {}
+  ~Client() { close(fd); }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Sends what the socket takes now; false when the connection is broken.
+  bool flush() {
+    while (!unsent.empty()) {
+      const ssize_t sent = send(fd, unsent.data(), unsent.size(), MSG_NOSIGNAL);
+      if (sent < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+      unsent.erase(0, static_cast<std::size_t>(sent));
+    }
+    return true;
+  }
+
+  void reply(const std::string& line) { unsent += line + "\n"; }
+};
+
+ControlChannel::ControlChannel(SoftwareSwitch& target, const std::string& host, std::uint16_t port,
+                               const ControlChannelOptions& options)
+    : switch_(target), options_(options) {
+  options_.validate();
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(port);
   if (inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) {
     throw ConfigError("control channel host \"" + host + "\" is not an IPv4 address");
   }
-  listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   const int on = 1;
   setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
   if (listener_ < 0 || bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      listen(listener_, 4) != 0) {
+      listen(listener_, 16) != 0) {
     const std::string reason = std::strerror(errno);
     if (listener_ >= 0) close(listener_);
     throw Error("cannot listen for control connections on " + host + ":" + std::to_string(port) +
@@ -68,79 +130,140 @@ ControlChannel::~ControlChannel() {
 }
 
 std::string ControlChannel::handle(const std::string& request) {
-  json reply;
   try {
     const json message = json::parse(request);
     if (!message.is_object() || !message.contains("op") || !message["op"].is_string()) {
-      return failure("a request is a JSON object with a string \"op\"").dump();
+      return failure("a request is a JSON object with a string \"op\"");
     }
     const std::string op = message["op"];
     if (op == "add_session") {
-      if (!message.contains("session")) return failure("add_session needs \"session\"").dump();
+      if (!message.contains("session")) return failure("add_session needs \"session\"");
       switch_.add_session(SessionConfig::from_json(message["session"].dump(), "session"));
-      reply = {{"ok", true}};
-    } else if (op == "remove_session") {
-      if (!message.contains("id") || !message["id"].is_number_unsigned()) {
-        return failure("remove_session needs a numeric \"id\"").dump();
+      return json{{"ok", true}}.dump();
+    }
+    if (op == "remove_session") {
+      if (!message.contains("id") || !message["id"].is_number_unsigned() ||
+          message["id"].get<std::uint64_t>() > std::numeric_limits<std::uint32_t>::max()) {
+        return failure("remove_session needs a numeric \"id\" in [0, 4294967295]");
       }
       switch_.remove_session(message["id"].get<std::uint32_t>());
-      reply = {{"ok", true}};
-    } else if (op == "sessions") {
-      reply = {{"ok", true}, {"sessions", switch_.session_ids()}};
-    } else if (op == "counters") {
-      reply = {{"ok", true}, {"counters", counters_json(switch_.counters())}};
-    } else if (op == "set_clock") {
+      return json{{"ok", true}}.dump();
+    }
+    if (op == "sessions") return json{{"ok", true}, {"sessions", switch_.session_ids()}}.dump();
+    if (op == "counters") return json{{"ok", true}, {"counters", counters_json(switch_.counters())}}.dump();
+    if (op == "set_clock") {
       if (!message.contains("ticks") || !message["ticks"].is_number_unsigned() ||
           message["ticks"].get<std::uint64_t>() > 0xffffffffu) {
-        return failure("set_clock needs \"ticks\", an integer in [0, 2^32)").dump();
+        return failure("set_clock needs \"ticks\", an integer in [0, 2^32)");
       }
       switch_.set_clock(message["ticks"].get<std::uint32_t>());
-      reply = {{"ok", true}};
-    } else {
-      return failure("unknown op \"" + op + "\" (add_session, remove_session, sessions, counters, set_clock)")
-          .dump();
+      return json{{"ok", true}}.dump();
     }
+    return failure("unknown op \"" + op + "\" (add_session, remove_session, sessions, counters, set_clock)");
   } catch (const json::exception& error) {
-    return failure(std::string("invalid request: ") + error.what()).dump();
+    return failure(std::string("invalid request: ") + error.what());
   } catch (const Error& error) {
-    return failure(error.what()).dump();
+    return failure(error.what());
+  } catch (const std::exception& error) {
+    return failure(std::string("request failed: ") + error.what());
+  } catch (...) {
+    return failure("request failed");
   }
-  return reply.dump();
 }
 
 void ControlChannel::serve() {
-  while (!stop_.load(std::memory_order_relaxed)) {
-    pollfd listening{listener_, POLLIN, 0};
-    if (poll(&listening, 1, kPollMs) <= 0) continue;
-    const int connection = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (connection < 0) continue;
-    serve_connection(connection);
-    close(connection);
-  }
-}
-
-void ControlChannel::serve_connection(int connection) {
-  std::string pending;
+  std::list<Client> clients;
+  std::vector<pollfd> polled;
   char buffer[4096];
-  int idle_ms = 0;
-  while (!stop_.load(std::memory_order_relaxed) && idle_ms < kIdleConnectionMs) {
-    pollfd readable{connection, POLLIN, 0};
-    if (poll(&readable, 1, kPollMs) <= 0) {
-      idle_ms += kPollMs;
-      continue;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    polled.clear();
+    polled.push_back({listener_, POLLIN, 0});
+    for (const Client& client : clients) {
+      const short events = static_cast<short>((client.peer_done ? 0 : POLLIN) | (client.unsent.empty() ? 0 : POLLOUT));
+      polled.push_back({client.fd, events, 0});
     }
-    const ssize_t received = recv(connection, buffer, sizeof buffer, 0);
-    if (received <= 0) return;
-    idle_ms = 0;
-    pending.append(buffer, static_cast<std::size_t>(received));
-    if (pending.size() > kMaxRequestBytes) return;
-    for (auto newline = pending.find('\n'); newline != std::string::npos; newline = pending.find('\n')) {
-      const std::string request = pending.substr(0, newline);
-      pending.erase(0, newline + 1);
-      if (request.find_first_not_of(" \t\r") == std::string::npos) continue;
-      const std::string reply = handle(request) + "\n";
-      detail::log().info("control: {} -> {}", request, reply.substr(0, reply.size() - 1));
-      if (send(connection, reply.data(), reply.size(), MSG_NOSIGNAL) < 0) return;
+    // Wake up for shutdown and for the earliest idle deadline.
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(kStopCheck);
+    const auto now = Clock::now();
+    for (const Client& client : clients) {
+      const auto deadline = client.last_request + (client.closing ? 2 : 1) * options_.idle_timeout;
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
+      wait = std::clamp(left, std::chrono::milliseconds(0), wait);
+    }
+    if (poll(polled.data(), polled.size(), static_cast<int>(wait.count())) < 0 && errno != EINTR) {
+      detail::log().error("control channel: poll failed: {}", std::strerror(errno));
+      return;
+    }
+
+    auto entry = polled.begin() + 1;
+    for (auto client = clients.begin(); client != clients.end(); ++entry) {
+      bool keep = true;
+      try {
+        if ((entry->revents & (POLLIN | POLLHUP | POLLERR)) != 0 && !client->peer_done) {
+          const ssize_t received = recv(client->fd, buffer, sizeof buffer, 0);
+          if (received == 0) {
+            client->peer_done = true;
+          } else if (received < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            keep = false;
+          } else if (received > 0 && !client->closing) {
+            client->received.append(buffer, static_cast<std::size_t>(received));
+          }
+        }
+        for (auto newline = client->received.find('\n'); keep && !client->closing && newline != std::string::npos;
+             newline = client->received.find('\n')) {
+          const std::string request = client->received.substr(0, newline);
+          client->received.erase(0, newline + 1);
+          client->last_request = Clock::now();
+          if (request.size() > options_.max_request_bytes) {
+            client->reply(failure(fmt::format("request of {} bytes is longer than the limit of {}; closing",
+                                              request.size(), options_.max_request_bytes)));
+            client->closing = true;
+            break;
+          }
+          if (request.find_first_not_of(" \t\r") == std::string::npos) continue;
+          const std::string reply = handle(request);
+          detail::log().info("control: {} -> {}", abbreviated(request), abbreviated(reply));
+          client->reply(reply);
+        }
+        if (keep && !client->closing && client->received.size() > options_.max_request_bytes) {
+          client->reply(failure(fmt::format("request longer than the limit of {} bytes; closing",
+                                            options_.max_request_bytes)));
+          client->closing = true;
+        }
+        if (keep && !client->closing && Clock::now() - client->last_request >= options_.idle_timeout) {
+          client->reply(failure(fmt::format("no request for {} ms; closing", options_.idle_timeout.count())));
+          client->closing = true;
+        }
+        // A client that does not read its replies is not worth a growing buffer either.
+        keep = keep && client->flush() && client->unsent.size() <= options_.max_request_bytes &&
+               !(client->peer_done && client->unsent.empty());
+        if (keep && client->closing && client->unsent.empty() && !client->write_shut) {
+          shutdown(client->fd, SHUT_WR);
+          client->write_shut = true;
+        }
+        // A closing client gets one more idle timeout to take its last reply and hang up.
+        if (keep && client->closing && Clock::now() - client->last_request >= 2 * options_.idle_timeout) keep = false;
+      } catch (const std::exception& error) {
+        detail::log().error("control channel: dropping a client: {}", error.what());
+        keep = false;
+      }
+      client = keep ? std::next(client) : clients.erase(client);
+    }
+
+    if ((polled.front().revents & POLLIN) != 0) {
+      const int connection = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (connection < 0) continue;
+      try {
+        Client& client = clients.emplace_back(connection);
+        if (clients.size() > options_.max_clients) {
+          client.reply(failure(fmt::format("the control channel serves at most {} clients at once; try again later",
+                                           options_.max_clients)));
+          client.flush();
+          clients.pop_back();
+        }
+      } catch (const std::exception& error) {
+        detail::log().error("control channel: refusing a client: {}", error.what());
+      }
     }
   }
 }

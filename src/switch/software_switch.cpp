@@ -3,15 +3,20 @@
 #include "dpa/switch.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <mutex>
+#include <new>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "api/logging.hpp"
 #include "dpa/error.hpp"
 #include "protocol/wire.hpp"
 #include "quant/quant.hpp"
 #include "switch/session.hpp"
+#include "switch/session_memory.hpp"
 #include "switch/slot.hpp"
 #include "transport/transport.hpp"
 
@@ -53,6 +58,7 @@ class SwitchImpl {
     publish(std::make_unique<SessionTable>());
     for (const SessionConfig& session : config_.sessions) add_session(session);
     counters_.resize(transports_.size());
+    passed_epoch_ = std::make_unique<std::atomic<std::uint64_t>[]>(transports_.size());
     for (std::size_t i = 0; i < transports_.size(); ++i) {
       threads_.emplace_back([this, i] { run(i); });
     }
@@ -75,7 +81,16 @@ class SwitchImpl {
     if (current.contains(config.id)) {
       throw ConfigError("session " + std::to_string(config.id) + " already exists");
     }
-    sessions_.push_back(std::make_unique<sw::Session>(config));
+    config.validate();
+    sw::check_admission(config_, sessions_.size(), bytes_held_, config);
+    try {
+      sessions_.push_back(std::make_unique<sw::Session>(config));
+    } catch (const std::bad_alloc&) {
+      throw Error(fmt::format("session {}: cannot allocate {} MiB of slot memory (max_memory_mb {} exceeds "
+                              "what this machine can give)",
+                              config.id, sw::session_memory_bytes(config) >> 20, config_.max_memory_mb));
+    }
+    bytes_held_ += sw::session_memory_bytes(config);
     auto next = std::make_unique<SessionTable>(current);
     (*next)[config.id] = sessions_.back().get();
     publish(std::move(next));
@@ -89,9 +104,15 @@ class SwitchImpl {
     std::lock_guard lock(admin_mutex_);
     const SessionTable& current = *table_.load(std::memory_order_acquire);
     if (!current.contains(id)) throw ConfigError("unknown session " + std::to_string(id));
+    const sw::Session* removed = current.at(id);
     auto next = std::make_unique<SessionTable>(current);
     next->erase(id);
     publish(std::move(next));
+    wait_until_no_thread_reads_older_tables();
+    const auto held = std::ranges::find_if(sessions_, [&](const auto& session) { return session.get() == removed; });
+    bytes_held_ -= sw::session_memory_bytes((*held)->config());
+    sessions_.erase(held);
+    tables_.erase(tables_.begin(), tables_.end() - 1);
   }
 
   [[nodiscard]] std::uint16_t port() const { return ports_[0]; }
@@ -102,6 +123,7 @@ class SwitchImpl {
   }
 
   [[nodiscard]] std::vector<std::uint32_t> session_ids() const {
+    std::lock_guard lock(admin_mutex_);
     std::vector<std::uint32_t> ids;
     for (const auto& entry : *table_.load(std::memory_order_acquire)) ids.push_back(entry.first);
     return ids;
@@ -119,6 +141,21 @@ class SwitchImpl {
   void publish(std::unique_ptr<SessionTable> table) {
     table_.store(table.get(), std::memory_order_release);
     tables_.push_back(std::move(table));  // readers may still hold older tables
+    epoch_.fetch_add(1, std::memory_order_acq_rel);
+  }
+
+  // Each switch thread reads the table once per received batch and announces, between
+  // batches, the epoch it has seen (run()). Once every running thread announced the current
+  // epoch, none holds an older table or a session only an older table lists. Threads announce
+  // at least every kStopCheck, and the largest epoch when they exit, so this waits about that
+  // long. Called with admin_mutex_ held.
+  void wait_until_no_thread_reads_older_tables() {
+    const std::uint64_t current = epoch_.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < threads_.size(); ++i) {
+      while (passed_epoch_[i].load(std::memory_order_acquire) < current) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
   }
 
   // One reading per received batch: steady nanoseconds for the control plane (join expiry,
@@ -157,6 +194,7 @@ class SwitchImpl {
 
     const auto spin = std::chrono::nanoseconds(config_.busy_poll);
     while (!stop_.load(std::memory_order_relaxed)) {
+      passed_epoch_[index].store(epoch_.load(std::memory_order_acquire), std::memory_order_release);
       std::size_t received = 0;
       // Opt-in busy polling before blocking, for machines with cores to spare.
       for (auto until = std::chrono::steady_clock::now() + spin;
@@ -178,6 +216,7 @@ class SwitchImpl {
       std::lock_guard lock(counters_mutex_);
       counters_[index] = batch.counters;
     }
+    passed_epoch_[index].store(std::numeric_limits<std::uint64_t>::max(), std::memory_order_release);
   }
 
   void send_header(Batch& batch, const Header& header, const Endpoint& to) {
@@ -453,10 +492,13 @@ class SwitchImpl {
   std::atomic<bool> stop_{false};
   std::atomic<std::uint32_t> manual_ticks_{0};
 
-  std::mutex admin_mutex_;
+  mutable std::mutex admin_mutex_;
   std::atomic<const SessionTable*> table_{nullptr};
   std::vector<std::unique_ptr<SessionTable>> tables_;
   std::vector<std::unique_ptr<sw::Session>> sessions_;
+  std::uint64_t bytes_held_ = 0;  // sessions_' memory, within config_.max_memory_mb
+  std::atomic<std::uint64_t> epoch_{0};  // tables published so far
+  std::unique_ptr<std::atomic<std::uint64_t>[]> passed_epoch_;  // per thread: the epoch it has seen
 
   mutable std::mutex counters_mutex_;  // taken once per received batch, never per packet
   std::vector<SwitchCounters> counters_;

@@ -16,6 +16,7 @@
 #include "dpa/error.hpp"
 #include "dpa/switch.hpp"
 #include "protocol/wire.hpp"
+#include "switch/session_memory.hpp"
 
 namespace dpa {
 namespace {
@@ -31,6 +32,8 @@ using detail::require_object;
 
 constexpr int kMaxSwitchThreads = 64;
 constexpr std::size_t kMaxBatch = 1024;  // packets one recvmmsg/sendmmsg call moves
+constexpr std::uint32_t kMaxSessions = 65536;
+constexpr std::uint64_t kMaxMemoryMb = std::uint64_t{1} << 20;  // 1 TiB
 constexpr std::uint64_t kSlotSpace = std::uint64_t{1} << 32;  // slot indices are 32-bit on the wire
 constexpr std::int64_t kMaxStragglerTimeoutUs = 3'600'000'000;  // one hour
 
@@ -97,6 +100,8 @@ const FieldReaders<SwitchConfig>& switch_readers() {
       {"batch", reader_for(&SwitchConfig::batch)},
       {"socket_buffer_bytes", reader_for(&SwitchConfig::socket_buffer_bytes)},
       {"busy_poll_us", reader_for(&SwitchConfig::busy_poll)},
+      {"max_sessions", reader_for(&SwitchConfig::max_sessions)},
+      {"max_memory_mb", reader_for(&SwitchConfig::max_memory_mb)},
   };
   return readers;
 }
@@ -185,10 +190,21 @@ void SwitchConfig::validate() const {
           "switch.port {} + threads {} - 1 exceeds 65535", port, threads);
   require(batch >= 1 && batch <= kMaxBatch, "switch.batch {} out of range [1, {}]", batch, kMaxBatch);
   require(socket_buffer_bytes > 0, "switch.socket_buffer_bytes {} must be positive", socket_buffer_bytes);
+  require(max_sessions >= 1 && max_sessions <= kMaxSessions, "switch.max_sessions {} out of range [1, {}]",
+          max_sessions, kMaxSessions);
+  require(max_memory_mb >= 1 && max_memory_mb <= kMaxMemoryMb, "switch.max_memory_mb {} out of range [1, {}]",
+          max_memory_mb, kMaxMemoryMb);
   std::set<std::uint32_t> ids;
+  std::uint64_t bytes = 0;
   for (const SessionConfig& session : sessions) {
     session.validate();
     require(ids.insert(session.id).second, "sessions: session id {} appears twice", session.id);
+    try {
+      sw::check_admission(*this, ids.size() - 1, bytes, session);
+    } catch (const ConfigError& error) {
+      fail(std::string("invalid switch config: ") + error.what());
+    }
+    bytes += sw::session_memory_bytes(session);
   }
 }
 

@@ -1,6 +1,10 @@
 // dpa-bench: allreduce goodput and latency. By default it starts a software switch in this
 // process and N local worker processes (copies of itself with --worker); with --switch it uses
 // an existing switch, and with --worker it runs as one rank of a multi-host run.
+//
+// Workers configure themselves like every dpa worker (dpa::Config::from_env(): DPA_CONFIG, then
+// the DPA_* variables); a flag given on the command line overrides its variable. The launcher
+// forwards only the flags it was given, so its workers see the same environment.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -8,12 +12,16 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <charconv>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
 
+#include "api/env.hpp"
 #include "dpa/context.hpp"
+#include "dpa/error.hpp"
 #include "dpa/switch.hpp"
 #include "tools/process.hpp"
 
@@ -22,29 +30,37 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
+constexpr int kDefaultRanks = 2;
+constexpr std::uint32_t kDefaultPayload = 2048;
+
 struct Settings {
-  int ranks = 2;
-  std::string switch_address;  // host:port; empty: start one here
+  // Worker settings: unset ones come from the environment (DPA_* variables, DPA_CONFIG).
+  std::optional<int> ranks;                 // DPA_WORLD_SIZE
+  std::optional<int> rank;                  // DPA_RANK
+  std::optional<std::string> switch_address;  // DPA_SWITCH; neither: start a switch here
+  std::optional<int> threads;               // DPA_THREADS
+  std::optional<int> window;                // DPA_WINDOW
+  std::optional<int> k;                     // DPA_K (fastest-K modes only)
+  std::optional<std::int64_t> rto_us;       // DPA_RTO_US
+  std::optional<std::int64_t> busy_poll_us;  // DPA_BUSY_POLL_US
+  std::optional<std::int64_t> timeout_ms;   // DPA_TIMEOUT_MS
+  std::optional<std::int64_t> join_timeout_ms;  // DPA_JOIN_TIMEOUT_MS
+  // Settings of the switch started here.
+  std::optional<std::uint32_t> payload;     // DPA_PAYLOAD, else kDefaultPayload
+  int switch_threads = 1;
+  std::int64_t straggler_timeout_us = 5000;
+  // The benchmark itself.
   std::vector<std::string> sizes = {"4KiB", "64KiB", "1MiB", "16MiB", "64MiB"};
   std::string dtype = "float32";
   int iterations = 20;
   int warmup = 3;
-  int threads = 1;
-  int window = 32;
-  std::uint32_t payload = 2048;
-  int switch_threads = 1;
   int straggler_rank = -1;
   int straggler_delay_ms = 0;
-  int k = 0;
   std::string modes;  // comma list of full, reactive, preemptive
-  std::int64_t straggler_timeout_us = 5000;
-  std::int64_t rto_us = 2000;
-  std::int64_t busy_poll_us = 0;
   std::string json_path;
   bool verify = false;
   // Worker mode.
   bool worker = false;
-  int rank = 0;
   std::string mode = "full";
 };
 
@@ -61,10 +77,54 @@ std::size_t parse_size(const std::string& text) {
   return static_cast<std::size_t>(value * scale);
 }
 
+// "host" or "host:port" (port in [1, 65535]).
 std::pair<std::string, std::uint16_t> split_address(const std::string& address) {
   const auto colon = address.rfind(':');
-  if (colon == std::string::npos) return {address, 4242};
-  return {address.substr(0, colon), static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1)))};
+  if (colon == std::string::npos) return {address, dpa::Config{}.switch_port};
+  std::uint16_t port = 0;
+  const char* const end = address.data() + address.size();
+  const auto [stop, error] = std::from_chars(address.data() + colon + 1, end, port);
+  if (error != std::errc{} || stop != end || port == 0 || colon == 0) {
+    throw dpa::ConfigError("--switch \"" + address + "\": expected host or host:port with a port in [1, 65535]");
+  }
+  return {address.substr(0, colon), port};
+}
+
+// The worker config: DPA_CONFIG and the DPA_* variables, then the flags given, then the mode,
+// which decides K and preemption. Validated.
+dpa::Config worker_config(const Settings& s) {
+  dpa::Config config = dpa::Config::from_env();
+  if (s.ranks) config.world_size = *s.ranks;
+  if (s.rank) config.rank = *s.rank;
+  if (s.switch_address) std::tie(config.switch_host, config.switch_port) = split_address(*s.switch_address);
+  if (s.threads) config.threads = *s.threads;
+  if (s.window) config.window = *s.window;
+  if (s.rto_us) {
+    config.retransmit_timeout = std::chrono::microseconds(*s.rto_us);
+    config.max_retransmit_timeout = std::max(config.retransmit_timeout, config.max_retransmit_timeout);
+  }
+  if (s.busy_poll_us) config.busy_poll = std::chrono::microseconds(*s.busy_poll_us);
+  if (s.timeout_ms) config.timeout = std::chrono::milliseconds(*s.timeout_ms);
+  if (s.join_timeout_ms) config.join_timeout = std::chrono::milliseconds(*s.join_timeout_ms);
+  if (s.payload) config.payload = *s.payload;
+  if (s.mode == "full") {
+    config.k = 0;
+  } else if (s.k) {
+    config.k = *s.k;
+  } else if (config.k == 0) {
+    config.k = std::max(1, config.world_size - 1);
+  }
+  config.preemptive = s.mode == "preemptive";
+  config.validate();
+  return config;
+}
+
+// The launcher's ranks: --ranks, else DPA_WORLD_SIZE / WORLD_SIZE (or DPA_CONFIG), else 2.
+int launcher_ranks(const Settings& s, const dpa::Config& from_env) {
+  if (s.ranks) return *s.ranks;
+  const bool configured = dpa::detail::env_string("DPA_WORLD_SIZE") || dpa::detail::env_string("WORLD_SIZE") ||
+                          dpa::detail::env_string("DPA_CONFIG");
+  return configured ? from_env.world_size : kDefaultRanks;
 }
 
 double percentile(std::vector<double> values, double p) {
@@ -115,26 +175,15 @@ std::size_t verify_output(const std::vector<float>& buffer, int rank, int world,
 
 // One rank: time every size, print one JSON line per size.
 int run_worker(const Settings& s) {
-  dpa::Config config;
-  config.rank = s.rank;
-  config.world_size = s.ranks;
-  std::tie(config.switch_host, config.switch_port) = split_address(s.switch_address);
-  config.threads = s.threads;
-  config.window = s.window;
-  config.retransmit_timeout = std::chrono::microseconds(s.rto_us);
-  config.max_retransmit_timeout = std::max(config.retransmit_timeout, config.max_retransmit_timeout);
-  config.busy_poll = std::chrono::microseconds(s.busy_poll_us);
-  config.timeout = std::chrono::milliseconds(60000);
-  config.join_timeout = std::chrono::milliseconds(60000);
-  const bool fastest_k = s.mode != "full";
-  config.k = fastest_k ? (s.k > 0 ? s.k : std::max(1, s.ranks - 1)) : 0;
-  config.preemptive = s.mode == "preemptive";
+  const dpa::Config config = worker_config(s);
+  const int rank = config.rank;
+  const int ranks = config.world_size;
   dpa::Context context(config);
 
   const bool is_float = s.dtype == "float32";
   const dpa::DataType type = is_float ? dpa::DataType::float32 : dpa::DataType::int32;
   dpa::AllreduceOptions barrier;  // a full-N allreduce lines the ranks up between sizes
-  barrier.k = s.ranks;
+  barrier.k = ranks;
   barrier.preemptive = false;
   float token = 1;
 
@@ -150,23 +199,26 @@ int run_worker(const Settings& s) {
     dpa::OpStats totals;
     context.allreduce(&token, &token, 1, dpa::DataType::float32, barrier);
     for (int i = 0; i < s.warmup + s.iterations; ++i) {
-      if (s.rank == s.straggler_rank && s.straggler_delay_ms > 0) {
+      if (rank == s.straggler_rank && s.straggler_delay_ms > 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(s.straggler_delay_ms));
       }
       // Fresh input every time, so repeated in-place sums cannot overflow.
-      fill_input(buffer, s.rank, is_float);
+      fill_input(buffer, rank, is_float);
       const auto start = Clock::now();
       const dpa::OpStats stats = context.allreduce(buffer.data(), buffer.data(), count, type, options);
       const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-      if (s.verify) wrong += verify_output(buffer, s.rank, s.ranks, is_float, context.payload(), contributors);
+      if (s.verify) wrong += verify_output(buffer, rank, ranks, is_float, context.payload(), contributors);
       if (i >= s.warmup) {
         seconds.push_back(elapsed);
         totals += stats;
       }
     }
     const double p50 = percentile(seconds, 0.5);
-    json line = {{"rank", s.rank},
+    json line = {{"rank", rank},
                  {"mode", s.mode},
+                 {"threads", config.threads},
+                 {"window", config.window},
+                 {"timeout_ms", config.timeout.count()},
                  {"bytes", count * 4},
                  {"payload", context.payload()},
                  {"elements", count},
@@ -180,7 +232,7 @@ int run_worker(const Settings& s) {
                  {"wrong", wrong}};
     std::cout << line.dump() << std::endl;
     if (wrong > 0) {
-      std::cerr << "dpa-bench: rank " << s.rank << ": " << wrong << " wrong elements at "
+      std::cerr << "dpa-bench: rank " << rank << ": " << wrong << " wrong elements at "
                 << size_text << "\n";
       return 1;
     }
@@ -188,44 +240,61 @@ int run_worker(const Settings& s) {
   return 0;
 }
 
-std::vector<std::string> worker_argv(const Settings& s, int rank, const std::string& mode,
-                                     std::uint16_t port) {
+// The worker's command line: the launcher's resolved rank count and switch, the benchmark's own
+// flags, and only those worker flags the launcher was given (the rest come from the environment
+// the workers inherit).
+std::vector<std::string> worker_argv(const Settings& s, int ranks, int rank, const std::string& mode,
+                                     const std::string& switch_address) {
   std::vector<std::string> argv = {
       dpa::tools::executable_directory() + "/dpa-bench", "--worker", "--rank", std::to_string(rank),
-      "--ranks", std::to_string(s.ranks), "--switch",
-      s.switch_address.empty() ? "127.0.0.1:" + std::to_string(port) : s.switch_address,
+      "--ranks", std::to_string(ranks), "--switch", switch_address,
       "--dtype", s.dtype, "--iterations", std::to_string(s.iterations), "--warmup",
-      std::to_string(s.warmup), "--threads", std::to_string(s.threads), "--window",
-      std::to_string(s.window), "--k", std::to_string(s.k), "--mode", mode,
+      std::to_string(s.warmup), "--mode", mode,
       "--straggler-rank", std::to_string(s.straggler_rank), "--straggler-delay-ms",
-      std::to_string(s.straggler_delay_ms), "--rto-us", std::to_string(s.rto_us),
-      "--busy-poll-us", std::to_string(s.busy_poll_us), "--sizes"};
-  if (s.verify) argv.insert(argv.begin() + 2, "--verify");
+      std::to_string(s.straggler_delay_ms)};
+  const auto forward = [&](const char* flag, const auto& value) {
+    if (value) argv.insert(argv.end(), {flag, std::to_string(*value)});
+  };
+  forward("--threads", s.threads);
+  forward("--window", s.window);
+  forward("--k", s.k);
+  forward("--rto-us", s.rto_us);
+  forward("--busy-poll-us", s.busy_poll_us);
+  forward("--timeout-ms", s.timeout_ms);
+  forward("--join-timeout-ms", s.join_timeout_ms);
+  forward("--payload", s.payload);
+  if (s.verify) argv.emplace_back("--verify");
   std::string sizes;
   for (const std::string& size : s.sizes) sizes += (sizes.empty() ? "" : ",") + size;
-  argv.push_back(sizes);
+  argv.insert(argv.end(), {"--sizes", sizes});
   return argv;
 }
 
 std::vector<json> run_mode(const Settings& s, const std::string& mode) {
+  Settings resolved = s;
+  resolved.mode = mode;
+  const dpa::Config config = worker_config(resolved);
   std::unique_ptr<dpa::SoftwareSwitch> sw;
-  std::uint16_t port = 0;
-  if (s.switch_address.empty()) {
+  std::string switch_address = config.switch_host + ":" + std::to_string(config.switch_port);
+  if (!s.switch_address && !dpa::detail::env_string("DPA_SWITCH")) {
     dpa::SessionConfig session;
-    session.world_size = s.ranks;
-    session.payload = s.payload;
-    session.pool_size = static_cast<std::uint32_t>(std::max(4096, 2 * s.threads * s.window));
+    session.id = config.session;
+    session.world_size = config.world_size;
+    session.payload = config.payload != 0 ? config.payload : kDefaultPayload;
+    session.pool_size = static_cast<std::uint32_t>(std::max(4096, 2 * config.threads * config.window));
     session.straggler_timeout = std::chrono::microseconds(s.straggler_timeout_us);
-    dpa::SwitchConfig config;
-    config.port = 0;
-    config.threads = s.switch_threads;
-    config.busy_poll = std::chrono::microseconds(s.busy_poll_us);
-    config.sessions = {session};
-    sw = std::make_unique<dpa::SoftwareSwitch>(config);
-    port = sw->port();
+    dpa::SwitchConfig switch_config;
+    switch_config.port = 0;
+    switch_config.threads = s.switch_threads;
+    switch_config.busy_poll = config.busy_poll;
+    switch_config.sessions = {session};
+    sw = std::make_unique<dpa::SoftwareSwitch>(switch_config);
+    switch_address = "127.0.0.1:" + std::to_string(sw->port());
   }
   std::vector<dpa::tools::Process> workers;
-  for (int rank = 0; rank < s.ranks; ++rank) workers.emplace_back(worker_argv(s, rank, mode, port));
+  for (int rank = 0; rank < config.world_size; ++rank) {
+    workers.emplace_back(worker_argv(s, config.world_size, rank, mode, switch_address));
+  }
   const auto codes = dpa::tools::wait_all(workers, Clock::now() + std::chrono::minutes(30));
   std::vector<json> lines;
   for (std::size_t r = 0; r < workers.size(); ++r) {
@@ -272,51 +341,70 @@ void print_table(const Settings& s, const std::vector<json>& lines) {
 
 int main(int argc, char** argv) {
   CLI::App app{"dpa-bench: allreduce goodput (elements x 32 bit / time) and latency"};
+  app.footer(
+      "Worker settings come, in this order of precedence, from the flag, the DPA_* variable named in\n"
+      "its help (read by every dpa worker; README \"Environment variables\"), a DPA_CONFIG file, and\n"
+      "the default. The launcher forwards only the flags it was given to its workers, which inherit\n"
+      "its environment. Without --switch or DPA_SWITCH the launcher starts a switch in its process.");
   Settings s;
-  app.add_option("-n,--ranks", s.ranks, "Ranks (local worker processes)")->capture_default_str();
-  app.add_option("--switch", s.switch_address, "Use the switch at host:port instead of starting one");
+  app.add_option("-n,--ranks", s.ranks, "Ranks, local worker processes (DPA_WORLD_SIZE; default 2)");
+  app.add_option("--switch", s.switch_address,
+                 "Use the switch at host:port instead of starting one (DPA_SWITCH)");
   app.add_option("--sizes", s.sizes, "Tensor sizes (B, KiB, MiB, GiB)")->delimiter(',')->capture_default_str();
   app.add_option("--dtype", s.dtype)->check(CLI::IsMember({"float32", "int32"}))->capture_default_str();
   app.add_option("--iterations", s.iterations, "Timed operations per size")->capture_default_str();
   app.add_option("--warmup", s.warmup)->capture_default_str();
-  app.add_option("--threads", s.threads, "Worker threads per rank")->capture_default_str();
-  app.add_option("--window", s.window, "Outstanding packets per thread")->capture_default_str();
-  app.add_option("--payload", s.payload, "Values per packet (switch started here)")->capture_default_str();
-  app.add_option("--switch-threads", s.switch_threads)->capture_default_str();
+  app.add_option("--threads", s.threads, "Worker threads per rank (DPA_THREADS; default 1)");
+  app.add_option("--window", s.window, "Outstanding packets per thread (DPA_WINDOW; default 32)");
+  app.add_option("--payload", s.payload,
+                 "Values per packet of the switch started here and of the workers (DPA_PAYLOAD; default 2048 "
+                 "for the switch started here, the session's for workers)");
+  app.add_option("--switch-threads", s.switch_threads, "Threads of the switch started here")->capture_default_str();
   app.add_option("--straggler-rank", s.straggler_rank, "Rank delayed before every operation");
   app.add_option("--straggler-delay-ms", s.straggler_delay_ms, "Delay of the straggler per operation");
-  app.add_option("--k", s.k, "K for the fastest-K modes (default: ranks - 1)");
+  app.add_option("--k", s.k, "K for the fastest-K modes (DPA_K; default ranks - 1)");
   app.add_option("--modes", s.modes,
-                 "Comma list of full, reactive, preemptive (default: full; all three with a straggler)");
-  app.add_option("--straggler-timeout-us", s.straggler_timeout_us, "Switch straggler timeout")
+                 "Comma list of full, reactive, preemptive (default: full; all three with a straggler); "
+                 "they decide K and preemption, so DPA_PREEMPTIVE is not used");
+  app.add_option("--straggler-timeout-us", s.straggler_timeout_us, "Straggler timeout of the switch started here")
       ->capture_default_str();
-  app.add_option("--rto-us", s.rto_us, "Worker retransmission timeout")->capture_default_str();
+  app.add_option("--rto-us", s.rto_us, "Worker retransmission timeout (DPA_RTO_US; default 2000)");
   app.add_option("--busy-poll-us", s.busy_poll_us,
-                 "Workers and the switch started here spin this long before blocking")
-      ->capture_default_str();
+                 "Workers and the switch started here spin this long before blocking (DPA_BUSY_POLL_US; default 0)");
+  app.add_option("--timeout-ms", s.timeout_ms,
+                 "A worker fails an operation after this long without a reply (DPA_TIMEOUT_MS; default 10000)");
+  app.add_option("--join-timeout-ms", s.join_timeout_ms,
+                 "A worker fails if not every rank joined by then (DPA_JOIN_TIMEOUT_MS; default 30000)");
   app.add_option("--json", s.json_path, "Also write the raw per-rank results here");
   app.add_flag("--verify", s.verify,
                "Check every result (exact int32, float32 within the bound, missed blocks)");
   app.add_flag("--worker", s.worker, "Run as one rank (used by the launcher and for multi-host runs)");
-  app.add_option("--rank", s.rank);
+  app.add_option("--rank", s.rank, "This worker's rank (DPA_RANK)");
   app.add_option("--mode", s.mode)->check(CLI::IsMember({"full", "reactive", "preemptive"}));
   CLI11_PARSE(app, argc, argv);
 
   try {
     if (s.worker) return run_worker(s);
-    if (s.straggler_delay_ms > 0 && s.straggler_rank < 0) s.straggler_rank = s.ranks - 1;
+    s.ranks = launcher_ranks(s, dpa::Config::from_env());
+    if (s.straggler_delay_ms > 0 && s.straggler_rank < 0) s.straggler_rank = *s.ranks - 1;
     std::vector<std::string> modes;
     std::stringstream list(s.modes.empty() ? (s.straggler_delay_ms > 0 ? "full,reactive,preemptive" : "full")
                                            : s.modes);
-    for (std::string mode; std::getline(list, mode, ',');) modes.push_back(mode);
+    for (std::string mode; std::getline(list, mode, ',');) {
+      if (mode != "full" && mode != "reactive" && mode != "preemptive") {
+        throw dpa::ConfigError("--modes: \"" + mode + "\" is not one of full, reactive, preemptive");
+      }
+      modes.push_back(mode);
+    }
+    const dpa::Config config = worker_config(s);
     std::vector<json> all;
     for (const std::string& mode : modes) {
       const std::vector<json> lines = run_mode(s, mode);
       all.insert(all.end(), lines.begin(), lines.end());
     }
     std::printf("dpa-bench: %d ranks, %s, %d thread(s), window %d, payload %u, %d iterations%s%s\n",
-                s.ranks, s.dtype.c_str(), s.threads, s.window,
-                all.empty() ? s.payload : all.front()["payload"].get<std::uint32_t>(), s.iterations,
+                config.world_size, s.dtype.c_str(), config.threads, config.window,
+                all.empty() ? config.payload : all.front()["payload"].get<std::uint32_t>(), s.iterations,
                 s.verify ? ", every result verified" : "",
                 s.straggler_delay_ms > 0
                     ? (", rank " + std::to_string(s.straggler_rank) + " delayed " +

@@ -1,5 +1,6 @@
 // dpa-switch: the software switch as a program. Sessions come from a JSON config and/or flags.
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -20,9 +21,11 @@ std::vector<dpa::WorkerAddress> parse_workers(const std::vector<std::string>& sp
     const auto colon = spec.rfind(':');
     address.host = spec.substr(0, colon);
     if (colon != std::string::npos) {
-      const int port = std::stoi(spec.substr(colon + 1));
-      if (port < 0 || port > 65535) throw dpa::ConfigError("--workers " + spec + ": bad port");
-      address.port = static_cast<std::uint16_t>(port);
+      const char* const end = spec.data() + spec.size();
+      const auto [stop, error] = std::from_chars(spec.data() + colon + 1, end, address.port);
+      if (error != std::errc{} || stop != end) {
+        throw dpa::ConfigError("--workers " + spec + ": expected ip or ip:port with a port in [0, 65535]");
+      }
     }
     workers.push_back(address);
   }
@@ -43,6 +46,8 @@ int main(int argc, char** argv) {
   std::int64_t busy_poll_us = 0;
   int control_port = -1;
   std::string control_host = "127.0.0.1";
+  dpa::sw::ControlChannelOptions control_options;
+  std::int64_t control_idle_timeout_ms = control_options.idle_timeout.count();
 
   app.add_option("-c,--config", config_path, "Switch config JSON (configs/softswitch.json)");
   app.add_option("--host", config.host, "Address to listen on")->capture_default_str();
@@ -56,6 +61,20 @@ int main(int argc, char** argv) {
                  "0: ephemeral")
       ->check(CLI::Range(0, 65535));
   app.add_option("--control-host", control_host, "Address of the control channel")
+      ->capture_default_str();
+  app.add_option("--control-idle-timeout-ms", control_idle_timeout_ms,
+                 "Disconnect a control client that sends no request for this long")
+      ->capture_default_str();
+  app.add_option("--control-max-clients", control_options.max_clients,
+                 "Control clients served at once; more are refused")
+      ->capture_default_str();
+  app.add_option("--control-max-request-bytes", control_options.max_request_bytes,
+                 "Longest control request line; a longer one is refused and its connection closed")
+      ->capture_default_str();
+  app.add_option("--max-sessions", config.max_sessions, "Sessions the switch holds at most")
+      ->capture_default_str();
+  app.add_option("--max-memory-mb", config.max_memory_mb,
+                 "Slot memory of all sessions together, in MiB; a session that does not fit is refused")
       ->capture_default_str();
   app.add_option("--port-file", port_file, "Write the first bound port here once listening");
   app.add_flag("--manual-clock", config.manual_clock,
@@ -86,6 +105,8 @@ int main(int argc, char** argv) {
       if (app.count("--host") == 0) config.host = from_file.host;
       if (app.count("--port") == 0) config.port = from_file.port;
       if (app.count("--threads") == 0) config.threads = from_file.threads;
+      if (app.count("--max-sessions") == 0) config.max_sessions = from_file.max_sessions;
+      if (app.count("--max-memory-mb") == 0) config.max_memory_mb = from_file.max_memory_mb;
       config.batch = from_file.batch;
       config.socket_buffer_bytes = from_file.socket_buffer_bytes;
       config.sessions = from_file.sessions;
@@ -102,6 +123,8 @@ int main(int argc, char** argv) {
     if (config.sessions.empty() && control_port < 0) {
       throw dpa::ConfigError("no session: give --config FILE, --world-size N or --control-port");
     }
+    control_options.idle_timeout = std::chrono::milliseconds(control_idle_timeout_ms);
+    control_options.validate();
 
     // Block the stop signals before any thread starts, then wait for one on this thread.
     sigset_t stop_signals;
@@ -119,7 +142,7 @@ int main(int argc, char** argv) {
     std::unique_ptr<dpa::sw::ControlChannel> control;
     if (control_port >= 0) {
       control = std::make_unique<dpa::sw::ControlChannel>(sw, control_host,
-                                                          static_cast<std::uint16_t>(control_port));
+                                                          static_cast<std::uint16_t>(control_port), control_options);
       std::cout << "dpa-switch control channel on " << control_host << ":" << control->port() << "\n";
     }
     std::cout << "dpa-switch listening on " << config.host << ":" << sw.port() << std::endl;
@@ -132,6 +155,9 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const dpa::Error& error) {
     std::cerr << "dpa-switch: " << error.what() << "\n";
+    return 2;
+  } catch (const std::exception& error) {
+    std::cerr << "dpa-switch: cannot start: " << error.what() << "\n";
     return 2;
   }
 }

@@ -2,6 +2,7 @@
 fail after DPA_TIMEOUT_MS; bad settings and a mismatched torch are reported by name."""
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -60,6 +61,23 @@ def expect_init_error_worker(rank, world, init_file, pattern):
 def test_unknown_mode_names_the_variable():
     run_ranks(expect_init_error_worker, 1, env={"DPA_TORCH_MODE": "fastest"},
               args=("DPA_TORCH_MODE='fastest'",), timeout=60)
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("DPA_WINDOW", "-1", 'DPA_WINDOW="-1": expected an integer in [1, 4096]'),
+    ("DPA_WINDOW", "0", 'DPA_WINDOW="0": expected an integer in [1, 4096]'),
+    ("DPA_THREADS", "65", 'DPA_THREADS="65": expected an integer in [1, 64]'),
+    ("DPA_TIMEOUT_MS", "-5", 'DPA_TIMEOUT_MS="-5": expected an integer in [1, 86400000]'),
+    ("DPA_FAULT_DROP", "2", 'DPA_FAULT_DROP="2": expected a number in [0, 1]'),
+])
+def test_bad_worker_variable_is_named(variable, value, message):
+    run_ranks(expect_init_error_worker, 1, env={variable: value}, args=(re.escape(message),), timeout=60)
+
+
+def test_embedded_switch_too_big_names_the_variables():
+    # 64 threads x window 4096 x 2 slots of 2048 values: 4 GiB, over the switch's 1024 MiB budget.
+    run_ranks(expect_init_error_worker, 1, env={"DPA_THREADS": "64", "DPA_WINDOW": "4096"},
+              args=(r"2 x DPA_THREADS x DPA_WINDOW.*max_memory_mb 1024",), timeout=60)
 
 
 def mismatched_chunking_worker(rank, world, init_file):

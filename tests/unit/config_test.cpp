@@ -221,31 +221,43 @@ TEST(WorkerValidate, DefaultsAndBoundariesAreValid) {
 
 TEST(WorkerValidate, EachInvalidSettingIsNamed) {
   const std::vector<InvalidCase> cases{
-      {"world_size 0 out of range [1, 64]", [](dpa::Config& c) { c.world_size = 0; }},
-      {"world_size 65 out of range [1, 64]", [](dpa::Config& c) { c.world_size = 65; }},
-      {"rank 4 out of range for world_size 4", [](dpa::Config& c) { c.world_size = 4; c.rank = 4; }},
+      {"world_size 0 out of range [1, 64] (DPA_WORLD_SIZE)", [](dpa::Config& c) { c.world_size = 0; }},
+      {"world_size 65 out of range [1, 64] (DPA_WORLD_SIZE)", [](dpa::Config& c) { c.world_size = 65; }},
+      {"rank 4 out of range for world_size 4 (DPA_RANK, DPA_WORLD_SIZE)",
+       [](dpa::Config& c) { c.world_size = 4; c.rank = 4; }},
       {"rank -1 out of range for world_size 1", [](dpa::Config& c) { c.rank = -1; }},
-      {"switch: host is empty", [](dpa::Config& c) { c.switch_host.clear(); }},
-      {"switch: port must not be 0", [](dpa::Config& c) { c.switch_port = 0; }},
-      {"threads 0 out of range [1, 64]", [](dpa::Config& c) { c.threads = 0; }},
+      {"switch: host is empty (DPA_SWITCH)", [](dpa::Config& c) { c.switch_host.clear(); }},
+      {"switch: port must not be 0 (DPA_SWITCH)", [](dpa::Config& c) { c.switch_port = 0; }},
+      {"session 0 out of range [1, 4294967295] (DPA_SESSION)", [](dpa::Config& c) { c.session = 0; }},
+      {"threads 0 out of range [1, 64] (DPA_THREADS)", [](dpa::Config& c) { c.threads = 0; }},
       {"threads 65 out of range [1, 64]", [](dpa::Config& c) { c.threads = 65; }},
-      {"window 0 out of range [1, 4096]", [](dpa::Config& c) { c.window = 0; }},
+      {"window 0 out of range [1, 4096] (DPA_WINDOW)", [](dpa::Config& c) { c.window = 0; }},
+      {"window -1 out of range [1, 4096] (DPA_WINDOW)", [](dpa::Config& c) { c.window = -1; }},
       {"window 4097 out of range [1, 4096]", [](dpa::Config& c) { c.window = 4097; }},
-      {"payload 16321", [](dpa::Config& c) { c.payload = dpa::protocol::kMaxPayload + 1; }},
-      {"retransmit_timeout_us 0 must be positive", [](dpa::Config& c) { c.retransmit_timeout = 0us; }},
-      {"max_retransmit_timeout_us 1000 is below retransmit_timeout_us 2000",
+      {"payload 16321 out of range: 0 (the session's) or [1, 16320] (DPA_PAYLOAD)",
+       [](dpa::Config& c) { c.payload = dpa::protocol::kMaxPayload + 1; }},
+      {"retransmit_timeout_us 0 out of range [1, 60000000] (DPA_RTO_US)",
+       [](dpa::Config& c) { c.retransmit_timeout = 0us; }},
+      {"max_retransmit_timeout_us 60000001 out of range [1, 60000000] (DPA_MAX_RTO_US)",
+       [](dpa::Config& c) { c.max_retransmit_timeout = 60000001us; }},
+      {"max_retransmit_timeout_us 1000 is below retransmit_timeout_us 2000 (DPA_MAX_RTO_US, DPA_RTO_US)",
        [](dpa::Config& c) { c.max_retransmit_timeout = 1000us; }},
-      {"timeout_ms 0 must be positive", [](dpa::Config& c) { c.timeout = 0ms; }},
-      {"join_timeout_ms -5 must be positive", [](dpa::Config& c) { c.join_timeout = -5ms; }},
-      {"k 5 out of range [0, world_size 4]", [](dpa::Config& c) { c.world_size = 4; c.k = 5; }},
+      {"timeout_ms 0 out of range [1, 86400000] (DPA_TIMEOUT_MS)", [](dpa::Config& c) { c.timeout = 0ms; }},
+      {"join_timeout_ms -5 out of range [1, 86400000] (DPA_JOIN_TIMEOUT_MS)",
+       [](dpa::Config& c) { c.join_timeout = -5ms; }},
+      {"busy_poll_us 1000001 out of range [0, 1000000] (DPA_BUSY_POLL_US)",
+       [](dpa::Config& c) { c.busy_poll = 1000001us; }},
+      {"k 5 out of range [0, world_size 4] (DPA_K)", [](dpa::Config& c) { c.world_size = 4; c.k = 5; }},
       {"k -1 out of range", [](dpa::Config& c) { c.k = -1; }},
-      {"faults.drop 1.5 out of range [0, 1]", [](dpa::Config& c) { c.faults.drop = 1.5; }},
-      {"faults.duplicate -0.1 out of range", [](dpa::Config& c) { c.faults.duplicate = -0.1; }},
-      {"faults.reorder nan out of range",
+      {"faults.drop 1.5 out of range [0, 1] (DPA_FAULT_DROP)", [](dpa::Config& c) { c.faults.drop = 1.5; }},
+      {"faults.duplicate -0.1 out of range [0, 1] (DPA_FAULT_DUPLICATE)",
+       [](dpa::Config& c) { c.faults.duplicate = -0.1; }},
+      {"faults.reorder nan out of range [0, 1] (DPA_FAULT_REORDER)",
        [](dpa::Config& c) { c.faults.reorder = std::numeric_limits<double>::quiet_NaN(); }},
-      {"faults.delay 2 out of range", [](dpa::Config& c) { c.faults.delay = 2.0; }},
-      {"faults.delay_time_us -1 must not be negative", [](dpa::Config& c) { c.faults.delay_time = -1us; }},
-      {"local_port 65535 + threads 2 - 1 exceeds 65535",
+      {"faults.delay 2 out of range [0, 1] (DPA_FAULT_DELAY)", [](dpa::Config& c) { c.faults.delay = 2.0; }},
+      {"faults.delay_time_us -1 out of range [0, 10000000] (DPA_FAULT_DELAY_US)",
+       [](dpa::Config& c) { c.faults.delay_time = -1us; }},
+      {"local_port 65535 + threads 2 - 1 exceeds 65535 (DPA_LOCAL_PORT, DPA_THREADS)",
        [](dpa::Config& c) { c.local_port = 65535; c.threads = 2; }},
   };
   for (const InvalidCase& invalid : cases) {
@@ -267,7 +279,7 @@ class EnvTest : public ::testing::Test {
       "DPA_LOCAL_HOST",  "DPA_LOCAL_PORT",   "DPA_RTO_US",     "DPA_MAX_RTO_US",      "DPA_TIMEOUT_MS",
       "DPA_JOIN_TIMEOUT_MS", "DPA_BUSY_POLL_US", "DPA_K",        "DPA_PREEMPTIVE", "DPA_SYN_DISABLE",     "DPA_FAULT_DROP",
       "DPA_FAULT_DUPLICATE", "DPA_FAULT_REORDER", "DPA_FAULT_DELAY", "DPA_FAULT_DELAY_US", "DPA_FAULT_SEED",
-      "DPA_TEST_FLAG",
+      "DPA_LOG",         "DPA_SIMD",         "DPA_TEST_FLAG",
   };
 
   void SetUp() override {
@@ -404,7 +416,7 @@ TEST_F(EnvTest, MalformedIntegers) {
       {{"DPA_WINDOW", "12x"}, "DPA_WINDOW=\"12x\": expected an integer"},
       {{"DPA_THREADS", " 2"}, "DPA_THREADS=\" 2\": expected an integer"},
       {{"DPA_K", "1.0"}, "DPA_K=\"1.0\": expected an integer"},
-      {{"DPA_SESSION", "-1"}, "DPA_SESSION=\"-1\": expected a non-negative integer"},
+      {{"DPA_SESSION", "-1"}, "DPA_SESSION=\"-1\": expected an integer in [1, 4294967295]"},
       {{"DPA_LOCAL_PORT", "70000"}, "DPA_LOCAL_PORT=\"70000\": expected an integer in [0, 65535]"},
       {{"DPA_WORLD_SIZE", "99999999999"}, "DPA_WORLD_SIZE=\"99999999999\": expected an integer in ["},
       {{"DPA_RTO_US", "soon"}, "DPA_RTO_US=\"soon\": expected an integer"},
@@ -418,6 +430,115 @@ TEST_F(EnvTest, MalformedIntegers) {
     EXPECT_THAT(config_error([] { dpa::Config::from_env(); }), HasSubstr(expected));
     ::unsetenv(variable.first);
   }
+}
+
+// Every variable from_env() reads, with a wrong value of each kind it can have: the error names
+// the variable, the value and what it accepts. (DPA_LOCAL_HOST takes any name, DPA_CONFIG any
+// path: an unusable one fails where it is used, naming it.)
+TEST_F(EnvTest, EveryVariableRejectsBadValuesNamingItself) {
+  struct BadValue {
+    const char* variable;
+    const char* value;
+    const char* expected;
+  };
+  const std::vector<BadValue> cases{
+      {"DPA_RANK", "-1", "an integer in [0, 63]"},
+      {"DPA_RANK", "64", "an integer in [0, 63]"},
+      {"DPA_RANK", "one", "an integer in [0, 63]"},
+      {"RANK", "64", "an integer in [0, 63]"},
+      {"DPA_WORLD_SIZE", "0", "an integer in [1, 64]"},
+      {"DPA_WORLD_SIZE", "65", "an integer in [1, 64]"},
+      {"WORLD_SIZE", "0", "an integer in [1, 64]"},
+      {"DPA_SWITCH", "tor:port", "host or host:port with a port in [1, 65535]"},
+      {"DPA_SWITCH", ":4242", "host or host:port with a port in [1, 65535]"},
+      {"DPA_SWITCH", "tor:0", "host or host:port with a port in [1, 65535]"},
+      {"DPA_SWITCH", "tor:70000", "host or host:port with a port in [1, 65535]"},
+      {"DPA_SESSION", "0", "an integer in [1, 4294967295]"},
+      {"DPA_SESSION", "4294967296", "an integer in [1, 4294967295]"},
+      {"DPA_THREADS", "0", "an integer in [1, 64]"},
+      {"DPA_THREADS", "65", "an integer in [1, 64]"},
+      {"DPA_WINDOW", "-1", "an integer in [1, 4096]"},
+      {"DPA_WINDOW", "0", "an integer in [1, 4096]"},
+      {"DPA_WINDOW", "4097", "an integer in [1, 4096]"},
+      {"DPA_PAYLOAD", "-1", "an integer in [0, 16320]"},
+      {"DPA_PAYLOAD", "16321", "an integer in [0, 16320]"},
+      {"DPA_LOCAL_PORT", "-1", "an integer in [0, 65535]"},
+      {"DPA_LOCAL_PORT", "65536", "an integer in [0, 65535]"},
+      {"DPA_RTO_US", "0", "an integer in [1, 60000000]"},
+      {"DPA_RTO_US", "60000001", "an integer in [1, 60000000]"},
+      {"DPA_MAX_RTO_US", "0", "an integer in [1, 60000000]"},
+      {"DPA_MAX_RTO_US", "9e9", "an integer in [1, 60000000]"},
+      {"DPA_TIMEOUT_MS", "0", "an integer in [1, 86400000]"},
+      {"DPA_TIMEOUT_MS", "-5", "an integer in [1, 86400000]"},
+      {"DPA_TIMEOUT_MS", "86400001", "an integer in [1, 86400000]"},
+      {"DPA_JOIN_TIMEOUT_MS", "0", "an integer in [1, 86400000]"},
+      {"DPA_JOIN_TIMEOUT_MS", "1s", "an integer in [1, 86400000]"},
+      {"DPA_BUSY_POLL_US", "-1", "an integer in [0, 1000000]"},
+      {"DPA_BUSY_POLL_US", "1000001", "an integer in [0, 1000000]"},
+      {"DPA_K", "-1", "an integer in [0, 64]"},
+      {"DPA_K", "65", "an integer in [0, 64]"},
+      {"DPA_PREEMPTIVE", "maybe", "a boolean (1/0, on/off, true/false, yes/no)"},
+      {"DPA_SYN_DISABLE", "2", "a boolean (1/0, on/off, true/false, yes/no)"},
+      {"DPA_FAULT_DROP", "1.5", "a number in [0, 1]"},
+      {"DPA_FAULT_DROP", "-0.1", "a number in [0, 1]"},
+      {"DPA_FAULT_DROP", "nan", "a number in [0, 1]"},
+      {"DPA_FAULT_DUPLICATE", "2", "a number in [0, 1]"},
+      {"DPA_FAULT_REORDER", "inf", "a number in [0, 1]"},
+      {"DPA_FAULT_DELAY", "half", "a number in [0, 1]"},
+      {"DPA_FAULT_DELAY_US", "-1", "an integer in [0, 10000000]"},
+      {"DPA_FAULT_DELAY_US", "10000001", "an integer in [0, 10000000]"},
+      {"DPA_FAULT_SEED", "-1", "a non-negative integer"},
+      {"DPA_FAULT_SEED", "18446744073709551616", "an integer in [0, 18446744073709551615]"},
+      {"DPA_LOG", "loud", "one of trace debug info warn warning err error critical off"},
+      {"DPA_SIMD", "sse", "one of auto avx2 scalar"},
+  };
+  for (const BadValue& bad : cases) {
+    set(bad.variable, bad.value);
+    EXPECT_THAT(config_error([] { dpa::Config::from_env(); }),
+                HasSubstr(std::string(bad.variable) + "=\"" + bad.value + "\": expected " + bad.expected));
+    ::unsetenv(bad.variable);
+  }
+}
+
+// The ends of every range are accepted.
+TEST_F(EnvTest, EveryVariableAcceptsItsRangeEnds) {
+  const std::vector<std::pair<const char*, std::vector<const char*>>> cases{
+      {"DPA_RANK", {"0", "63"}},          {"DPA_WORLD_SIZE", {"1", "64"}},
+      {"DPA_SWITCH", {"tor:1", "tor:65535"}}, {"DPA_SESSION", {"1", "4294967295"}},
+      {"DPA_THREADS", {"1", "64"}},       {"DPA_WINDOW", {"1", "4096"}},
+      {"DPA_PAYLOAD", {"0", "16320"}},    {"DPA_LOCAL_PORT", {"0", "65535"}},
+      {"DPA_RTO_US", {"1", "60000000"}},  {"DPA_MAX_RTO_US", {"1", "60000000"}},
+      {"DPA_TIMEOUT_MS", {"1", "86400000"}}, {"DPA_JOIN_TIMEOUT_MS", {"1", "86400000"}},
+      {"DPA_BUSY_POLL_US", {"0", "1000000"}}, {"DPA_K", {"0", "64"}},
+      {"DPA_FAULT_DROP", {"0", "1"}},     {"DPA_FAULT_DUPLICATE", {"0", "1.0"}},
+      {"DPA_FAULT_REORDER", {"0", "1"}},  {"DPA_FAULT_DELAY", {"0", "1"}},
+      {"DPA_FAULT_DELAY_US", {"0", "10000000"}}, {"DPA_FAULT_SEED", {"0", "18446744073709551615"}},
+      {"DPA_LOG", {"trace", "off"}},      {"DPA_SIMD", {"auto", "scalar"}},
+  };
+  for (const auto& [variable, values] : cases) {
+    for (const char* value : values) {
+      set(variable, value);
+      EXPECT_NO_THROW(dpa::Config::from_env()) << variable << "=" << value;
+    }
+    ::unsetenv(variable);
+  }
+}
+
+// Settings that depend on each other are checked together, naming every variable involved.
+TEST_F(EnvTest, InconsistentVariablesAreNamedTogether) {
+  set("DPA_RANK", "4");
+  set("DPA_WORLD_SIZE", "4");
+  EXPECT_THAT(config_error([] { dpa::Config::from_env().validate(); }),
+              HasSubstr("rank 4 out of range for world_size 4 (DPA_RANK, DPA_WORLD_SIZE)"));
+  set("DPA_RANK", "0");
+  set("DPA_K", "5");
+  EXPECT_THAT(config_error([] { dpa::Config::from_env().validate(); }),
+              HasSubstr("k 5 out of range [0, world_size 4] (DPA_K)"));
+  ::unsetenv("DPA_K");
+  set("DPA_RTO_US", "5000");
+  set("DPA_MAX_RTO_US", "4000");
+  EXPECT_THAT(config_error([] { dpa::Config::from_env().validate(); }),
+              HasSubstr("max_retransmit_timeout_us 4000 is below retransmit_timeout_us 5000 (DPA_MAX_RTO_US, DPA_RTO_US)"));
 }
 
 TEST_F(EnvTest, BooleanSpellings) {
@@ -490,7 +611,8 @@ TEST(SwitchJson, ShippedConfigsParseAndValidate) {
 
 TEST(SwitchJson, ReadsEveryKey) {
   const dpa::SwitchConfig config = switch_from_json(R"({
-    "switch": {"host": "0.0.0.0", "port": 0, "threads": 4, "batch": 32, "socket_buffer_bytes": 1048576},
+    "switch": {"host": "0.0.0.0", "port": 0, "threads": 4, "batch": 32, "socket_buffer_bytes": 1048576,
+               "max_sessions": 9, "max_memory_mb": 300},
     "sessions": [
       {"id": 3, "world_size": 2, "k": 1, "payload": 256, "pool_base": 100, "pool_size": 64,
        "straggler_timeout_us": 500, "workers": ["10.0.0.1:5000", "10.0.0.2"]},
@@ -503,6 +625,8 @@ TEST(SwitchJson, ReadsEveryKey) {
   EXPECT_EQ(config.threads, 4);
   EXPECT_EQ(config.batch, 32u);
   EXPECT_EQ(config.socket_buffer_bytes, 1048576);
+  EXPECT_EQ(config.max_sessions, 9u);
+  EXPECT_EQ(config.max_memory_mb, 300u);
   ASSERT_EQ(config.sessions.size(), 2u);
   const dpa::SessionConfig& first = config.sessions[0];
   EXPECT_EQ(first.id, 3u);
@@ -538,6 +662,8 @@ TEST(SwitchJson, WrongTypesAreNamed) {
       {R"({"switch": {"port": 70000}})", "switch.port: 70000 is out of range [0, 65535]"},
       {R"({"switch": {"host": 1}})", "switch.host: expected a string, got number"},
       {R"({"switch": {"batch": -1}})", "switch.batch: -1 is out of range"},
+      {R"({"switch": {"max_memory_mb": -1}})", "switch.max_memory_mb: -1 is out of range"},
+      {R"({"switch": {"max_sessions": 4294967296}})", "switch.max_sessions: 4294967296 is out of range"},
       {R"({"sessions": [{"id": "1"}]})", "sessions[0].id: expected an integer, got string"},
       {R"({"sessions": [{"straggler_timeout_us": 1.5}]})", "sessions[0].straggler_timeout_us: expected an integer"},
       {R"({"sessions": [{"workers": "10.0.0.1"}]})", "sessions[0].workers: expected an array, got string"},
@@ -616,6 +742,32 @@ TEST(SwitchValidate, EachInvalidSettingIsNamed) {
       {"switch.socket_buffer_bytes 0 must be positive", [](dpa::SwitchConfig& c) { c.socket_buffer_bytes = 0; }},
       {"session id 7 appears twice", [](dpa::SwitchConfig& c) { c.sessions.push_back(valid_session()); }},
       {"session 7: k 9", [](dpa::SwitchConfig& c) { c.sessions[0].k = 9; }},
+      {"switch.max_sessions 0 out of range [1, 65536]", [](dpa::SwitchConfig& c) { c.max_sessions = 0; }},
+      {"switch.max_sessions 65537", [](dpa::SwitchConfig& c) { c.max_sessions = 65537; }},
+      {"switch.max_memory_mb 0 out of range [1, 1048576]", [](dpa::SwitchConfig& c) { c.max_memory_mb = 0; }},
+      {"switch.max_memory_mb 1048577", [](dpa::SwitchConfig& c) { c.max_memory_mb = 1048577; }},
+      {"session 8: the switch already holds max_sessions 1 sessions",
+       [](dpa::SwitchConfig& c) {
+         c.max_sessions = 1;
+         c.sessions.push_back(valid_session());
+         c.sessions.back().id = 8;
+       }},
+      // The issue's request that aborted dpa-switch: 2^31 slots of 16320 values.
+      {"session 7: pool_size 2147483648 x payload 16320 needs",
+       [](dpa::SwitchConfig& c) {
+         c.sessions[0].pool_size = 2147483648u;
+         c.sessions[0].payload = 16320;
+       }},
+      // Each session fits alone, not both together.
+      {"session 8: pool_size 4096 x payload 2048 needs 33 MiB of slot memory, but only 15 MiB of max_memory_mb 48 "
+       "are free (lower pool_size or payload, or raise max_memory_mb)",
+       [](dpa::SwitchConfig& c) {
+         c.max_memory_mb = 48;
+         c.sessions[0].pool_size = 4096;
+         c.sessions[0].payload = 2048;
+         c.sessions.push_back(c.sessions[0]);
+         c.sessions.back().id = 8;
+       }},
   };
   for (const auto& [expected, change] : cases) {
     dpa::SwitchConfig config;

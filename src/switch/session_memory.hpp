@@ -1,0 +1,24 @@
+// What a session costs the switch in memory, so that sessions can be admitted against the
+// switch's budget (SwitchConfig::max_memory_mb) before anything is allocated.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "dpa/switch.hpp"
+
+namespace dpa::sw {
+
+// Bytes a session with this config holds: its slot states, its slot values and its fixed part.
+// Exact in 64 bits for every pool_size and payload a SessionConfig can hold.
+std::uint64_t session_memory_bytes(const SessionConfig& config);
+
+// Bytes in SwitchConfig::max_memory_mb.
+std::uint64_t memory_budget_bytes(const SwitchConfig& config);
+
+// Throws ConfigError, naming max_sessions or max_memory_mb and the session's pool_size and
+// payload, unless `session` fits next to `sessions_held` sessions that hold `bytes_held` bytes.
+void check_admission(const SwitchConfig& limits, std::size_t sessions_held, std::uint64_t bytes_held,
+                     const SessionConfig& session);
+
+}  // namespace dpa::sw

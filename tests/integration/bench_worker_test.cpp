@@ -1,0 +1,113 @@
+// dpa-bench configures its workers like every dpa worker: DPA_* variables, overridden by flags.
+// Each test runs dpa-bench processes against a switch in this process; every process is killed
+// when its test ends (tools::Process), whatever the outcome.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "dpa/switch.hpp"
+#include "tools/process.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testing::HasSubstr;
+using namespace std::chrono_literals;
+
+std::string bench_path() { return std::string(DPA_BINARY_DIR) + "/src/tools/dpa-bench"; }
+
+// dpa-bench with `environment` ("NAME=value" words) and `arguments`, stderr merged into stdout.
+dpa::tools::Process start_bench(const std::string& environment, const std::vector<std::string>& arguments) {
+  std::vector<std::string> argv = {"/bin/sh", "-c", environment + " exec \"$0\" \"$@\" 2>&1", bench_path()};
+  argv.insert(argv.end(), arguments.begin(), arguments.end());
+  return dpa::tools::Process(argv);
+}
+
+dpa::SwitchConfig one_session_switch(int world) {
+  dpa::SessionConfig session;
+  session.world_size = world;
+  session.payload = 256;
+  session.pool_size = 1024;
+  dpa::SwitchConfig config;
+  config.host = "127.0.0.1";
+  config.port = 0;
+  config.sessions = {session};
+  return config;
+}
+
+std::vector<std::string> worker_arguments(int rank, std::uint16_t port) {
+  return {"--worker", "--rank", std::to_string(rank), "--ranks", "2", "--switch", "127.0.0.1:" + std::to_string(port),
+          "--sizes", "64KiB", "--warmup", "0", "--iterations", "100000000"};
+}
+
+// Rank 0 takes its timeout from DPA_TIMEOUT_MS, rank 1 from --timeout-ms, which overrides a
+// variable that says a minute. Both must give up about a second after the switch dies.
+TEST(BenchWorker, SwitchKilledWorkersFailWithinTheConfiguredTimeout) {
+  auto sw = std::make_unique<dpa::SoftwareSwitch>(one_session_switch(2));
+  const std::uint16_t port = sw->port();
+  std::vector<dpa::tools::Process> workers;
+  workers.push_back(start_bench("DPA_TIMEOUT_MS=1000", worker_arguments(0, port)));
+  std::vector<std::string> flagged = worker_arguments(1, port);
+  flagged.insert(flagged.end(), {"--timeout-ms", "1000"});
+  workers.push_back(start_bench("DPA_TIMEOUT_MS=60000", flagged));
+
+  // Both ranks joined and are in the middle of their operations once rounds complete.
+  const auto running_deadline = Clock::now() + 30s;
+  while (sw->counters().completed_full < 100 && Clock::now() < running_deadline) {
+    ASSERT_FALSE(workers[0].wait_until(Clock::now() + 10ms).has_value()) << workers[0].output();
+  }
+  ASSERT_GE(sw->counters().completed_full, 100u) << "the workers did not start operating";
+
+  sw.reset();  // the switch dies: its sockets close, nothing answers
+  const auto killed = Clock::now();
+  const auto codes = dpa::tools::wait_all(workers, killed + 20s);
+  const auto elapsed = Clock::now() - killed;
+  EXPECT_LT(elapsed, 4s) << "the workers waited longer than their 1 s timeout (the default is 10 s)";
+  for (std::size_t rank = 0; rank < workers.size(); ++rank) {
+    ASSERT_TRUE(codes[rank].has_value()) << "rank " << rank << " still ran 20 s after the switch died";
+    EXPECT_EQ(*codes[rank], 1) << workers[rank].output();
+    EXPECT_THAT(workers[rank].output(),
+                HasSubstr("dpa-bench: rank " + std::to_string(rank) + ": no reply from the switch at 127.0.0.1:" +
+                          std::to_string(port) + " for 1000 ms"));
+  }
+}
+
+TEST(BenchWorker, BadVariableIsNamedBeforeAnythingStarts) {
+  dpa::tools::Process worker = start_bench("DPA_WINDOW=0", {"--worker", "--ranks", "1", "--sizes", "4KiB"});
+  const auto code = worker.wait_until(Clock::now() + 20s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 1);
+  EXPECT_THAT(worker.output(), HasSubstr("dpa-bench: DPA_WINDOW=\"0\": expected an integer in [1, 4096]"));
+}
+
+// The launcher's workers inherit its environment; flags given to the launcher win over it.
+TEST(BenchWorker, LauncherWorkersUseTheVariablesAndTheFlagsGiven) {
+  const std::string json_path = testing::TempDir() + "/dpa-bench-env-" + std::to_string(getpid()) + ".json";
+  dpa::tools::Process launcher = start_bench(
+      "DPA_THREADS=2 DPA_WINDOW=8 DPA_TIMEOUT_MS=60000",
+      {"-n", "2", "--sizes", "4KiB", "--warmup", "0", "--iterations", "1", "--timeout-ms", "5000", "--json", json_path});
+  const auto code = launcher.wait_until(Clock::now() + 120s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 0) << launcher.output();
+  EXPECT_THAT(launcher.output(), HasSubstr("2 ranks, float32, 2 thread(s), window 8"));
+  nlohmann::json lines;
+  std::ifstream(json_path) >> lines;
+  std::remove(json_path.c_str());
+  ASSERT_EQ(lines.size(), 2u);
+  for (const nlohmann::json& line : lines) {
+    EXPECT_EQ(line["threads"], 2);
+    EXPECT_EQ(line["window"], 8);
+    EXPECT_EQ(line["timeout_ms"], 5000);
+  }
+}
+
+}  // namespace
