@@ -18,6 +18,9 @@ control Admission(inout headers_t hdr,
                   in ingress_intrinsic_metadata_t ig_intr_md,
                   in ingress_intrinsic_metadata_from_parser_t ig_prsr_md) {
     DirectCounter<bit<64>>(CounterType_t.PACKETS) verdicts;
+    // Accepted packets per session: the controller samples it to tell whether a generation
+    // still holds its session (docs/protocol.md §6.3 step 4).
+    Counter<bit<64>, session_index_t>(DPA_SESSIONS, CounterType_t.PACKETS) activity;
 
     action set_session(session_index_t index, bit<8> world, bit<8> k_default,
                        bit<32> timeout_plus_one, bit<32> pool_base, bit<16> mgid,
@@ -235,6 +238,9 @@ control Admission(inout headers_t hdr,
             rank_bits.apply();
             round_parameters.apply();
             verdict.apply();
+            if (md.admit == ADM_ACCEPT) {
+                activity.count(hdr.bridged.session_index);
+            }
             md.packet_round = 16w0 ++ md.round_target ++ md.round_k;
             // A round whose target is 1 (N = 1 or K = 1) completes with the packet that opens it.
             if (md.round_target <= 1) {

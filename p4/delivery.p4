@@ -1,7 +1,8 @@
 // What the state pass answers (docs/protocol.md §8.2's Reply column, §8.3, §4), and how the
 // packet leaves the state pass: straight back to the sender (header-only replies to probes),
 // into the input passes (data packets: their values are added, or stripped from a header-only
-// reply), into the output passes (a probe that fetches a result), to the CPU, or dropped.
+// reply; a probe that fetches a result rides them too, so it never overtakes the values of the
+// packet that completed the round), to the CPU, or dropped.
 // The header is rewritten here, once; the egress only sets each copy's destination and the
 // lengths (egress_rewrite.p4).
 #ifndef DPA_DELIVERY_P4
@@ -14,15 +15,14 @@ control Delivery(inout headers_t hdr,
                  inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
     DirectCounter<bit<64>>(CounterType_t.PACKETS) outcomes;
 
-    // Pass ports of the first input pass and of the first output pass (next_pass.p4 takes the
-    // packet on from there). Written by the controller from the config's pipes.
-    action set_pass_plan(bit<9> input_port, bit<9> output_port) {
+    // Pass port of the first input pass (next_pass.p4 takes the packet on from there). Written
+    // by the controller from the config's pipes.
+    action set_pass_plan(bit<9> input_port) {
         md.input_port = input_port;
-        md.output_port = output_port;
     }
     table pass_plan {
         actions = { set_pass_plan; }
-        default_action = set_pass_plan(0, 0);
+        default_action = set_pass_plan(0);
         size = 1;
     }
 
@@ -41,15 +41,6 @@ control Delivery(inout headers_t hdr,
         hdr.bridged.delivery = delivery;
         hdr.bridged.with_values = with_values;
     }
-    action route_output(bit<8> delivery) {
-        ig_tm_md.ucast_egress_port = md.output_port;
-        ig_tm_md.bypass_egress = 1;
-        hdr.bridged.pass = DPA_CHUNKS + 1;
-        hdr.bridged.reduce_op = REDUCE_READ_HI;
-        hdr.bridged.delivery = delivery;
-        hdr.bridged.with_values = 1;
-    }
-
     // ---- header views (§2 Reply column) ----
     // Replies go from the switch to the sender; multicast copies get their destination in the
     // egress.
@@ -188,7 +179,7 @@ control Delivery(inout headers_t hdr,
     }
     action completed_by_probe(bit<8> event) {
         result_view(0x01);
-        route_output(DELIVER_MULTICAST);
+        route_input(REDUCE_SKIP, DELIVER_MULTICAST, 1);
         hdr.bridged.event = event;
     }
     action copy_to_data(bit<8> event) {
@@ -198,7 +189,7 @@ control Delivery(inout headers_t hdr,
     }
     action copy_to_probe() {
         result_view(0x07);
-        route_output(DELIVER_UNICAST);
+        route_input(REDUCE_SKIP, DELIVER_UNICAST, 1);
         hdr.bridged.event = EV_SYN;
     }
     action duplicate() {

@@ -254,7 +254,6 @@ struct metadata_t {
     bit<8>  count_op;       // COUNT_OP_*
     bit<8>  full_x;         // contributors XOR N: zero for a full round
     bit<9>  input_port;     // pass port of the first input pass (pass_plan)
-    bit<9>  output_port;    // pass port of the first output pass
     bit<8>  exp_max;
     bit<32> result_bitmap;  // contributors (frozen at completion)
     bit<1>  full;           // completed with N contributions

@@ -41,6 +41,7 @@ parser IngressParser(packet_in pkt,
         transition select(hdr.bridged.reduce_op) {
             REDUCE_READ_LO: parse_pass_headers;
             REDUCE_READ_HI: parse_pass_headers;
+            REDUCE_SKIP: parse_pass_headers;
             default: parse_pass_values;
         }
     }

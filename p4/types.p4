@@ -58,6 +58,7 @@ const bit<8> REDUCE_WRITE = 1;        // NEW: the accumulators take the packet's
 const bit<8> REDUCE_ADD = 2;          // a counted contribution
 const bit<8> REDUCE_READ_LO = 3;      // output pass: emit the first half of a chunk
 const bit<8> REDUCE_READ_HI = 4;      // output pass: emit the second half of a chunk
+const bit<8> REDUCE_SKIP = 5;         // a probe fetching a result: no values to parse or add
 
 // Delivery of a packet after its last pass (next_pass.p4).
 const bit<8> DELIVER_DROP = 0;
