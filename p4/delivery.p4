@@ -36,7 +36,7 @@ control Delivery(inout headers_t hdr,
     action route_input(bit<8> reduce_op, bit<8> delivery, bit<8> with_values) {
         ig_tm_md.ucast_egress_port = md.input_port;
         ig_tm_md.bypass_egress = 1;
-        hdr.bridged.pass = 1;
+        hdr.bridged.pass_index = 1;
         hdr.bridged.reduce_op = reduce_op;
         hdr.bridged.delivery = delivery;
         hdr.bridged.with_values = with_values;

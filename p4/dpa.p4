@@ -74,7 +74,7 @@ control Ingress(inout headers_t hdr,
         } else if (hdr.dpa.isValid()) {
             // The state pass: admission, the slot's registers, the reply.
             hdr.bridged.setValid();
-            hdr.bridged.pass = 0;
+            hdr.bridged.pass_index = 0;
             hdr.bridged.reduce_op = REDUCE_NONE;
             hdr.bridged.delivery = DELIVER_DROP;
             hdr.bridged.pad0 = 0;
@@ -101,7 +101,7 @@ control Ingress(inout headers_t hdr,
             }
         } else {
             hdr.bridged.setValid();
-            hdr.bridged.pass = 0;
+            hdr.bridged.pass_index = 0;
             hdr.bridged.reduce_op = REDUCE_NONE;
             hdr.bridged.delivery = DELIVER_NET;
             hdr.bridged.event = EV_NONE;

@@ -175,7 +175,7 @@ header values_h {
 // pass to the egress. Fixed layout (no @flexible): a loopback port hands it to the next pass's
 // parser as packet bytes.
 header bridged_h {
-    bit<8>  pass;           // index of the pass the packet is about to take
+    bit<8>  pass_index;     // the pass the packet is about to take (0: the state pass)
     bit<8>  reduce_op;      // REDUCE_* for that pass
     bit<8>  delivery;       // DELIVER_* after the last pass
     bit<7>  pad0;

@@ -13,18 +13,18 @@ control NextPass(inout headers_t hdr,
     action continue_input(bit<9> port) {
         ig_tm_md.ucast_egress_port = port;
         ig_tm_md.bypass_egress = 1;
-        hdr.bridged.pass = hdr.bridged.pass + 1;
+        hdr.bridged.pass_index = hdr.bridged.pass_index + 1;
     }
     // The next output pass reads `reduce_op`'s half (REDUCE_READ_HI or REDUCE_READ_LO).
     action continue_output(bit<9> port, bit<8> reduce_op) {
         ig_tm_md.ucast_egress_port = port;
         ig_tm_md.bypass_egress = 1;
-        hdr.bridged.pass = hdr.bridged.pass + 1;
+        hdr.bridged.pass_index = hdr.bridged.pass_index + 1;
         hdr.bridged.reduce_op = reduce_op;
     }
     action last_pass() {}
     table next_pass {
-        key = { hdr.bridged.pass : exact; hdr.bridged.with_values : exact; }
+        key = { hdr.bridged.pass_index : exact; hdr.bridged.with_values : exact; }
         actions = { continue_input; continue_output; last_pass; }
         const default_action = last_pass;
         size = 4 * DPA_CHUNKS + 4;
