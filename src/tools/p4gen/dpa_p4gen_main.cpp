@@ -1,5 +1,5 @@
 // dpa-p4gen: turns configs/<switch>.json into the P4 program's defines (dpa_config.p4), or
-// prints one derived setting for the compile script (--print target|arch|payload).
+// prints one derived setting for the scripts (--print target|arch|payload|model).
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   app.add_option("config", config_path, "switch config (configs/<switch>.json)")->required();
   app.add_option("-o,--output", output_path, "write dpa_config.p4 here (default: stdout)");
   app.add_option("--print", print, "print one derived setting instead")
-      ->check(CLI::IsMember({"target", "arch", "payload"}));
+      ->check(CLI::IsMember({"target", "arch", "payload", "model"}));
   CLI11_PARSE(app, argc, argv);
 
   namespace p4gen = dpa::tools::p4gen;
@@ -42,6 +42,8 @@ int main(int argc, char** argv) {
     std::cout << config.arch() << "\n";
   } else if (print == "payload") {
     std::cout << config.payload() << "\n";
+  } else if (print == "model") {
+    std::cout << (config.model ? 1 : 0) << "\n";
   } else if (output_path.empty()) {
     std::cout << p4gen::render_defines(config, config_path);
   } else {
