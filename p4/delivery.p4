@@ -85,7 +85,9 @@ control Delivery(inout headers_t hdr,
         hdr.dpa.seq = hdr.dpa.seq - md.seq_diff;
         hdr.dpa.count = 0;
     }
-    // An ERROR echoes the request (§4): kind bits kept, count/contributors/bitmap zero.
+    // An ERROR echoes the request (§4): kind bits kept, count and contributors zero. The caller
+    // sets the bitmap's low word (0, or the offender's value of a poisoned round), so no field is
+    // written twice in one action.
     action error_view(bit<8> flags, bit<8> code, bit<32> expected) {
         to_sender();
         hdr.dpa.flags = 7w0 ++ hdr.dpa.flags[8:8] ++ flags;
@@ -94,7 +96,6 @@ control Delivery(inout headers_t hdr,
         hdr.dpa.count = 0;
         hdr.dpa.contributors = 0;
         hdr.dpa.bitmap_hi = 0;
-        hdr.dpa.bitmap_lo = 0;
     }
 
     // ---- outcomes ----
@@ -108,16 +109,19 @@ control Delivery(inout headers_t hdr,
     }
     action admission_error_now(bit<8> flags) {
         error_view(flags, md.error_code, md.error_expected);
+        hdr.dpa.bitmap_lo = 0;
         route_now();
         hdr.bridged.event = EV_ERROR;
     }
     action admission_error_stripped(bit<8> flags) {
         error_view(flags, md.error_code, md.error_expected);
+        hdr.dpa.bitmap_lo = 0;
         route_input(REDUCE_NONE, DELIVER_UNICAST, 0);
         hdr.bridged.event = EV_ERROR;
     }
     action seq_ahead_stripped() {
         error_view(0x10, ERR_SEQ_AHEAD, hdr.dpa.seq - md.seq_diff);
+        hdr.dpa.bitmap_lo = 0;
         route_input(REDUCE_NONE, DELIVER_UNICAST, 0);
         hdr.bridged.event = EV_ERROR;
     }
