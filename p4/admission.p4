@@ -156,6 +156,9 @@ control Admission(inout headers_t hdr,
     action error_slot_out_of_range() {
         md.admit = ADM_ERROR; md.error_code = ERR_SLOT_OUT_OF_RANGE; md.error_expected = md.pool_base;
     }
+    action error_bad_length() {
+        md.admit = ADM_ERROR; md.error_code = ERR_BAD_LENGTH; md.error_expected = DPA_PAYLOAD;
+    }
     action error_k_invalid() {
         md.admit = ADM_ERROR; md.error_code = ERR_K_INVALID; md.error_expected = (bit<32>)md.world;
     }
@@ -184,7 +187,7 @@ control Admission(inout headers_t hdr,
         }
         actions = {
             accept; drop; to_cpu; error_not_joined; error_taken_over; error_slot_out_of_range;
-            error_k_invalid;
+            error_bad_length; error_k_invalid;
         }
         const default_action = drop(EV_MALFORMED);
         counters = verdicts;
@@ -210,11 +213,10 @@ control Admission(inout headers_t hdr,
             (DPA_VERSION, 0, 0, 0x0004 &&& 0xFC9F, 0 &&& 0xC0, 1, 1, _, 1, 1, 1, 1, _, 56, 0) : accept();
             (DPA_VERSION, 0, 0, 0x0004 &&& 0xFC9F, 0 &&& 0xC0, 1, 1, _, 1, 1, 1, 0, _, 56, 0) : error_k_invalid();
             (DPA_VERSION, 0, 0, 0x0004 &&& 0xFC9F, 0 &&& 0xC0, 1, 1, _, 1, 1, 1, _, _, _, _) : drop(EV_MALFORMED);
-            // 10-11 for data: exactly P values and count <= P. Another length is answered by the
-            // controller (the pipeline cannot cut a payload of unknown size off the reply).
+            // 10-11 for data: exactly P values and count <= P.
             (DPA_VERSION, 0, 0, 0 &&& 0xFC9F, 0 &&& 0xC0, 1, 1, _, 1, 1, 1, 1, 1, DPA_DATA_UDP_LENGTH, _) : accept();
             (DPA_VERSION, 0, 0, 0 &&& 0xFC9F, 0 &&& 0xC0, 1, 1, _, 1, 1, 1, 0, 1, DPA_DATA_UDP_LENGTH, _) : error_k_invalid();
-            (DPA_VERSION, 0, 0, 0 &&& 0xFC9F, 0 &&& 0xC0, 1, 1, _, 1, 1, 1, _, _, _, _) : to_cpu();
+            (DPA_VERSION, 0, 0, 0 &&& 0xFC9F, 0 &&& 0xC0, 1, 1, _, 1, 1, 1, _, _, _, _) : error_bad_length();
         }
     }
 

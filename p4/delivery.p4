@@ -1,8 +1,11 @@
 // What the state pass answers (docs/protocol.md §8.2's Reply column, §8.3, §4), and how the
-// packet leaves the state pass: straight back to the sender (header-only replies to probes),
-// into the input passes (data packets: their values are added, or stripped from a header-only
-// reply; a probe that fetches a result rides them too, so it never overtakes the values of the
-// packet that completed the round), to the CPU, or dropped.
+// packet leaves the state pass: header-only replies (OLD, SYN, ERROR) straight back to the
+// sender or, for a poisoned round, to every rank; packets whose values must be added or
+// fetched into the input passes (a probe that fetches a result rides them too, so it never
+// overtakes the values of the packet that completed the round); JOIN and LEAVE to the CPU;
+// the rest dropped. A header-only reply to a data packet keeps the request's values behind the
+// header: the egress sets the IPv4 and UDP lengths to the header, so they are an Ethernet
+// trailer that every receiver discards (docs/switch.md).
 // The header is rewritten here, once; the egress only sets each copy's destination and the
 // lengths (egress_rewrite.p4).
 #ifndef DPA_DELIVERY_P4
@@ -107,41 +110,50 @@ control Delivery(inout headers_t hdr,
         ig_tm_md.bypass_egress = 0;
         hdr.bridged.delivery = DELIVER_CPU;
     }
-    action admission_error_now(bit<8> flags) {
+    action admission_error(bit<8> flags) {
         error_view(flags, md.error_code, md.error_expected);
         hdr.dpa.bitmap_lo = 0;
         route_now();
         hdr.bridged.event = EV_ERROR;
     }
-    action admission_error_stripped(bit<8> flags) {
-        error_view(flags, md.error_code, md.error_expected);
-        hdr.dpa.bitmap_lo = 0;
-        route_input(REDUCE_NONE, DELIVER_UNICAST, 0);
-        hdr.bridged.event = EV_ERROR;
-    }
-    action seq_ahead_stripped() {
+    action seq_ahead() {
         error_view(0x10, ERR_SEQ_AHEAD, hdr.dpa.seq - md.seq_diff);
         hdr.dpa.bitmap_lo = 0;
-        route_input(REDUCE_NONE, DELIVER_UNICAST, 0);
+        route_now();
         hdr.bridged.event = EV_ERROR;
     }
-    action old_stripped(bit<8> flags) {
+    action old_reply(bit<8> flags) {
         state_view(flags);
-        route_input(REDUCE_NONE, DELIVER_UNICAST, 0);
+        route_now();
         hdr.bridged.event = EV_OLD;
     }
-    action syn_now(bit<8> flags) {
+    action syn_reply(bit<8> flags) {
         state_view(flags);
         route_now();
         hdr.bridged.event = EV_SYN;
     }
     // §8.3: the packet poisons the round now. Every rank gets the error (the round's op_id);
-    // the offender also gets one with its own op_id when that differs (DELIVER_POISONED).
-    action poisoned_now(bit<8> delivery) {
+    // the offender also gets one with its own op_id when that differs (mcast_grp_b: the group
+    // of its port alone, replication id RID_SENDER).
+    action poisoned_now() {
         error_view(0x10, md.mismatch_info[15:8], md.error_expected);
         hdr.dpa.op_id = md.slot_op_id;
         hdr.dpa.bitmap_lo = md.mismatch_value;
-        route_input(REDUCE_NONE, delivery, 0);
+        ig_tm_md.mcast_grp_a = hdr.bridged.mgid;
+        ig_tm_md.bypass_egress = 0;
+        hdr.bridged.delivery = DELIVER_MULTICAST;
+        hdr.bridged.with_values = 0;
+        hdr.bridged.event = EV_ERROR;
+    }
+    action poisoned_now_with_sender_copy() {
+        error_view(0x10, md.mismatch_info[15:8], md.error_expected);
+        hdr.dpa.op_id = md.slot_op_id;
+        hdr.dpa.bitmap_lo = md.mismatch_value;
+        ig_tm_md.mcast_grp_a = hdr.bridged.mgid;
+        ig_tm_md.mcast_grp_b = hdr.bridged.sender_mgid;
+        ig_tm_md.bypass_egress = 0;
+        hdr.bridged.delivery = DELIVER_POISONED;
+        hdr.bridged.with_values = 0;
         hdr.bridged.event = EV_ERROR;
     }
     // A packet for a round poisoned earlier: the round's error under the sender's op_id.
@@ -149,23 +161,12 @@ control Delivery(inout headers_t hdr,
         error_view(flags, md.poison_info[15:8], expected);
         hdr.dpa.rank = md.poison_info[7:0];
         hdr.dpa.bitmap_lo = md.poison_value;
+        route_now();
         hdr.bridged.event = EV_ERROR;
     }
-    action poisoned_op_now(bit<8> flags) { poisoned_before(flags, md.slot_op_id); route_now(); }
-    action poisoned_type_now(bit<8> flags) {
-        poisoned_before(flags, 23w0 ++ md.slot_meta[16:16] ++ 8w0); route_now();
-    }
-    action poisoned_length_now(bit<8> flags) { poisoned_before(flags, md.slot_op_length); route_now(); }
-    action poisoned_op_stripped(bit<8> flags) {
-        poisoned_before(flags, md.slot_op_id); route_input(REDUCE_NONE, DELIVER_UNICAST, 0);
-    }
-    action poisoned_type_stripped(bit<8> flags) {
-        poisoned_before(flags, 23w0 ++ md.slot_meta[16:16] ++ 8w0);
-        route_input(REDUCE_NONE, DELIVER_UNICAST, 0);
-    }
-    action poisoned_length_stripped(bit<8> flags) {
-        poisoned_before(flags, md.slot_op_length); route_input(REDUCE_NONE, DELIVER_UNICAST, 0);
-    }
+    action poisoned_op(bit<8> flags) { poisoned_before(flags, md.slot_op_id); }
+    action poisoned_type(bit<8> flags) { poisoned_before(flags, 23w0 ++ md.slot_meta[16:16] ++ 8w0); }
+    action poisoned_length(bit<8> flags) { poisoned_before(flags, md.slot_op_length); }
     // Contributions: NEW writes the accumulators, a counted packet adds to them.
     action counted(bit<8> reduce_op) {
         route_input(reduce_op, DELIVER_DROP, 0);
@@ -213,11 +214,9 @@ control Delivery(inout headers_t hdr,
             md.full_x : ternary;
         }
         actions = {
-            drop_packet; to_cpu; admission_error_now; admission_error_stripped; seq_ahead_stripped;
-            old_stripped; syn_now; poisoned_now; poisoned_op_now; poisoned_type_now;
-            poisoned_length_now; poisoned_op_stripped; poisoned_type_stripped;
-            poisoned_length_stripped; counted; completed_at_open; completed; completed_by_probe; copy_to_data;
-            copy_to_probe; duplicate;
+            drop_packet; to_cpu; admission_error; seq_ahead; old_reply; syn_reply; poisoned_now;
+            poisoned_now_with_sender_copy; poisoned_op; poisoned_type; poisoned_length; counted;
+            completed_at_open; completed; completed_by_probe; copy_to_data; copy_to_probe; duplicate;
         }
         const default_action = drop_packet;
         counters = outcomes;
@@ -226,38 +225,38 @@ control Delivery(inout headers_t hdr,
             // Admission (§8.1).
             (ADM_DROP, _, _, _, _, _, _, _) : drop_packet();
             (ADM_CPU, _, _, _, _, _, _, _) : to_cpu();
-            (ADM_ERROR, 1, _, _, _, _, _, _) : admission_error_now(0x14);
-            (ADM_ERROR, 0, _, _, _, _, _, _) : admission_error_stripped(0x10);
+            (ADM_ERROR, 1, _, _, _, _, _, _) : admission_error(0x14);
+            (ADM_ERROR, 0, _, _, _, _, _, _) : admission_error(0x10);
 
             // SYN probes (§8.2, first rows).
-            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, 0x100 &&& 0x100, _, _) : syn_now(0x84);
-            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, _, _, _) : syn_now(0x04);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, 0x0B00 &&& 0xFF00, _, _, _, _) : poisoned_op_now(0x14);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, 0x0F00 &&& 0xFF00, _, _, _, _) : poisoned_type_now(0x14);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, 0x1000 &&& 0xFF00, _, _, _, _) : poisoned_length_now(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, 0x100 &&& 0x100, _, _) : syn_reply(0x84);
+            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, _, _, _) : syn_reply(0x04);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, 0x0B00 &&& 0xFF00, _, _, _, _) : poisoned_op(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, 0x0F00 &&& 0xFF00, _, _, _, _) : poisoned_type(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, 0x1000 &&& 0xFF00, _, _, _, _) : poisoned_length(0x14);
             (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, COUNT_OP_REACTIVE, 0x200 &&& 0x200, _, _) : copy_to_probe();
             (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, COUNT_OP_REACTIVE, 0x100 &&& 0x100, _, 0) : completed_by_probe(EV_COMPLETED);
             (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, COUNT_OP_REACTIVE, 0x100 &&& 0x100, _, _) : completed_by_probe(EV_COMPLETED_PARTIAL);
             (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, 0x100 &&& 0x100, _, _) : copy_to_probe();
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _) : syn_now(0x04);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _) : syn_reply(0x04);
 
             // NEW (§8.2): opens the round; complete at once when the target is 1.
             (ADM_ACCEPT, 0, GATE_NEW, _, _, 0x100 &&& 0x100, _, 0) : completed_at_open(EV_COMPLETED);
             (ADM_ACCEPT, 0, GATE_NEW, _, _, 0x100 &&& 0x100, _, _) : completed_at_open(EV_COMPLETED_PARTIAL);
             (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _) : counted(REDUCE_WRITE);
             // OLD and ahead.
-            (ADM_ACCEPT, 0, GATE_OLD, _, _, 0x100 &&& 0x100, _, _) : old_stripped(0x88);
-            (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, _) : old_stripped(0x08);
-            (ADM_ACCEPT, 0, GATE_AHEAD, _, _, _, _, _) : seq_ahead_stripped();
+            (ADM_ACCEPT, 0, GATE_OLD, _, _, 0x100 &&& 0x100, _, _) : old_reply(0x88);
+            (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, _) : old_reply(0x08);
+            (ADM_ACCEPT, 0, GATE_AHEAD, _, _, _, _, _) : seq_ahead();
             // Poisoned earlier (the round's error again), or poisoned by this packet (§8.3).
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0x0B00 &&& 0xFF00, _, _, _, _) : poisoned_op_stripped(0x10);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0x0F00 &&& 0xFF00, _, _, _, _) : poisoned_type_stripped(0x10);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0x1000 &&& 0xFF00, _, _, _, _) : poisoned_length_stripped(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0x0B00 &&& 0xFF00, _, _, _, _) : poisoned_op_stripped(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0x0F00 &&& 0xFF00, _, _, _, _) : poisoned_type_stripped(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0x1000 &&& 0xFF00, _, _, _, _) : poisoned_length_stripped(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, _, _, 0, _) : poisoned_now(DELIVER_MULTICAST);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, _, _, _, _) : poisoned_now(DELIVER_POISONED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0x0B00 &&& 0xFF00, _, _, _, _) : poisoned_op(0x10);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0x0F00 &&& 0xFF00, _, _, _, _) : poisoned_type(0x10);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0x1000 &&& 0xFF00, _, _, _, _) : poisoned_length(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0x0B00 &&& 0xFF00, _, _, _, _) : poisoned_op(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0x0F00 &&& 0xFF00, _, _, _, _) : poisoned_type(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0x1000 &&& 0xFF00, _, _, _, _) : poisoned_length(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, _, _, 0, _) : poisoned_now();
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, _, _, _, _) : poisoned_now_with_sender_copy();
             // A new contributor: late (copy), completing (multicast) or counted.
             (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_ADD, 0x200 &&& 0x200, _, _) : copy_to_data(EV_LATE);
             (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_ADD, 0x100 &&& 0x100, _, 0) : completed(REDUCE_ADD, EV_COMPLETED);

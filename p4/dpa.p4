@@ -67,7 +67,10 @@ control Ingress(inout headers_t hdr,
 
     apply {
         switch_address.apply();
-        if (hdr.bridged.isValid()) {
+        if (ig_prsr_md.parser_err != 0) {
+            // Truncated headers (§2: shorter than 48 bytes is malformed).
+            ig_dprsr_md.drop_ctl = 1;
+        } else if (hdr.bridged.isValid()) {
             // A value pass (next_pass.p4).
             reduce.apply(hdr);
             next_pass.apply(hdr, ig_dprsr_md, ig_tm_md);

@@ -1,6 +1,5 @@
 """The controller: sets the program up from the config, then answers the JOIN and LEAVE packets
-the program punts to the CPU port (docs/protocol.md §6), and the rare requests the pipeline does
-not answer itself (a data packet of the wrong length: ERROR bad_length).
+the program punts to the CPU port (docs/protocol.md §6).
 
 Publishing a generation (§12 "Generations"): the old generation stops reaching slots, the
 session's registers are cleared, the new identities, token, destinations and multicast group are
@@ -95,8 +94,7 @@ class Controller:
             else:
                 self.counts["controller_dropped"] += 1
         else:
-            # The pipeline punts a data packet that passed admission up to its length check.
-            self._error(frame, header, wire.BAD_LENGTH, session.payload)
+            self.counts["controller_dropped"] += 1  # the pipeline answers data and probes
 
     def _join(self, session, frame, header):
         procedure = self.joins[session.id]

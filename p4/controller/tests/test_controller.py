@@ -292,13 +292,13 @@ class JoinTest(unittest.TestCase):
         h.join_both(nonces=(77, 88), ports=(5400, 6400))
         self.assertEqual(decode_sent(h.sent[-1])[1].seq, 2)
 
-    def test_a_punted_data_packet_gets_bad_length(self):
+    def test_data_reaching_the_cpu_port_is_dropped(self):
         h = Harness()
         data = wire.Header(session=7, rank=0, token=0x1111, op_id=1, slot=0, seq=1, count=1)
         h.controller.handle_frame(wire.build_frame(MAC[W1], SWITCH_MAC, W1, SWITCH_IP, 5000, 4242,
                                                    data.encode() + bytes(8)))
-        header = decode_sent(h.sent[0])[1]
-        self.assertEqual((header.flags, header.error, header.offset), (wire.ERROR, wire.BAD_LENGTH, 128))
+        self.assertEqual((h.sent, h.recorder.calls), ([], []))
+        self.assertEqual(h.controller.counts["controller_dropped"], 1)
 
 
 class SetupTest(unittest.TestCase):
