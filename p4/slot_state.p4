@@ -9,9 +9,9 @@
 //   op/offset/length/meta, written by NEW, read otherwise
 //   round (target, K), first arrival, mismatch XORs
 //   gate            -> NEW / CURRENT / OLD / AHEAD / MISMATCH / PROBE_*
-//   poison          (checked before anything of the round changes, set by the first mismatch)
-//   arrival bitmap  (duplicates)
-//   count           (contributors, completion; gates itself: a complete round is never counted)
+//   poison          (set by the first mismatch)  |  arrival bitmap (duplicates), side by side
+//   count           (contributors, completion; refuses a poisoned round, and gates itself: a
+//                    complete round is never counted)
 // The bitmap that replies report is the frozen one kept by exponent.p4's snapshot register.
 #ifndef DPA_SLOT_STATE_P4
 #define DPA_SLOT_STATE_P4
@@ -264,11 +264,14 @@ control SlotState(inout headers_t hdr,
             md.poison_value = poison_value_read.execute(index);
         }
 
+        // Not gated by the poison state, so it sits beside the poison registers: a poisoned
+        // round never completes (the count refuses it) and replies report the frozen bitmap
+        // (result_bitmap.p4), so bits a poisoned round collects are never seen.
         if (md.gate == GATE_NEW) {
             md.bitmap_old = arrivals_open.execute(index);
-        } else if (md.gate == GATE_CURRENT && md.poison_info == 0) {
+        } else if (md.gate == GATE_CURRENT) {
             md.bitmap_old = arrivals_add.execute(index);
-        } else if (md.gate == GATE_PROBE_CURRENT && md.poison_info == 0) {
+        } else if (md.gate == GATE_PROBE_CURRENT) {
             md.bitmap_old = arrivals_read.execute(index);
         }
         md.dup = md.bitmap_old & md.sender_bit;
