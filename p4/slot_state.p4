@@ -17,7 +17,7 @@
 #define DPA_SLOT_STATE_P4
 
 struct poison_value_t {
-    bit<32> set;    // 1 once the round is poisoned
+    bit<32> poisoned;  // 1 once the round is poisoned
     bit<32> value;  // the offender's value
 }
 
@@ -85,7 +85,7 @@ control SlotState(inout headers_t hdr,
         }
     };
     RegisterAction<poison_value_t, slot_index_t, bit<32>>(poison_value) poison_value_clear = {
-        void apply(inout poison_value_t value, out bit<32> rv) { value.set = 0; value.value = 0; rv = 0; }
+        void apply(inout poison_value_t value, out bit<32> rv) { value.poisoned = 0; value.value = 0; rv = 0; }
     };
     RegisterAction<poison_value_t, slot_index_t, bit<32>>(poison_value) poison_value_read = {
         void apply(inout poison_value_t value, out bit<32> rv) { rv = value.value; }
@@ -93,8 +93,8 @@ control SlotState(inout headers_t hdr,
     // The offered value is stored once, by the packet that poisons the round.
     RegisterAction<poison_value_t, slot_index_t, bit<32>>(poison_value) poison_value_set = {
         void apply(inout poison_value_t value, out bit<32> rv) {
-            if (value.set == 0) {
-                value.set = 1;
+            if (value.poisoned == 0) {
+                value.poisoned = 1;
                 value.value = md.mismatch_value;
             }
             rv = value.value;

@@ -1,6 +1,10 @@
 """Admission tables of p4/admission.p4: the session entries (written at start) and each
 generation's token, member endpoints, identities and slot range (written at JOIN, §6.3/§8.1).
+Ternary and range tables take a match priority in bfrt; their entries never overlap, so one
+priority serves all.
 """
+
+PRIORITY = 1
 
 
 def _table(program, name):
@@ -10,12 +14,15 @@ def _table(program, name):
 def setup_session(program, session, generation=0):
     sessions = _table(program, "sessions")
     sessions.add_with_set_session(session=session.id, **_session_data(session, generation))
-    _table(program, "k_limits").add_with_k_valid(session=session.id, k_start=0, k_end=session.world_size)
+    _table(program, "k_limits").add_with_k_valid(session=session.id, k_start=0, k_end=session.world_size,
+                                                   MATCH_PRIORITY=PRIORITY)
     hosts = _table(program, "hosts")
     if not session.workers:
-        hosts.add_with_registered_host(session=session.id, src_addr=0, src_addr_mask=0)
+        hosts.add_with_registered_host(session=session.id, src_addr=0, src_addr_mask=0,
+                                       MATCH_PRIORITY=PRIORITY)
     for ip in sorted({worker.ip for worker in session.workers}):
-        hosts.add_with_registered_host(session=session.id, src_addr=ip, src_addr_mask=0xFFFFFFFF)
+        hosts.add_with_registered_host(session=session.id, src_addr=ip, src_addr_mask=0xFFFFFFFF,
+                                       MATCH_PRIORITY=PRIORITY)
 
 
 def _session_data(session, generation):
@@ -43,9 +50,11 @@ def retire(program, session, old):
     for rank, thread, address, port, first, last in _member_keys(session, old):
         _table(program, "endpoints").delete(session=session.id, src_addr=address, src_port=port)
         _table(program, "identities").delete(session=session.id, src_addr=address, src_port=port,
-                                             rank=rank, slot_start=first, slot_end=last)
+                                             rank=rank, slot_start=first, slot_end=last,
+                                             MATCH_PRIORITY=PRIORITY)
     _table(program, "pools").delete(session=session.id, slot_start=session.pool_base,
-                                    slot_end=session.pool_base + old.threads * 2 * old.window - 1)
+                                    slot_end=session.pool_base + old.threads * 2 * old.window - 1,
+                                    MATCH_PRIORITY=PRIORITY)
 
 
 def publish(program, session, generation):
@@ -58,7 +67,9 @@ def publish(program, session, generation):
                                                               src_port=port)
         _table(program, "identities").add_with_identity(session=session.id, src_addr=address,
                                                         src_port=port, rank=rank, slot_start=first,
-                                                        slot_end=last, thread=thread)
+                                                        slot_end=last, MATCH_PRIORITY=PRIORITY,
+                                                        thread=thread)
     _table(program, "pools").add_with_in_pool(
         session=session.id, slot_start=session.pool_base,
-        slot_end=session.pool_base + generation.threads * 2 * generation.window - 1)
+        slot_end=session.pool_base + generation.threads * 2 * generation.window - 1,
+        MATCH_PRIORITY=PRIORITY)

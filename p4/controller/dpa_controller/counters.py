@@ -21,7 +21,6 @@ def _packets(entry):
 def replies(program):
     """Replies that left the switch, by event (a multicast counts one per rank)."""
     counter = program.egress("counters", "replies")
-    counter.operation_counter_sync()
     return {name: _packets(counter.get(COUNTER_INDEX=index, from_hw=True, print_ents=False))
             for index, name in sorted(EVENTS.items())}
 

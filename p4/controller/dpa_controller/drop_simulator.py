@@ -7,4 +7,4 @@ def setup(program, config, session):
         return
     threshold = int(session.drop_rate * 65536)
     program.ingress("drop_simulator", "drop_rates").add_with_simulate_drop(
-        session=session.id, random_start=0, random_end=threshold - 1)
+        session=session.id, random_start=0, random_end=threshold - 1, MATCH_PRIORITY=1)

@@ -35,7 +35,7 @@ class Node:
 
     def __call__(self, **kwargs):
         path, method = ".".join(self._path[:-1]), self._path[-1]
-        if method not in ("get", "batch_begin", "batch_end", "operation_counter_sync"):
+        if method not in ("get", "batch_begin", "batch_end"):
             self._recorder.calls.append((path, method, kwargs))
         return self._recorder.answer(path, method, kwargs)
 

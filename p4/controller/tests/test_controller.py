@@ -117,7 +117,7 @@ class Harness:
 def clears(pool_base, pool_size):
     expected = []
     for control, name in REGISTERS:
-        fields = ("set", "value") if name == "poison_value" else ("f1",)
+        fields = ("poisoned", "value") if name == "poison_value" else ("f1",)
         for index in range(pool_base, pool_base + pool_size):
             expected.append(("dpa.pipe.Ingress.%s.%s" % (control, name), "mod",
                              dict(REGISTER_INDEX=index, **{f: 0 for f in fields})))
@@ -140,10 +140,10 @@ def publish_calls(session, sid, index, token, generation, members, threads=1, wi
                           dict(session=sid, src_addr=ip, src_port=port + t)))
             calls.append(("dpa.pipe.Ingress.admission.identities", "add_with_identity",
                           dict(session=sid, src_addr=ip, src_port=port + t, rank=rank,
-                               slot_start=first, slot_end=first + span - 1, thread=t)))
+                               slot_start=first, slot_end=first + span - 1, MATCH_PRIORITY=1, thread=t)))
     calls.append(("dpa.pipe.Ingress.admission.pools", "add_with_in_pool",
                   dict(session=sid, slot_start=session["pool_base"],
-                       slot_end=session["pool_base"] + threads * span - 1)))
+                       slot_end=session["pool_base"] + threads * span - 1, MATCH_PRIORITY=1)))
     for rank, ip, port in members:
         for t in range(threads):
             calls.append(("dpa.pipe.Egress.rewrite.destinations", "add_with_set_destination",
@@ -208,8 +208,10 @@ class JoinTest(unittest.TestCase):
             retire += [("dpa.pipe.Ingress.admission.endpoints", "delete",
                         dict(session=7, src_addr=ip, src_port=port)),
                        ("dpa.pipe.Ingress.admission.identities", "delete",
-                        dict(session=7, src_addr=ip, src_port=port, rank=rank, slot_start=0, slot_end=1))]
-        retire.append(("dpa.pipe.Ingress.admission.pools", "delete", dict(session=7, slot_start=0, slot_end=1)))
+                        dict(session=7, src_addr=ip, src_port=port, rank=rank, slot_start=0, slot_end=1,
+                             MATCH_PRIORITY=1))]
+        retire.append(("dpa.pipe.Ingress.admission.pools", "delete", dict(session=7, slot_start=0, slot_end=1,
+                                                                                    MATCH_PRIORITY=1)))
         retire += [("dpa.pipe.Egress.rewrite.destinations", "delete",
                     dict(session_index=0, egress_rid=rank, thread=0)) for rank in (0, 1)]
         regroup = [("pre.mgid", "delete", dict(MGID=2))] + \
@@ -315,9 +317,9 @@ class SetupTest(unittest.TestCase):
         self.assertIn(("dpa.pipe.Ingress.delivery.pass_plan", "set_default_with_set_pass_plan",
                        dict(input_port=68)), calls)
         self.assertIn(("dpa.pipe.Ingress.admission.hosts", "add_with_registered_host",
-                       dict(session=8, src_addr=0, src_addr_mask=0)), calls)
+                       dict(session=8, src_addr=0, src_addr_mask=0, MATCH_PRIORITY=1)), calls)
         self.assertIn(("dpa.pipe.Ingress.admission.k_limits", "add_with_k_valid",
-                       dict(session=7, k_start=0, k_end=2)), calls)
+                       dict(session=7, k_start=0, k_end=2, MATCH_PRIORITY=1)), calls)
         next_pass_calls = [(m, k) for p, m, k in calls if p.endswith("next_pass.next_pass")]
         self.assertEqual(next_pass_calls, [
             ("add_with_continue_input", dict(pass_index=1, with_values=0, port=128)),
@@ -327,6 +329,26 @@ class SetupTest(unittest.TestCase):
             ("add_with_continue_output", dict(pass_index=4, with_values=1, port=68, reduce_op=4)),
             ("add_with_continue_output", dict(pass_index=5, with_values=1, port=68, reduce_op=3)),
         ])
+
+    def test_reset_clears_what_the_controller_writes_and_forgets_generations(self):
+        h = Harness()
+        h.join_both()
+        h.recorder.calls.clear()
+        h.controller.reset()
+        cleared = {p for p, m, _ in h.recorder.calls if m == "clear"}
+        for table in ("admission.sessions", "admission.tokens", "admission.identities",
+                      "next_pass.next_pass", "net.forwarding", "slot_state.seq", "slot_state.count",
+                      "exponent.exp_max", "result_bitmap.contributors"):
+            self.assertIn("dpa.pipe.Ingress." + table, cleared)
+        self.assertTrue({"dpa.pipe.Egress.rewrite.destinations", "pre.mgid", "pre.node",
+                         "port.port"} <= cleared)
+        h.recorder.calls.clear()
+        h.sent.clear()
+        h.controller.setup()
+        h.recorder.calls.clear()
+        h.join_both(nonces=(5, 6))
+        self.assertNotIn("delete", [m for _, m, _ in h.recorder.calls])  # nothing to retire
+        self.assertEqual(decode_sent(h.sent[-1])[1].seq, 1)
 
     def test_one_chunk_needs_no_input_hop(self):
         self.assertEqual(next_pass.plan(1, [1], {1: 196}),
