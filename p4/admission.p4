@@ -144,22 +144,27 @@ control Admission(inout headers_t hdr,
         }
     }
 
-    action accept() { md.admit = ADM_ACCEPT; }
-    action drop(bit<8> event) { md.admit = ADM_DROP; hdr.bridged.event = event; }
-    action to_cpu() { md.admit = ADM_CPU; hdr.bridged.event = EV_CONTROL; }
+    action accept() { verdicts.count(); md.admit = ADM_ACCEPT; }
+    action drop(bit<8> event) { verdicts.count(); md.admit = ADM_DROP; hdr.bridged.event = event; }
+    action to_cpu() { verdicts.count(); md.admit = ADM_CPU; hdr.bridged.event = EV_CONTROL; }
     action error_not_joined() {
+        verdicts.count();
         md.admit = ADM_ERROR; md.error_code = ERR_NOT_JOINED; md.error_expected = 0;
     }
     action error_taken_over() {
+        verdicts.count();
         md.admit = ADM_ERROR; md.error_code = ERR_SESSION_TAKEN_OVER; md.error_expected = md.generation;
     }
     action error_slot_out_of_range() {
+        verdicts.count();
         md.admit = ADM_ERROR; md.error_code = ERR_SLOT_OUT_OF_RANGE; md.error_expected = md.pool_base;
     }
     action error_bad_length() {
+        verdicts.count();
         md.admit = ADM_ERROR; md.error_code = ERR_BAD_LENGTH; md.error_expected = DPA_PAYLOAD;
     }
     action error_k_invalid() {
+        verdicts.count();
         md.admit = ADM_ERROR; md.error_code = ERR_K_INVALID; md.error_expected = (bit<32>)md.world;
     }
 

@@ -1,7 +1,8 @@
 // Reply counters, by what the state pass decided (types.p4 EV_*). Counted in the egress, so a
-// multicast counts one per rank, as the software switch counts its datagrams. Drops and
-// contributions that end without a reply are counted by the direct counters of
-// admission.p4 (`verdicts`) and delivery.p4 (`outcomes`); the controller reads all three.
+// multicast counts one per rank, as the software switch counts its datagrams; the controller
+// prints them (`dpa-switch-controller.sh ... counters`). Drops and contributions that end
+// without a reply are counted per entry by the direct counters of admission.p4 (`verdicts`) and
+// delivery.p4 (`outcomes`), read in bfshell with the tables' dump(from_hw=True).
 #ifndef DPA_COUNTERS_P4
 #define DPA_COUNTERS_P4
 

@@ -103,31 +103,37 @@ control Delivery(inout headers_t hdr,
 
     // ---- outcomes ----
     action drop_packet() {
+        outcomes.count();
         ig_dprsr_md.drop_ctl = 1;
     }
     action to_cpu() {
+        outcomes.count();
         ig_tm_md.ucast_egress_port = DPA_CPU_PORT;
         ig_tm_md.bypass_egress = 0;
         hdr.bridged.delivery = DELIVER_CPU;
     }
     action admission_error(bit<8> flags) {
+        outcomes.count();
         error_view(flags, md.error_code, md.error_expected);
         hdr.dpa.bitmap_lo = 0;
         route_now();
         hdr.bridged.event = EV_ERROR;
     }
     action seq_ahead() {
+        outcomes.count();
         error_view(0x10, ERR_SEQ_AHEAD, hdr.dpa.seq - md.seq_diff);
         hdr.dpa.bitmap_lo = 0;
         route_now();
         hdr.bridged.event = EV_ERROR;
     }
     action old_reply(bit<8> flags) {
+        outcomes.count();
         state_view(flags);
         route_now();
         hdr.bridged.event = EV_OLD;
     }
     action syn_reply(bit<8> flags) {
+        outcomes.count();
         state_view(flags);
         route_now();
         hdr.bridged.event = EV_SYN;
@@ -136,6 +142,7 @@ control Delivery(inout headers_t hdr,
     // the offender also gets one with its own op_id when that differs (mcast_grp_b: the group
     // of its port alone, replication id RID_SENDER).
     action poisoned_now() {
+        outcomes.count();
         error_view(0x10, md.mismatch_info[15:8], md.error_expected);
         hdr.dpa.op_id = md.slot_op_id;
         hdr.dpa.bitmap_lo = md.mismatch_value;
@@ -146,6 +153,7 @@ control Delivery(inout headers_t hdr,
         hdr.bridged.event = EV_ERROR;
     }
     action poisoned_now_with_sender_copy() {
+        outcomes.count();
         error_view(0x10, md.mismatch_info[15:8], md.error_expected);
         hdr.dpa.op_id = md.slot_op_id;
         hdr.dpa.bitmap_lo = md.mismatch_value;
@@ -164,40 +172,50 @@ control Delivery(inout headers_t hdr,
         route_now();
         hdr.bridged.event = EV_ERROR;
     }
-    action poisoned_op(bit<8> flags) { poisoned_before(flags, md.slot_op_id); }
-    action poisoned_type(bit<8> flags) { poisoned_before(flags, 23w0 ++ md.slot_meta[16:16] ++ 8w0); }
-    action poisoned_length(bit<8> flags) { poisoned_before(flags, md.slot_op_length); }
+    action poisoned_op(bit<8> flags) { outcomes.count(); poisoned_before(flags, md.slot_op_id); }
+    action poisoned_type(bit<8> flags) {
+        outcomes.count();
+        poisoned_before(flags, 23w0 ++ md.slot_meta[16:16] ++ 8w0);
+    }
+    action poisoned_length(bit<8> flags) { outcomes.count(); poisoned_before(flags, md.slot_op_length); }
     // Contributions: NEW writes the accumulators, a counted packet adds to them.
     action counted(bit<8> reduce_op) {
+        outcomes.count();
         route_input(reduce_op, DELIVER_DROP, 0);
         hdr.bridged.event = EV_AGGREGATED;
     }
     action completed_at_open(bit<8> event) {
+        outcomes.count();
         opened_result_view();
         route_input(REDUCE_WRITE, DELIVER_MULTICAST, 1);
         hdr.bridged.event = event;
     }
     action completed(bit<8> reduce_op, bit<8> event) {
+        outcomes.count();
         result_view(0x01);
         route_input(reduce_op, DELIVER_MULTICAST, 1);
         hdr.bridged.event = event;
     }
     action completed_by_probe(bit<8> event) {
+        outcomes.count();
         result_view(0x01);
         route_input(REDUCE_SKIP, DELIVER_MULTICAST, 1);
         hdr.bridged.event = event;
     }
     action copy_to_data(bit<8> event) {
+        outcomes.count();
         result_view(0x03);
         route_input(REDUCE_NONE, DELIVER_UNICAST, 1);
         hdr.bridged.event = event;
     }
     action copy_to_probe() {
+        outcomes.count();
         result_view(0x07);
         route_input(REDUCE_SKIP, DELIVER_UNICAST, 1);
         hdr.bridged.event = EV_SYN;
     }
     action duplicate() {
+        outcomes.count();
         ig_dprsr_md.drop_ctl = 1;
         hdr.bridged.event = EV_DUPLICATE;
     }

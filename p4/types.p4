@@ -90,7 +90,7 @@ const bit<8> EV_BAD_TOKEN = 13;
 const bit<8> EV_CONTROL = 14;         // JOIN/LEAVE punted to the controller
 const bit<8> EV_SIMULATED_DROP = 15;
 const bit<8> EV_COMPLETED_PARTIAL = 16;
-const bit<8> EV_COUNT = 17;
+const bit<32> EV_COUNT = 17;      // size of the reply counter
 
 // Count register encoding (slot_state.p4): contributors in the low byte, COUNT_COMPLETE once
 // the round completed; a RegisterAction reports "was already complete" as COUNT_WAS_COMPLETE.
