@@ -159,19 +159,21 @@ control Admission(inout headers_t hdr,
         verdicts.count();
         md.admit = ADM_ERROR; md.error_code = ERR_SLOT_OUT_OF_RANGE; md.error_expected = md.pool_base;
     }
-    action error_bad_length() {
-        verdicts.count();
-        md.admit = ADM_ERROR; md.error_code = ERR_BAD_LENGTH; md.error_expected = DPA_PAYLOAD;
-    }
     action error_k_invalid() {
         verdicts.count();
         md.admit = ADM_ERROR; md.error_code = ERR_K_INVALID; md.error_expected = (bit<32>)md.world;
     }
 
-    // §8.1 in priority order. Every entry after the first group requires a well-formed request
-    // (§2): version 2, error 0, reserved 0, rank < 64, no reply-only or unknown flag
-    // (0xFC9B = ~0x03ff | RESULT | RETRANSMIT | OLD | ERROR | COMPLETE). Anything else misses
-    // every entry and is dropped as malformed by the default action.
+    // §8.1 in priority order, for requests of the canonical size (header only for a SYN probe,
+    // header + P values for data). Every entry requires a well-formed request (§2): version 2,
+    // error 0, reserved 0, rank < 64, no reply-only or unknown flag (0xFC9B = ~0x03ff | RESULT |
+    // RETRANSMIT | OLD | ERROR | COMPLETE), `count` within the payload (count_ok). A well-formed
+    // request of another size goes to the controller, which applies §8.1 to it in the same order
+    // (its decode check needs the payload size the pipeline cannot compare with `count`, and it
+    // ends in bad_length or a drop). Anything else misses every entry: dropped as malformed.
+#define DPA_WELL_FORMED(flags) DPA_VERSION, 0, 0, flags, 0 &&& 0xC0
+#define DPA_PROBE DPA_WELL_FORMED(0x0004 &&& 0xFC9F)
+#define DPA_DATA DPA_WELL_FORMED(0 &&& 0xFC9F)
     table verdict {
         key = {
             hdr.dpa.version : exact;
@@ -179,6 +181,8 @@ control Admission(inout headers_t hdr,
             hdr.dpa.reserved : exact;
             hdr.dpa.flags : ternary;
             hdr.dpa.rank : ternary;
+            hdr.udp.length : ternary;
+            md.count_ok : ternary;
             md.session_hit : ternary;
             md.endpoint_hit : ternary;
             md.host_hit : ternary;
@@ -186,13 +190,10 @@ control Admission(inout headers_t hdr,
             md.pool_hit : ternary;
             md.identity_hit : ternary;
             md.k_ok : ternary;
-            md.count_ok : ternary;
-            hdr.udp.length : ternary;
-            hdr.dpa.count : ternary;
         }
         actions = {
             accept; drop; to_cpu; error_not_joined; error_taken_over; error_slot_out_of_range;
-            error_bad_length; error_k_invalid;
+            error_k_invalid;
         }
         const default_action = drop(EV_MALFORMED);
         counters = verdicts;
@@ -200,37 +201,58 @@ control Admission(inout headers_t hdr,
         const entries = {
             // 3, 4: JOIN and LEAVE run on the control plane (§6.3, §6.5), which also answers a
             // JOIN for an unknown session.
-            (DPA_VERSION, 0, 0, 0x0040 &&& 0xFCDB, 0 &&& 0xC0, _, _, _, _, _, _, _, _, _, _) : to_cpu();
-            (DPA_VERSION, 0, 0, 0x0200 &&& 0xFE9B, 0 &&& 0xC0, _, _, _, _, _, _, _, _, _, _) : to_cpu();
-            // 2: unknown session.
-            (DPA_VERSION, 0, 0, 0 &&& 0xFC9B, 0 &&& 0xC0, 0, _, _, _, _, _, _, _, _, _) : drop(EV_UNKNOWN_SESSION);
-            // 5: not a member endpoint: a registered host learns it has not joined.
-            (DPA_VERSION, 0, 0, 0 &&& 0xFC9B, 0 &&& 0xC0, 1, 0, 1, _, _, _, _, _, _, _) : error_not_joined();
-            (DPA_VERSION, 0, 0, 0 &&& 0xFC9B, 0 &&& 0xC0, 1, 0, 0, _, _, _, _, _, _, _) : drop(EV_UNREGISTERED);
-            // 6: token.
-            (DPA_VERSION, 0, 0, 0 &&& 0xFC9B, 0 &&& 0xC0, 1, 1, _, 2, _, _, _, _, _, _) : error_taken_over();
-            (DPA_VERSION, 0, 0, 0 &&& 0xFC9B, 0 &&& 0xC0, 1, 1, _, 0, _, _, _, _, _, _) : drop(EV_BAD_TOKEN);
-            // 7: slot outside the generation's T*2W slots.
-            (DPA_VERSION, 0, 0, 0 &&& 0xFC9B, 0 &&& 0xC0, 1, 1, _, 1, 0, _, _, _, _, _) : error_slot_out_of_range();
-            // 8: the header's rank, or the slot's thread, is not this endpoint's.
-            (DPA_VERSION, 0, 0, 0 &&& 0xFC9B, 0 &&& 0xC0, 1, 1, _, 1, 1, 0, _, _, _, _) : drop(EV_UNREGISTERED);
-            // 9-11 for probes: header only, count 0.
-            (DPA_VERSION, 0, 0, 0x0004 &&& 0xFC9F, 0 &&& 0xC0, 1, 1, _, 1, 1, 1, 1, _, 56, 0) : accept();
-            (DPA_VERSION, 0, 0, 0x0004 &&& 0xFC9F, 0 &&& 0xC0, 1, 1, _, 1, 1, 1, 0, _, 56, 0) : error_k_invalid();
-            (DPA_VERSION, 0, 0, 0x0004 &&& 0xFC9F, 0 &&& 0xC0, 1, 1, _, 1, 1, 1, _, _, _, _) : drop(EV_MALFORMED);
-            // 10-11 for data: exactly P values and count <= P.
-            (DPA_VERSION, 0, 0, 0 &&& 0xFC9F, 0 &&& 0xC0, 1, 1, _, 1, 1, 1, 1, 1, DPA_DATA_UDP_LENGTH, _) : accept();
-            (DPA_VERSION, 0, 0, 0 &&& 0xFC9F, 0 &&& 0xC0, 1, 1, _, 1, 1, 1, 0, 1, DPA_DATA_UDP_LENGTH, _) : error_k_invalid();
-            (DPA_VERSION, 0, 0, 0 &&& 0xFC9F, 0 &&& 0xC0, 1, 1, _, 1, 1, 1, _, _, _, _) : error_bad_length();
+            (DPA_WELL_FORMED(0x0040 &&& 0xFCDB), _, _, _, _, _, _, _, _, _) : to_cpu();
+            (DPA_WELL_FORMED(0x0200 &&& 0xFE9B), _, _, _, _, _, _, _, _, _) : to_cpu();
+
+            // SYN probes. 1: count beyond the (empty) payload.
+            (DPA_PROBE, 56, 0, _, _, _, _, _, _, _) : drop(EV_MALFORMED);
+            // 2: unknown session. 5: not a member endpoint (a registered host learns it).
+            (DPA_PROBE, 56, 1, 0, _, _, _, _, _, _) : drop(EV_UNKNOWN_SESSION);
+            (DPA_PROBE, 56, 1, 1, 0, 1, _, _, _, _) : error_not_joined();
+            (DPA_PROBE, 56, 1, 1, 0, 0, _, _, _, _) : drop(EV_UNREGISTERED);
+            // 6: token. 7: slot outside the generation's T*2W slots.
+            (DPA_PROBE, 56, 1, 1, 1, _, 2, _, _, _) : error_taken_over();
+            (DPA_PROBE, 56, 1, 1, 1, _, 0, _, _, _) : drop(EV_BAD_TOKEN);
+            (DPA_PROBE, 56, 1, 1, 1, _, 1, 0, _, _) : error_slot_out_of_range();
+            // 8: the header's rank, or the slot's thread, is not this endpoint's. 11: k > N.
+            (DPA_PROBE, 56, 1, 1, 1, _, 1, 1, 0, _) : drop(EV_UNREGISTERED);
+            (DPA_PROBE, 56, 1, 1, 1, _, 1, 1, 1, 0) : error_k_invalid();
+            (DPA_PROBE, 56, 1, 1, 1, _, 1, 1, 1, 1) : accept();
+
+            // Data with exactly P values: the same rows.
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, 0, _, _, _, _, _, _, _) : drop(EV_MALFORMED);
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 0, _, _, _, _, _, _) : drop(EV_UNKNOWN_SESSION);
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 0, 1, _, _, _, _) : error_not_joined();
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 0, 0, _, _, _, _) : drop(EV_UNREGISTERED);
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 1, _, 2, _, _, _) : error_taken_over();
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 1, _, 0, _, _, _) : drop(EV_BAD_TOKEN);
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 1, _, 1, 0, _, _) : error_slot_out_of_range();
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 1, _, 1, 1, 0, _) : drop(EV_UNREGISTERED);
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 1, _, 1, 1, 1, 0) : error_k_invalid();
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 1, _, 1, 1, 1, 1) : accept();
+
+            // Another size (a probe with values, data of the wrong length).
+            (DPA_WELL_FORMED(0 &&& 0xFC9B), _, _, _, _, _, _, _, _, _) : to_cpu();
         }
     }
+#undef DPA_DATA
+#undef DPA_PROBE
+#undef DPA_WELL_FORMED
 
     apply {
         if (hdr.dpa.isValid()) {
             md.is_probe = hdr.dpa.flags[2:2];
             md.count_to_k = hdr.dpa.flags[5:5];
             md.packet_meta = 15w0 ++ hdr.dpa.flags[8:8] ++ hdr.dpa.count;
-            if (hdr.dpa.count <= DPA_PAYLOAD) {
+            // §2's decoder: `count` words must fit the payload, which is empty for a probe and P
+            // values for data of the canonical size.
+            if (hdr.dpa.flags[2:2] == 1) {
+                if (hdr.dpa.count == 0) {
+                    md.count_ok = 1;
+                } else {
+                    md.count_ok = 0;
+                }
+            } else if (hdr.dpa.count <= DPA_PAYLOAD) {
                 md.count_ok = 1;
             } else {
                 md.count_ok = 0;

@@ -259,7 +259,7 @@ struct metadata_t {
     bit<1>  full;           // completed with N contributions
     bit<16> icmp_residual;  // ICMP checksum of everything but type, code and checksum
     bit<1>  session_hit;
-    bit<1>  count_ok;       // count <= P
+    bit<1>  count_ok;       // count fits the canonical payload (0 for a probe, <= P for data)
     bit<16> random;         // drop simulator draw
     bit<48> switch_mac;
     bit<32> switch_ip;

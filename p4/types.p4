@@ -31,7 +31,6 @@ const bit<8> ERR_SEQ_AHEAD = 10;
 const bit<8> ERR_OP_MISMATCH = 11;
 const bit<8> ERR_NOT_JOINED = 12;
 const bit<8> ERR_K_INVALID = 13;
-const bit<8> ERR_BAD_LENGTH = 14;
 const bit<8> ERR_DTYPE_MISMATCH = 15;
 const bit<8> ERR_LENGTH_MISMATCH = 16;
 const bit<8> ERR_SESSION_TAKEN_OVER = 18;
@@ -41,7 +40,7 @@ const bit<8> ADM_NONE = 0;            // not a dpa data packet (or not yet decid
 const bit<8> ADM_ACCEPT = 1;          // reaches the slot state machine
 const bit<8> ADM_ERROR = 2;           // header-only ERROR to the sender (md.error_code)
 const bit<8> ADM_DROP = 3;            // silent drop (md.event says why)
-const bit<8> ADM_CPU = 4;             // JOIN or LEAVE: the controller answers
+const bit<8> ADM_CPU = 4;             // JOIN, LEAVE, a request of another size: the controller
 
 // Slot gates (slot_state.p4): what the packet may do once the round's registers are read.
 const bit<8> GATE_NONE = 0;

@@ -1,5 +1,6 @@
 """The controller: sets the program up from the config, then answers the JOIN and LEAVE packets
-the program punts to the CPU port (docs/protocol.md §6).
+the program punts to the CPU port (docs/protocol.md §6), and the requests of a non-canonical size
+it punts there (§8.1 in the same order as the pipeline: they end in an error or a drop).
 
 Publishing a generation (§12 "Generations"): the old generation stops reaching slots, the
 session's registers are cleared, the new identities, token, destinations and multicast group are
@@ -94,7 +95,38 @@ class Controller:
             else:
                 self.counts["controller_dropped"] += 1
         else:
-            self.counts["controller_dropped"] += 1  # the pipeline answers data and probes
+            self._missized(session, frame, header)
+
+    def _missized(self, session, frame, header):
+        """§8.1 for a request whose size is not the canonical one (a probe with values, data of
+        another length): the pipeline cannot compare the size with `count`, so it sends them here.
+        Header.decode already applied §2's checks (a word-aligned payload that holds `count`)."""
+        generation = self.joins[session.id].current
+        members = generation.members if generation is not None else {}
+        identity = next(((rank, thread) for rank, m in members.items()
+                         for thread, port in enumerate(m.ports)
+                         if m.address == frame.src_ip and port == frame.src_port), None)
+        if identity is None:
+            if self.joins[session.id].registered_host(frame.src_ip):
+                self._error(frame, header, wire.NOT_JOINED, 0)
+            else:
+                self.counts["controller_dropped"] += 1
+            return
+        if header.token != generation.token:
+            if generation.previous_token and header.token == generation.previous_token:
+                self._error(frame, header, wire.SESSION_TAKEN_OVER, generation.generation)
+            else:
+                self.counts["controller_dropped"] += 1
+            return
+        span = 2 * generation.window
+        relative = header.slot - session.pool_base
+        if not 0 <= relative < min(session.pool_size, generation.threads * span):
+            self._error(frame, header, wire.SLOT_OUT_OF_RANGE, session.pool_base)
+            return
+        if identity != (header.rank, relative // span) or header.flags & wire.SYN:
+            self.counts["controller_dropped"] += 1  # another member's slot, or a probe with values
+            return
+        self._error(frame, header, wire.BAD_LENGTH, session.payload)
 
     def _join(self, session, frame, header):
         procedure = self.joins[session.id]

@@ -294,13 +294,31 @@ class JoinTest(unittest.TestCase):
         h.join_both(nonces=(77, 88), ports=(5400, 6400))
         self.assertEqual(decode_sent(h.sent[-1])[1].seq, 2)
 
-    def test_data_reaching_the_cpu_port_is_dropped(self):
+    def test_requests_of_another_size_get_section_8_1_in_order(self):
         h = Harness()
-        data = wire.Header(session=7, rank=0, token=0x1111, op_id=1, slot=0, seq=1, count=1)
-        h.controller.handle_frame(wire.build_frame(MAC[W1], SWITCH_MAC, W1, SWITCH_IP, 5000, 4242,
-                                                   data.encode() + bytes(8)))
-        self.assertEqual((h.sent, h.recorder.calls), ([], []))
-        self.assertEqual(h.controller.counts["controller_dropped"], 1)
+        h.join_both()
+        h.recorder.calls.clear()
+
+        def send(ip, port, payload, **fields):
+            h.sent.clear()
+            header = wire.Header(**dict(dict(session=7, rank=0, token=0x1111, op_id=1, slot=0, seq=1,
+                                             count=1), **fields))
+            h.controller.handle_frame(wire.build_frame(MAC[ip], SWITCH_MAC, ip, SWITCH_IP, port, 4242,
+                                                       header.encode() + payload))
+            return [decode_sent(f)[1] for f in h.sent]
+
+        short = bytes(8)  # P is 128 values
+        self.assertEqual([(r.error, r.offset) for r in send(W1, 5000, short)], [(wire.BAD_LENGTH, 128)])
+        self.assertEqual([(r.error, r.offset) for r in send(W1, 5000, short, slot=2)],
+                         [(wire.SLOT_OUT_OF_RANGE, 0)])  # T*2W = 2 slots
+        self.assertEqual(send(W1, 5000, short, slot=1, rank=1), [])  # rank 1's slot, rank 0's socket
+        self.assertEqual(send(W1, 5000, short, flags=wire.SYN, count=0), [])  # a probe with values
+        self.assertEqual([r.error for r in send(W1, 5999, short)], [wire.NOT_JOINED])
+        self.assertEqual(send(W3, 7000, short), [])  # not a host of the session
+        self.assertEqual(send(W1, 5000, short, token=0x9999), [])  # not the generation's token
+        self.assertEqual(send(W1, 5000, bytes(6)), [])  # §2: not a whole number of words
+        self.assertEqual(send(W1, 5000, short, count=3), [])  # §2: count beyond the payload
+        self.assertEqual(h.recorder.calls, [])
 
 
 class SetupTest(unittest.TestCase):
