@@ -5,7 +5,8 @@ matched in priority order; the RegisterActions and the reply actions are modelle
 writes them. The oracle is docs/protocol.md §8.2 as src/switch/slot.cpp runs it (step_slot and
 reply_header, transcribed). Random packet sequences on one slot (N = 3, every K, probes, stale and
 early rounds, disagreements, COUNT_TO_K, a moving clock) must give the same action, the same reply
-header and the same accumulator in both. Standard library only.
+header and the same accumulator in both; the straggler-unaware build must behave as a software
+switch whose straggler timeout never ends. Standard library only.
 """
 import os
 import random
@@ -87,8 +88,9 @@ class Packet:
 # ---------------------------------------------------------------- the P4 model
 
 class P4Slot:
-    def __init__(self, world, k_default, timeout):
+    def __init__(self, world, k_default, timeout, straggler_aware=True):
         self.world, self.k_default, self.timeout = world, k_default, timeout
+        self.straggler_aware = straggler_aware  # DPA_STRAGGLER_AWARE
         self.r = dict(seq=0, op_id=0, offset=0, op_length=0, meta=0, round=0, first_arrival=0,
                       poison_info=0, poison_set=0, poison_value=0, arrivals=0, count=0,
                       exp_used=0, exp_max=0, contributors=0)
@@ -127,7 +129,7 @@ class P4Slot:
         g = {"gate_new": "NEW", "gate_current": "CURRENT", "gate_old": "OLD", "gate_ahead": "AHEAD",
              "gate_probe_current": "PROBE_CURRENT", "gate_probe_other": "PROBE_OTHER"}.get(gate, "MISMATCH")
         elapsed = (now - r["first_arrival"]) & MASK32
-        not_late = max(self.timeout + 1 - elapsed, 0)
+        not_late = max(self.timeout + 1 - elapsed, 0) if self.straggler_aware else 1
         # poison
         poison_info = poison_value = 0
         if g == "NEW":
@@ -167,7 +169,8 @@ class P4Slot:
             else:
                 r["count"] = count = v + 1
             count_op = "ADD"
-        elif g in ("CURRENT", "PROBE_CURRENT") and poison_info == 0 and dup != 0 and not_late == 0:
+        elif (self.straggler_aware and g in ("CURRENT", "PROBE_CURRENT") and poison_info == 0 and
+              dup != 0 and not_late == 0):
             v = r["count"]
             if v >= 0x100:
                 count = v | 0x200
@@ -378,11 +381,13 @@ class P4ModelTest(unittest.TestCase):
         self.assertGreaterEqual(len(GATE), 10)
         self.assertGreaterEqual(len(REPLY), 30)
 
-    def run_sequences(self, world, k_default, seed, sequences=300, length=40):
+    def run_sequences(self, world, k_default, seed, sequences=300, length=40, straggler_aware=True):
         rng = random.Random(seed)
         for sequence in range(sequences):
             timeout = rng.choice([0, 3, 1000])
-            p4, sw = P4Slot(world, k_default, timeout), SoftwareSlot(world, k_default, timeout)
+            p4 = P4Slot(world, k_default, timeout, straggler_aware)
+            # The straggler-unaware build behaves as a switch whose straggler timeout never ends.
+            sw = SoftwareSlot(world, k_default, timeout if straggler_aware else MASK32)
             now, round_seq, op_id = 0, 1, 1
             for step in range(length):
                 now = (now + rng.choice([0, 1, 2, 5])) & MASK32
@@ -409,6 +414,9 @@ class P4ModelTest(unittest.TestCase):
 
     def test_three_ranks_k2(self):
         self.run_sequences(world=3, k_default=2, seed=2)
+
+    def test_the_straggler_unaware_build_never_completes_reactively(self):
+        self.run_sequences(world=3, k_default=2, seed=4, straggler_aware=False)
 
     def test_one_rank(self):
         self.run_sequences(world=1, k_default=1, seed=3, sequences=100)
