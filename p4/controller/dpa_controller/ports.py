@@ -28,6 +28,11 @@ def setup(program, config):
     numbers = {}
     for name, port in sorted(config.ports.items()):
         numbers[name] = dev_port(bfrt, name)
+        if port.host and numbers[name] >> 7 != config.pipes[0]:
+            # The slot state lives in the workers' pipe: a worker elsewhere would see other registers.
+            raise cfg.ConfigError("ports.%s: dev port %d is in pipe %d, but the workers' pipe is "
+                                  "switch.pipes[0] = %d" % (name, numbers[name], numbers[name] >> 7,
+                                                            config.pipes[0]))
         _add_port(bfrt, port, numbers[name], loopback=False)
     pass_ports = {}
     for pass_port in config.pass_ports:
