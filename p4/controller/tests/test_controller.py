@@ -369,7 +369,7 @@ class SetupTest(unittest.TestCase):
         self.assertEqual(decode_sent(h.sent[-1])[1].seq, 1)
 
     def test_a_worker_port_outside_the_workers_pipe_is_refused(self):
-        bfrt, _ = fake_bfrt.make(dict(DEV_PORTS, **{(1, 2): 130}))
+        bfrt, _ = fake_bfrt.make({**DEV_PORTS, (1, 2): 130})
         config = cfg.load(json.dumps(CONFIG), DEFINES)
         with self.assertRaisesRegex(cfg.ConfigError, r"^ports.1/2: dev port 130 is in pipe 1"):
             controller.Controller(bfrt, config, None, lambda: 0).setup()
