@@ -20,7 +20,8 @@ conf="$install_dir/dpa/dpa.conf"
 [[ -r "$conf" ]] || dpa_die "$conf not found: compile first (dpa-switch-compile.sh $config $install_dir $sde_install $build_dir)"
 p4gen="$(dpa_find_p4gen)" || exit 2
 model="$("$p4gen" --print model "$config")"
-arch="tf1"; [[ "$("$p4gen" --print target "$config")" == tofino2 ]] && arch="tf2"
+target="$("$p4gen" --print target "$config")"   # the model's --arch: tofino or tofino2
+arch="tf1"; [[ "$target" == tofino2 ]] && arch="tf2"  # run_switchd.sh's --arch
 if [[ "$model" == 0 ]]; then
   dpa_require_tool "bf_kdrv_mod_load" "$sde_install/bin/bf_kdrv_mod_load" "the SDE's kernel driver"
 fi
@@ -32,7 +33,7 @@ controller_env="DPA_CONFIG=$config DPA_DEFINES=$install_dir/dpa_config.p4 DPA_CO
 tmux new-session -d -s dpa-switch -n switchd
 if [[ "$model" == 1 ]]; then
   tmux new-window -t dpa-switch -n model
-  tmux send-keys -t dpa-switch:model "cd $SDE && ./run_tofino_model.sh --arch $arch -c $conf 2>&1 | tee $build_dir/model.log" C-m
+  tmux send-keys -t dpa-switch:model "cd $SDE && ./run_tofino_model.sh --arch $target -c $conf 2>&1 | tee $build_dir/model.log" C-m
   tmux send-keys -t dpa-switch:switchd "cd $SDE && ./run_switchd.sh --arch $arch -c $conf 2>&1 | tee $build_dir/switchd.log" C-m
 else
   tmux send-keys -t dpa-switch:switchd "sudo $sde_install/bin/bf_kdrv_mod_load $sde_install && cd $SDE && ./run_switchd.sh --arch $arch -c $conf 2>&1 | tee $build_dir/switchd.log" C-m
