@@ -56,13 +56,29 @@ def parse_entries(source, table):
         parsed_args = [CONST[a.strip()] if a.strip() in CONST else int(a.strip(), 0)
                        for a in args.split(",") if a.strip()]
         entries.append((patterns, action, parsed_args))
-    default = re.search(r"const default_action = (\w+)", source[source.index("table %s {" % table):]).group(1)
-    entries.append(([None] * len(entries[0][0]), default, []))  # a miss runs the default action
+    default = re.search(r"const default_action = (\w+)(?:\(([^)]*)\))?;",
+                        source[source.index("table %s {" % table):])
+    default_args = [CONST[a.strip()] if a.strip() in CONST else int(a.strip(), 0)
+                    for a in (default.group(2) or "").split(",") if a.strip()]
+    entries.append(([None] * len(entries[0][0]), default.group(1), default_args))  # a miss
     return entries
+
+
+def expand_admission_macros(source, data_length):
+    """admission.p4's entry macros, expanded as the preprocessor would (one level each)."""
+    macros = dict(re.findall(r"#define (DPA_PROBE|DPA_DATA) (.*)", source))
+    well_formed = re.search(r"#define DPA_WELL_FORMED\(flags\) (.*)", source).group(1)
+    for name, body in macros.items():
+        flags = re.search(r"DPA_WELL_FORMED\((.*)\)", body).group(1)
+        source = re.sub(r"\b%s\b(?!\s)" % name, well_formed.replace("flags", flags), source)
+    source = re.sub(r"DPA_WELL_FORMED\(([^)]*)\)", lambda m: well_formed.replace("flags", m.group(1)), source)
+    return source.replace("DPA_DATA_UDP_LENGTH", str(data_length))
 
 
 GATE = parse_entries(read("slot_state.p4"), "gate")
 REPLY = parse_entries(read("delivery.p4"), "reply")
+DATA_LENGTH = 8 + 48 + 4 * 128
+VERDICT = parse_entries(expand_admission_macros(read("admission.p4"), DATA_LENGTH), "verdict")
 
 
 def lookup(entries, keys):
@@ -374,6 +390,53 @@ class SoftwareSlot:
         e = poisoned()
         e["op_id"] = h.op_id
         return action, e, self.acc
+
+
+def admission_oracle(probe, canonical, count_ok, session, endpoint, host, token, pool, identity, k_ok):
+    """docs/protocol.md §2 and §8.1 in order, for a well-formed request (not JOIN/LEAVE)."""
+    if not canonical:
+        return "to_cpu"  # the controller finishes §8.1 for other sizes
+    if not count_ok:
+        return "drop", "EV_MALFORMED"
+    if not session:
+        return "drop", "EV_UNKNOWN_SESSION"
+    if not endpoint:
+        return "error_not_joined" if host else ("drop", "EV_UNREGISTERED")
+    if token != 1:
+        return "error_taken_over" if token == 2 else ("drop", "EV_BAD_TOKEN")
+    if not pool:
+        return "error_slot_out_of_range"
+    if not identity:
+        return "drop", "EV_UNREGISTERED"
+    return "accept" if k_ok else "error_k_invalid"
+
+
+class AdmissionTest(unittest.TestCase):
+    def verdict(self, flags, length, *hits):
+        action, args = lookup(VERDICT, (2, 0, 0, flags, 5, length) + hits)
+        return (action, [k for k, v in CONST.items() if k.startswith("EV_") and v == args[0]][0]) \
+            if args else action
+
+    def test_every_combination_follows_section_8_1(self):
+        import itertools
+        for probe, canonical, *hits in itertools.product((0, 1), (0, 1), (0, 1), (0, 1), (0, 1), (0, 1),
+                                                          (0, 1, 2), (0, 1), (0, 1), (0, 1)):
+            flags = SYN if probe else 0
+            length = (56 if probe else DATA_LENGTH) if canonical else (60 if probe else 64)
+            self.assertEqual(self.verdict(flags, length, *hits),
+                             admission_oracle(probe, canonical, *hits), (probe, canonical, hits))
+
+    def test_join_leave_go_to_the_controller_and_bad_headers_are_dropped(self):
+        anything = (56, 1, 0, 0, 0, 0, 0, 0, 0)
+        self.assertEqual(self.verdict(0x0040, *anything), "to_cpu")
+        self.assertEqual(self.verdict(0x0200, *anything), "to_cpu")
+        for flags in (RESULT, RETRANSMIT, OLD, ERROR, COMPLETE, 0x8000):
+            self.assertEqual(self.verdict(flags, *anything), ("drop", "EV_MALFORMED"), flags)
+            self.assertEqual(self.verdict(flags | 0x0040, *anything), ("drop", "EV_MALFORMED"), flags)
+        self.assertEqual(lookup(VERDICT, (9, 0, 0, 0, 0) + anything)[0], "drop")  # version
+        self.assertEqual(lookup(VERDICT, (2, 0, 1, 0, 0) + anything)[0], "drop")  # reserved
+        self.assertEqual(lookup(VERDICT, (2, 10, 0, 0, 0) + anything)[0], "drop")  # error code
+        self.assertEqual(lookup(VERDICT, (2, 0, 0, 0, 64) + anything)[0], "drop")  # rank 64
 
 
 class P4ModelTest(unittest.TestCase):
