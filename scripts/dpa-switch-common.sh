@@ -22,10 +22,12 @@ dpa_find_p4gen() {
     echo "$DPA_P4GEN"
   elif [[ -x "$DPA_SCRIPT_DIR/dpa-p4gen" ]]; then
     echo "$DPA_SCRIPT_DIR/dpa-p4gen"
+  elif [[ -x "$DPA_SCRIPT_DIR/../build/src/tools/p4gen/dpa-p4gen" ]]; then
+    echo "$DPA_SCRIPT_DIR/../build/src/tools/p4gen/dpa-p4gen"  # a source tree's build/
   elif command -v dpa-p4gen >/dev/null; then
     command -v dpa-p4gen
   else
-    dpa_die "dpa-p4gen not found: install dpa (cmake -DDPA_SWITCH=ON), put it on PATH, or set DPA_P4GEN"
+    dpa_die "dpa-p4gen not found: install dpa (cmake -DDPA_SWITCH=ON), build it in build/, put it on PATH, or set DPA_P4GEN"
   fi
 }
 
