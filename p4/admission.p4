@@ -1,0 +1,284 @@
+// Admission (docs/protocol.md §8.1): who sent the packet, for which session and generation,
+// and whether it may reach a slot. Every lookup is keyed on packet fields only, so they all sit
+// in the first stage; one ternary table then applies §8.1's order in its entry priorities.
+//
+// Tables the controller writes (p4/controller/dpa_controller/admission.py):
+//   sessions    session id -> index, N, default K, timeout class, pool base, groups, generation
+//   tokens      (session, token) -> the generation's token, or the previous generation's
+//   endpoints   (session, ipv4.src, udp.src) -> a member endpoint of the generation
+//   identities  (session, ipv4.src, udp.src, rank, slot range of its thread) -> thread
+//   pools       (session, slot range [base, base + T*2W)) -> slot in the generation's slots
+//   hosts       (session, ipv4.src ternary) -> a registered worker host (mask 0: any host)
+//   k_limits    (session, k range [0, N]) -> k is valid
+#ifndef DPA_ADMISSION_P4
+#define DPA_ADMISSION_P4
+
+control Admission(inout headers_t hdr,
+                  inout metadata_t md,
+                  in ingress_intrinsic_metadata_t ig_intr_md,
+                  in ingress_intrinsic_metadata_from_parser_t ig_prsr_md) {
+    DirectCounter<bit<64>>(CounterType_t.PACKETS) verdicts;
+    // Accepted packets per session: the controller samples it to tell whether a generation
+    // still holds its session (docs/protocol.md §6.3 step 4).
+    Counter<bit<64>, session_index_t>(DPA_SESSIONS, CounterType_t.PACKETS) activity;
+
+    action set_session(session_index_t index, bit<8> world, bit<8> k_default,
+                       bit<32> timeout_plus_one, bit<32> pool_base, bit<16> mgid,
+                       bit<32> generation) {
+        md.session_hit = 1;
+        md.world = world;
+        md.k_default = k_default;
+        md.timeout_plus_one = timeout_plus_one;
+        md.pool_base = pool_base;
+        md.generation = generation;
+        hdr.bridged.session_index = index;
+        hdr.bridged.mgid = mgid;
+        // §8.4: the straggler clock is the global timestamp in 65.536 us ticks.
+        md.now = ig_prsr_md.global_tstamp[47:16];
+    }
+    table sessions {
+        key = { hdr.dpa.session : exact; }
+        actions = { set_session; NoAction; }
+        const default_action = NoAction;
+        size = DPA_SESSIONS;
+    }
+
+    action token_current() { md.token_state = 1; }
+    action token_previous() { md.token_state = 2; }
+    table tokens {
+        key = { hdr.dpa.session : exact; hdr.dpa.token : exact; }
+        actions = { token_current; token_previous; NoAction; }
+        const default_action = NoAction;
+        size = 2 * DPA_SESSIONS;
+    }
+
+    action endpoint_member() { md.endpoint_hit = 1; }
+    table endpoints {
+        key = { hdr.dpa.session : exact; hdr.ipv4.src_addr : exact; hdr.udp.src_port : exact; }
+        actions = { endpoint_member; NoAction; }
+        const default_action = NoAction;
+        size = DPA_IDENTITIES;
+    }
+
+    // The identity rule of §8.1 in one lookup: the endpoint is the member (rank, thread) the
+    // header claims, and the slot belongs to that thread.
+    action identity(bit<8> thread) {
+        md.identity_hit = 1;
+        hdr.bridged.thread = thread;
+    }
+    table identities {
+        key = {
+            hdr.dpa.session : exact;
+            hdr.ipv4.src_addr : exact;
+            hdr.udp.src_port : exact;
+            hdr.dpa.rank : exact;
+            hdr.dpa.slot : range;
+        }
+        actions = { identity; NoAction; }
+        const default_action = NoAction;
+        size = DPA_IDENTITIES;
+    }
+
+    action in_pool() { md.pool_hit = 1; }
+    table pools {
+        key = { hdr.dpa.session : exact; hdr.dpa.slot : range; }
+        actions = { in_pool; NoAction; }
+        const default_action = NoAction;
+        size = DPA_SESSIONS;
+    }
+
+    action registered_host() { md.host_hit = 1; }
+    table hosts {
+        key = { hdr.dpa.session : exact; hdr.ipv4.src_addr : ternary; }
+        actions = { registered_host; NoAction; }
+        const default_action = NoAction;
+        size = DPA_HOSTS;
+    }
+
+    action k_valid() { md.k_ok = 1; }
+    table k_limits {
+        key = { hdr.dpa.session : exact; hdr.dpa.k : range; }
+        actions = { k_valid; NoAction; }
+        const default_action = NoAction;
+        size = DPA_SESSIONS;
+    }
+
+    // 1 << rank without a variable shift (ranks >= 32 are never members on Tofino, §12).
+    action rank_bit(bit<32> bit_value) { md.sender_bit = bit_value; }
+    table rank_bits {
+        key = { hdr.dpa.rank : exact; }
+        actions = { rank_bit; NoAction; }
+        const default_action = NoAction;
+        size = 32;
+        const entries = {
+            0 : rank_bit(32w1 << 0);   1 : rank_bit(32w1 << 1);   2 : rank_bit(32w1 << 2);
+            3 : rank_bit(32w1 << 3);   4 : rank_bit(32w1 << 4);   5 : rank_bit(32w1 << 5);
+            6 : rank_bit(32w1 << 6);   7 : rank_bit(32w1 << 7);   8 : rank_bit(32w1 << 8);
+            9 : rank_bit(32w1 << 9);   10 : rank_bit(32w1 << 10); 11 : rank_bit(32w1 << 11);
+            12 : rank_bit(32w1 << 12); 13 : rank_bit(32w1 << 13); 14 : rank_bit(32w1 << 14);
+            15 : rank_bit(32w1 << 15); 16 : rank_bit(32w1 << 16); 17 : rank_bit(32w1 << 17);
+            18 : rank_bit(32w1 << 18); 19 : rank_bit(32w1 << 19); 20 : rank_bit(32w1 << 20);
+            21 : rank_bit(32w1 << 21); 22 : rank_bit(32w1 << 22); 23 : rank_bit(32w1 << 23);
+            24 : rank_bit(32w1 << 24); 25 : rank_bit(32w1 << 25); 26 : rank_bit(32w1 << 26);
+            27 : rank_bit(32w1 << 27); 28 : rank_bit(32w1 << 28); 29 : rank_bit(32w1 << 29);
+            30 : rank_bit(32w1 << 30); 31 : rank_bit(32w1 << 31);
+        }
+    }
+
+    // The round's K and target if this packet opens it (§8.2 NEW): k, or the session default
+    // when k = 0; the target is K with COUNT_TO_K, else N.
+    action round_default_n() { md.round_k = md.k_default; md.round_target = md.world; }
+    action round_default_k() { md.round_k = md.k_default; md.round_target = md.k_default; }
+    action round_packet_n() { md.round_k = hdr.dpa.k; md.round_target = md.world; }
+    action round_packet_k() { md.round_k = hdr.dpa.k; md.round_target = hdr.dpa.k; }
+    table round_parameters {
+        key = { hdr.dpa.k : ternary; md.count_to_k : exact; }
+        actions = { round_default_n; round_default_k; round_packet_n; round_packet_k; }
+        const default_action = round_packet_n;
+        size = 4;
+        const entries = {
+            (0, 0) : round_default_n();
+            (0, 1) : round_default_k();
+            (_, 0) : round_packet_n();
+            (_, 1) : round_packet_k();
+        }
+    }
+
+    action accept() { verdicts.count(); md.admit = ADM_ACCEPT; }
+    action drop(bit<8> event) { verdicts.count(); md.admit = ADM_DROP; hdr.bridged.event = event; }
+    action to_cpu() { verdicts.count(); md.admit = ADM_CPU; hdr.bridged.event = EV_CONTROL; }
+    action error_not_joined() {
+        verdicts.count();
+        md.admit = ADM_ERROR; md.error_code = ERR_NOT_JOINED; md.error_expected = 0;
+    }
+    action error_taken_over() {
+        verdicts.count();
+        md.admit = ADM_ERROR; md.error_code = ERR_SESSION_TAKEN_OVER; md.error_expected = md.generation;
+    }
+    action error_slot_out_of_range() {
+        verdicts.count();
+        md.admit = ADM_ERROR; md.error_code = ERR_SLOT_OUT_OF_RANGE; md.error_expected = md.pool_base;
+    }
+    action error_k_invalid() {
+        verdicts.count();
+        md.admit = ADM_ERROR; md.error_code = ERR_K_INVALID; md.error_expected = (bit<32>)md.world;
+    }
+
+    // §8.1 in priority order, for requests of the canonical size (header only for a SYN probe,
+    // header + P values for data). Every entry requires a well-formed request (§2): version 2,
+    // error 0, reserved 0, rank < 64, no reply-only or unknown flag (0xFC9B = ~0x03ff | RESULT |
+    // RETRANSMIT | OLD | ERROR | COMPLETE), `count` within the payload (count_ok). A well-formed
+    // request of another size goes to the controller, which applies §8.1 to it in the same order
+    // (its decode check needs the payload size the pipeline cannot compare with `count`, and it
+    // ends in bad_length or a drop). Anything else misses every entry: dropped as malformed.
+#define DPA_WELL_FORMED(flags) DPA_VERSION, 0, 0, flags, 0 &&& 0xC0
+#define DPA_PROBE DPA_WELL_FORMED(0x0004 &&& 0xFC9F)
+#define DPA_DATA DPA_WELL_FORMED(0 &&& 0xFC9F)
+    table verdict {
+        key = {
+            hdr.dpa.version : exact;
+            hdr.dpa.error : exact;
+            hdr.dpa.reserved : exact;
+            hdr.dpa.flags : ternary;
+            hdr.dpa.rank : ternary;
+            hdr.udp.length : ternary;
+            md.count_ok : ternary;
+            md.session_hit : ternary;
+            md.endpoint_hit : ternary;
+            md.host_hit : ternary;
+            md.token_state : ternary;
+            md.pool_hit : ternary;
+            md.identity_hit : ternary;
+            md.k_ok : ternary;
+        }
+        actions = {
+            accept; drop; to_cpu; error_not_joined; error_taken_over; error_slot_out_of_range;
+            error_k_invalid;
+        }
+        const default_action = drop(EV_MALFORMED);
+        counters = verdicts;
+        size = 32;
+        const entries = {
+            // 3, 4: JOIN and LEAVE run on the control plane (§6.3, §6.5), which also answers a
+            // JOIN for an unknown session.
+            (DPA_WELL_FORMED(0x0040 &&& 0xFCDB), _, _, _, _, _, _, _, _, _) : to_cpu();
+            (DPA_WELL_FORMED(0x0200 &&& 0xFE9B), _, _, _, _, _, _, _, _, _) : to_cpu();
+
+            // SYN probes. 1: count beyond the (empty) payload.
+            (DPA_PROBE, 56, 0, _, _, _, _, _, _, _) : drop(EV_MALFORMED);
+            // 2: unknown session. 5: not a member endpoint (a registered host learns it).
+            (DPA_PROBE, 56, 1, 0, _, _, _, _, _, _) : drop(EV_UNKNOWN_SESSION);
+            (DPA_PROBE, 56, 1, 1, 0, 1, _, _, _, _) : error_not_joined();
+            (DPA_PROBE, 56, 1, 1, 0, 0, _, _, _, _) : drop(EV_UNREGISTERED);
+            // 6: token. 7: slot outside the generation's T*2W slots.
+            (DPA_PROBE, 56, 1, 1, 1, _, 2, _, _, _) : error_taken_over();
+            (DPA_PROBE, 56, 1, 1, 1, _, 0, _, _, _) : drop(EV_BAD_TOKEN);
+            (DPA_PROBE, 56, 1, 1, 1, _, 1, 0, _, _) : error_slot_out_of_range();
+            // 8: the header's rank, or the slot's thread, is not this endpoint's. 11: k > N.
+            (DPA_PROBE, 56, 1, 1, 1, _, 1, 1, 0, _) : drop(EV_UNREGISTERED);
+            (DPA_PROBE, 56, 1, 1, 1, _, 1, 1, 1, 0) : error_k_invalid();
+            (DPA_PROBE, 56, 1, 1, 1, _, 1, 1, 1, 1) : accept();
+
+            // Data with exactly P values: the same rows.
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, 0, _, _, _, _, _, _, _) : drop(EV_MALFORMED);
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 0, _, _, _, _, _, _) : drop(EV_UNKNOWN_SESSION);
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 0, 1, _, _, _, _) : error_not_joined();
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 0, 0, _, _, _, _) : drop(EV_UNREGISTERED);
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 1, _, 2, _, _, _) : error_taken_over();
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 1, _, 0, _, _, _) : drop(EV_BAD_TOKEN);
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 1, _, 1, 0, _, _) : error_slot_out_of_range();
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 1, _, 1, 1, 0, _) : drop(EV_UNREGISTERED);
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 1, _, 1, 1, 1, 0) : error_k_invalid();
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 1, _, 1, 1, 1, 1) : accept();
+
+            // Another size (a probe with values, data of the wrong length).
+            (DPA_WELL_FORMED(0 &&& 0xFC9B), _, _, _, _, _, _, _, _, _) : to_cpu();
+        }
+    }
+#undef DPA_DATA
+#undef DPA_PROBE
+#undef DPA_WELL_FORMED
+
+    apply {
+        if (hdr.dpa.isValid()) {
+            md.is_probe = hdr.dpa.flags[2:2];
+            md.count_to_k = hdr.dpa.flags[5:5];
+            md.packet_meta = 15w0 ++ hdr.dpa.flags[8:8] ++ hdr.dpa.count;
+            // §2's decoder: `count` words must fit the payload, which is empty for a probe and P
+            // values for data of the canonical size.
+            if (hdr.dpa.flags[2:2] == 1) {
+                if (hdr.dpa.count == 0) {
+                    md.count_ok = 1;
+                } else {
+                    md.count_ok = 0;
+                }
+            } else if (hdr.dpa.count <= DPA_PAYLOAD) {
+                md.count_ok = 1;
+            } else {
+                md.count_ok = 0;
+            }
+            sessions.apply();
+            tokens.apply();
+            endpoints.apply();
+            identities.apply();
+            pools.apply();
+            hosts.apply();
+            k_limits.apply();
+            rank_bits.apply();
+            round_parameters.apply();
+            verdict.apply();
+            if (md.admit == ADM_ACCEPT) {
+                activity.count(hdr.bridged.session_index);
+            }
+            md.packet_round = 16w0 ++ md.round_target ++ md.round_k;
+            // A round whose target is 1 (N = 1 or K = 1) completes with the packet that opens it.
+            if (md.round_target <= 1) {
+                md.open_count = COUNT_COMPLETE | 1;
+            } else {
+                md.open_count = 1;
+            }
+        }
+    }
+}
+
+#endif

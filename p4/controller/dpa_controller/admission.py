@@ -1,0 +1,75 @@
+"""Admission tables of p4/admission.p4: the session entries (written at start) and each
+generation's token, member endpoints, identities and slot range (written at JOIN, §6.3/§8.1).
+Ternary and range tables take a match priority in bfrt; their entries never overlap, so one
+priority serves all.
+"""
+
+PRIORITY = 1
+
+
+def _table(program, name):
+    return program.ingress("admission", name)
+
+
+def setup_session(program, session, generation=0):
+    sessions = _table(program, "sessions")
+    sessions.add_with_set_session(session=session.id, **_session_data(session, generation))
+    _table(program, "k_limits").add_with_k_valid(session=session.id, k_start=0, k_end=session.world_size,
+                                                   MATCH_PRIORITY=PRIORITY)
+    hosts = _table(program, "hosts")
+    if not session.workers:
+        hosts.add_with_registered_host(session=session.id, src_addr=0, src_addr_mask=0,
+                                       MATCH_PRIORITY=PRIORITY)
+    for ip in sorted({worker.ip for worker in session.workers}):
+        hosts.add_with_registered_host(session=session.id, src_addr=ip, src_addr_mask=0xFFFFFFFF,
+                                       MATCH_PRIORITY=PRIORITY)
+
+
+def _session_data(session, generation):
+    return dict(index=session.index, world=session.world_size, k_default=session.k,
+                timeout_plus_one=session.timeout_ticks + 1, pool_base=session.pool_base,
+                mgid=session.mgid, generation=generation)
+
+
+def _member_keys(session, generation):
+    span = 2 * generation.window
+    for rank, member in sorted(generation.members.items()):
+        for thread, port in enumerate(member.ports):
+            first = session.pool_base + thread * span
+            yield rank, thread, member.address, port, first, first + span - 1
+
+
+def retire(program, session, old):
+    """The old generation stops reaching slots: its token becomes the previous one (ERROR
+    session_taken_over), its endpoints, identities and slot range go."""
+    tokens = _table(program, "tokens")
+    if old.previous_token:
+        tokens.delete(session=session.id, token=old.previous_token)
+    tokens.delete(session=session.id, token=old.token)
+    tokens.add_with_token_previous(session=session.id, token=old.token)
+    for rank, thread, address, port, first, last in _member_keys(session, old):
+        _table(program, "endpoints").delete(session=session.id, src_addr=address, src_port=port)
+        _table(program, "identities").delete(session=session.id, src_addr=address, src_port=port,
+                                             rank=rank, slot_start=first, slot_end=last,
+                                             MATCH_PRIORITY=PRIORITY)
+    _table(program, "pools").delete(session=session.id, slot_start=session.pool_base,
+                                    slot_end=session.pool_base + old.threads * 2 * old.window - 1,
+                                    MATCH_PRIORITY=PRIORITY)
+
+
+def publish(program, session, generation):
+    """The new generation's token, member endpoints, identities and slot range."""
+    _table(program, "sessions").mod_with_set_session(session=session.id,
+                                                     **_session_data(session, generation.generation))
+    _table(program, "tokens").add_with_token_current(session=session.id, token=generation.token)
+    for rank, thread, address, port, first, last in _member_keys(session, generation):
+        _table(program, "endpoints").add_with_endpoint_member(session=session.id, src_addr=address,
+                                                              src_port=port)
+        _table(program, "identities").add_with_identity(session=session.id, src_addr=address,
+                                                        src_port=port, rank=rank, slot_start=first,
+                                                        slot_end=last, MATCH_PRIORITY=PRIORITY,
+                                                        thread=thread)
+    _table(program, "pools").add_with_in_pool(
+        session=session.id, slot_start=session.pool_base,
+        slot_end=session.pool_base + generation.threads * 2 * generation.window - 1,
+        MATCH_PRIORITY=PRIORITY)

@@ -1,0 +1,266 @@
+"""The runtime part of configs/<switch>.json (the compile-time part is dpa-p4gen's, and reaches
+the controller as the defines it generated). Every error names the key.
+"""
+import ipaddress
+import json
+import re
+from dataclasses import dataclass, field
+
+from . import wire
+
+
+class ConfigError(ValueError):
+    """A config the controller cannot run; the message starts with the key."""
+
+
+SPEEDS = {"10G": "BF_SPEED_10G", "25G": "BF_SPEED_25G", "40G": "BF_SPEED_40G",
+          "50G": "BF_SPEED_50G", "100G": "BF_SPEED_100G", "200G": "BF_SPEED_200G",
+          "400G": "BF_SPEED_400G"}
+FECS = {"none": "BF_FEC_TYP_NONE", "fc": "BF_FEC_TYP_FIRECODE", "rs": "BF_FEC_TYP_REED_SOLOMON"}
+MAX_WORLD = 32  # docs/protocol.md §12: the program's bitmap is 32 bits
+
+
+@dataclass
+class Host:
+    name: str
+    mac: bytes
+    ip: int
+
+
+@dataclass
+class Worker:
+    ip: int
+    port: int = 0
+
+
+@dataclass
+class FrontPanelPort:
+    name: str          # "N/L"
+    speed: str
+    fec: str
+    autoneg: bool
+    host: str = ""     # the host behind it ("" for a pass port)
+
+
+@dataclass
+class PassPort:
+    pipe: int
+    dev_port: int = -1      # an internal recirculation port, or
+    front_panel: FrontPanelPort = None  # a front-panel port put in MAC loopback
+
+
+@dataclass
+class Session:
+    id: int
+    index: int
+    world_size: int
+    k: int                  # resolved: N when configured as 0
+    payload: int
+    pool_base: int
+    pool_size: int
+    straggler_timeout_us: int
+    idle_timeout_ms: int
+    mgid: int
+    workers: list           # Worker per rank, one for all, or none
+    worker_hosts: list      # host names, in rank order
+    drop_rate: float = 0.0
+
+    @property
+    def timeout_ticks(self):
+        return wire.timeout_ticks(self.straggler_timeout_us)
+
+
+@dataclass
+class Program:
+    """The defines dpa-p4gen generated (dpa_config.p4)."""
+    defines: dict
+
+    def __getitem__(self, name):
+        if name not in self.defines:
+            raise ConfigError("dpa_config.p4: %s is not defined (regenerate it with dpa-p4gen)" % name)
+        return self.defines[name]
+
+
+@dataclass
+class SwitchConfig:
+    name: str
+    program: Program
+    mac: bytes
+    ip: int
+    udp_port: int
+    cpu_port: int
+    cpu_interface: str
+    flood_mgid: int
+    pipes: list
+    pass_ports: list
+    hosts: dict
+    ports: dict
+    sessions: dict = field(default_factory=dict)  # id -> Session
+
+
+def parse_defines(text):
+    return Program({m.group(1): int(m.group(2)) for m in
+                    re.finditer(r"^#define (DPA_\w+) (-?\d+)$", text, re.MULTILINE)})
+
+
+def _require(obj, key, path, kind):
+    if not isinstance(obj, dict) or key not in obj:
+        raise ConfigError("%s: missing" % path)
+    value = obj[key]
+    if kind is int and (not isinstance(value, int) or isinstance(value, bool)):
+        raise ConfigError("%s: must be an integer" % path)
+    if kind is not int and not isinstance(value, kind):
+        raise ConfigError("%s: must be %s" % (path, {str: "a string", bool: "true or false",
+                                                     dict: "an object", list: "a list"}.get(kind, "a number")))
+    return value
+
+
+def _optional(obj, key, path, kind, default):
+    return _require(obj, key, path, kind) if key in obj else default
+
+
+def _range(value, path, low, high):
+    if not low <= value <= high:
+        raise ConfigError("%s: %d is outside %d..%d" % (path, value, low, high))
+    return value
+
+
+def _mac(text, path):
+    if not isinstance(text, str) or not re.fullmatch(r"([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}", text):
+        raise ConfigError("%s: %r is not a MAC address (aa:bb:cc:dd:ee:ff)" % (path, text))
+    return bytes(int(part, 16) for part in text.split(":"))
+
+
+def _ipv4(text, path):
+    try:
+        return int(ipaddress.IPv4Address(text))
+    except (ipaddress.AddressValueError, ValueError, TypeError):
+        raise ConfigError("%s: %r is not an IPv4 address" % (path, text)) from None
+
+
+def _front_panel(name, spec, path):
+    if not re.fullmatch(r"\d+/\d+", name):
+        raise ConfigError("%s: %r is not a front-panel port (N/L)" % (path, name))
+    speed = _require(spec, "speed", path + ".speed", str)
+    if speed not in SPEEDS:
+        raise ConfigError("%s.speed: %r is not one of %s" % (path, speed, ", ".join(SPEEDS)))
+    fec = _optional(spec, "fec", path + ".fec", str, "none")
+    if fec not in FECS:
+        raise ConfigError("%s.fec: %r is not one of %s" % (path, fec, ", ".join(FECS)))
+    autoneg = _optional(spec, "autoneg", path + ".autoneg", bool, False)
+    return FrontPanelPort(name, speed, fec, autoneg, spec.get("host", ""))
+
+
+def load(config_text, defines_text):
+    """Parses and validates the config against the program it was compiled into."""
+    try:
+        config = json.loads(config_text)
+    except json.JSONDecodeError as error:
+        raise ConfigError("(config): not valid JSON: %s" % error) from None
+    if not isinstance(config, dict):
+        raise ConfigError("(config): must be a JSON object")
+    program = parse_defines(defines_text)
+    sw = _require(config, "switch", "switch", dict)
+    tofino = _require(sw, "tofino", "switch.tofino", int)
+    if tofino != program["DPA_TARGET"]:
+        raise ConfigError("switch.tofino: %d, but the program was built for Tofino%d"
+                          % (tofino, program["DPA_TARGET"]))
+    pipes = _require(sw, "pipes", "switch.pipes", list)
+    if len(pipes) != program["DPA_PIPES"]:
+        raise ConfigError("switch.pipes: %d pipes, but the program was built for %d"
+                          % (len(pipes), program["DPA_PIPES"]))
+
+    hosts = {}
+    for name, spec in _require(config, "hosts", "hosts", dict).items():
+        path = "hosts." + name
+        hosts[name] = Host(name, _mac(_require(spec, "mac", path + ".mac", str), path + ".mac"),
+                           _ipv4(_require(spec, "ip", path + ".ip", str), path + ".ip"))
+
+    ports = {}
+    for name, spec in _require(config, "ports", "ports", dict).items():
+        path = "ports." + name
+        port = _front_panel(name, spec, path)
+        if port.host and port.host not in hosts:
+            raise ConfigError("%s.host: %r is not in hosts" % (path, port.host))
+        ports[name] = port
+
+    pass_ports = []
+    for i, spec in enumerate(_require(sw, "pass_ports", "switch.pass_ports", list)):
+        path = "switch.pass_ports[%d]" % i
+        pipe = _require(spec, "pipe", path + ".pipe", int)
+        if pipe not in pipes:
+            raise ConfigError("%s.pipe: %d is not in switch.pipes" % (path, pipe))
+        if "dev_port" in spec:
+            dev_port = _range(_require(spec, "dev_port", path + ".dev_port", int), path + ".dev_port", 0, 511)
+            if dev_port >> 7 != pipe:
+                raise ConfigError("%s.dev_port: %d is in pipe %d, not %d" % (path, dev_port, dev_port >> 7, pipe))
+            pass_ports.append(PassPort(pipe, dev_port=dev_port))
+        else:
+            name = _require(spec, "port", path + ".port", str)
+            if name in ports:
+                raise ConfigError("%s.port: %s is also a worker port" % (path, name))
+            pass_ports.append(PassPort(pipe, front_panel=_front_panel(name, spec, path)))
+    for chunk in range(program["DPA_CHUNKS"]):
+        if not any(p.pipe == pipes[chunk] for p in pass_ports):
+            raise ConfigError("switch.pass_ports: no port enters pipe %d (chunk %d of the values)"
+                              % (pipes[chunk], chunk))
+
+    result = SwitchConfig(
+        name=_optional(sw, "name", "switch.name", str, "switch"),
+        program=program,
+        mac=_mac(_require(sw, "mac", "switch.mac", str), "switch.mac"),
+        ip=_ipv4(_require(sw, "ip", "switch.ip", str), "switch.ip"),
+        udp_port=_optional(sw, "udp_port", "switch.udp_port", int, 4242),
+        cpu_port=_require(sw, "cpu_port", "switch.cpu_port", int),
+        cpu_interface=_require(sw, "cpu_interface", "switch.cpu_interface", str),
+        flood_mgid=_range(_require(sw, "flood_mgid", "switch.flood_mgid", int), "switch.flood_mgid", 1, 0xFFFF),
+        pipes=pipes, pass_ports=pass_ports, hosts=hosts, ports=ports)
+    if result.udp_port != program["DPA_UDP_PORT"] or result.cpu_port != program["DPA_CPU_PORT"]:
+        raise ConfigError("switch.udp_port/switch.cpu_port: the program was built with %d/%d"
+                          % (program["DPA_UDP_PORT"], program["DPA_CPU_PORT"]))
+
+    slots = program["DPA_SLOTS"]
+    used = []
+    for i, spec in enumerate(_require(config, "sessions", "sessions", list)):
+        path = "sessions[%d]" % i
+        sid = _require(spec, "id", path + ".id", int)
+        if sid in result.sessions:
+            raise ConfigError("%s.id: session %d is listed twice" % (path, sid))
+        world = _range(_require(spec, "world_size", path + ".world_size", int), path + ".world_size", 1, MAX_WORLD)
+        k = _range(_optional(spec, "k", path + ".k", int, 0), path + ".k", 0, world)
+        base = _range(_require(spec, "pool_base", path + ".pool_base", int), path + ".pool_base", 0, slots - 1)
+        size = _range(_require(spec, "pool_size", path + ".pool_size", int), path + ".pool_size", 2, slots - base)
+        for other_base, other_size, other_path in used:
+            if base < other_base + other_size and other_base < base + size:
+                raise ConfigError("%s.pool_base: slots [%d, %d) overlap %s" % (path, base, base + size, other_path))
+        used.append((base, size, path))
+        timeout = _range(_optional(spec, "straggler_timeout_us", path + ".straggler_timeout_us", int, 10000),
+                         path + ".straggler_timeout_us", 1, 3_600_000_000)
+        idle = _range(_optional(spec, "idle_timeout_ms", path + ".idle_timeout_ms", int, 10000),
+                      path + ".idle_timeout_ms", 1, 86_400_000)
+        mgid = _range(_require(spec, "mgid", path + ".mgid", int), path + ".mgid", 1, program["DPA_SENDER_MGID_BASE"] - 1)
+        if mgid == result.flood_mgid:
+            raise ConfigError("%s.mgid: %d is switch.flood_mgid" % (path, mgid))
+        names = _optional(spec, "workers", path + ".workers", list, [])
+        if len(names) not in (0, 1, world):
+            raise ConfigError("%s.workers: %d hosts for world size %d (list none, one, or one per rank)"
+                              % (path, len(names), world))
+        for name in names:
+            if name not in hosts:
+                raise ConfigError("%s.workers: %r is not in hosts" % (path, name))
+            if not any(p.host == name for p in ports.values()):
+                raise ConfigError("%s.workers: host %r is behind no port in ports" % (path, name))
+        drop_rate = float(_optional(spec, "drop_rate", path + ".drop_rate", (int, float), 0.0))
+        if not 0.0 <= drop_rate < 1.0:
+            raise ConfigError("%s.drop_rate: %s is outside [0, 1)" % (path, drop_rate))
+        if drop_rate and not program["DPA_DROP_SIMULATOR"]:
+            raise ConfigError("%s.drop_rate: the program was built without the drop simulator" % path)
+        if len(result.sessions) >= program["DPA_SESSIONS"]:
+            raise ConfigError("%s: more sessions than the program's %d" % (path, program["DPA_SESSIONS"]))
+        result.sessions[sid] = Session(
+            id=sid, index=len(result.sessions), world_size=world, k=k or world,
+            payload=program["DPA_PAYLOAD"], pool_base=base, pool_size=size,
+            straggler_timeout_us=timeout, idle_timeout_ms=idle, mgid=mgid,
+            workers=[Worker(hosts[n].ip) for n in names], worker_hosts=list(names),
+            drop_rate=drop_rate)
+    return result

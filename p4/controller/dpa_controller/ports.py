@@ -1,0 +1,49 @@
+"""Front-panel ports (speed, FEC, auto-negotiation), the pass ports that carry a packet into the
+pipe of its next pass (front-panel ports in MAC loopback, or internal recirculation ports), and
+the parser's `pass_ports` value set that tells a pass packet from a worker's.
+"""
+from . import config as cfg
+
+AUTONEG = {True: "PM_AN_FORCE_ENABLE", False: "PM_AN_FORCE_DISABLE"}
+
+
+def dev_port(bfrt, name):
+    """The dev port of front-panel port "N/L", as the board reports it."""
+    connector, lane = (int(part) for part in name.split("/"))
+    entry = bfrt.port.port_hdl_info.get(CONN_ID=connector, CHNL_ID=lane, print_ents=False)
+    return entry.data[b"$DEV_PORT"]
+
+
+def _add_port(bfrt, port, number, loopback):
+    fields = dict(DEV_PORT=number, SPEED=cfg.SPEEDS[port.speed], FEC=cfg.FECS[port.fec],
+                  AUTO_NEGOTIATION=AUTONEG[port.autoneg], PORT_ENABLE=True)
+    if loopback:
+        fields["LOOPBACK_MODE"] = "BF_LPBK_MAC_NEAR"
+    bfrt.port.port.add(**fields)
+
+
+def setup(program, config):
+    """Brings the ports up; returns ({front-panel name: dev port}, {pipe: pass dev port})."""
+    bfrt = program.bfrt
+    numbers = {}
+    for name, port in sorted(config.ports.items()):
+        numbers[name] = dev_port(bfrt, name)
+        if port.host and numbers[name] >> 7 != config.pipes[0]:
+            # The slot state lives in the workers' pipe: a worker elsewhere would see other registers.
+            raise cfg.ConfigError("ports.%s: dev port %d is in pipe %d, but the workers' pipe is "
+                                  "switch.pipes[0] = %d" % (name, numbers[name], numbers[name] >> 7,
+                                                            config.pipes[0]))
+        _add_port(bfrt, port, numbers[name], loopback=False)
+    pass_ports = {}
+    for pass_port in config.pass_ports:
+        if pass_port.front_panel is not None:
+            number = dev_port(bfrt, pass_port.front_panel.name)
+            if number >> 7 != pass_port.pipe:
+                raise cfg.ConfigError("switch.pass_ports: %s is dev port %d, in pipe %d, not %d"
+                                      % (pass_port.front_panel.name, number, number >> 7, pass_port.pipe))
+            _add_port(bfrt, pass_port.front_panel, number, loopback=True)
+        else:
+            number = pass_port.dev_port
+        pass_ports.setdefault(pass_port.pipe, number)
+        program.parser("pass_ports").add(f1=number, f1_mask=0x1FF)
+    return numbers, pass_ports

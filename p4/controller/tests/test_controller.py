@@ -1,0 +1,430 @@
+"""The controller against a recording fake of bfrt: the exact table writes and register clears
+of a join, a rejoin, a second session, and the errors of bad configs and bad JOINs."""
+import copy
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import fake_bfrt  # noqa: E402
+from dpa_controller import config as cfg  # noqa: E402
+from dpa_controller import controller, next_pass, wire  # noqa: E402
+
+DEFINES = """#define DPA_TARGET 1
+#define DPA_MODEL 1
+#define DPA_PIPES 2
+#define DPA_CHUNKS 2
+#define DPA_REDUCERS 32
+#define DPA_PAYLOAD 128
+#define DPA_SLOTS 64
+#define DPA_SLOT_BITS 6
+#define DPA_SESSIONS 4
+#define DPA_IDENTITIES 256
+#define DPA_HOSTS 16
+#define DPA_L2_ENTRIES 64
+#define DPA_PASS_PORTS 4
+#define DPA_UDP_PORT 4242
+#define DPA_CPU_PORT 64
+#define DPA_SENDER_MGID_BASE 4096
+#define DPA_STRAGGLER_AWARE 1
+#define DPA_DROP_SIMULATOR 0
+"""
+
+W1, W2, W3 = 0x0A000001, 0x0A000002, 0x0A000003
+MAC = {W1: bytes.fromhex("000000000001"), W2: bytes.fromhex("000000000002"),
+       W3: bytes.fromhex("000000000003")}
+SWITCH_MAC = bytes.fromhex("00000000fe01")
+SWITCH_IP = 0x0A0000FE
+DEV_PORTS = {(1, 0): 0, (1, 1): 1, (1, 2): 2, (17, 0): 128}
+
+CONFIG = {
+    "switch": {"name": "test", "tofino": 1, "model": True, "mac": "00:00:00:00:fe:01",
+               "ip": "10.0.0.254", "udp_port": 4242, "cpu_port": 64, "cpu_interface": "veth251",
+               "flood_mgid": 1, "pipes": [0, 1],
+               "pass_ports": [{"pipe": 0, "dev_port": 68},
+                              {"pipe": 1, "port": "17/0", "speed": "100G", "fec": "rs"}]},
+    "hosts": {"w1": {"mac": "00:00:00:00:00:01", "ip": "10.0.0.1"},
+              "w2": {"mac": "00:00:00:00:00:02", "ip": "10.0.0.2"},
+              "w3": {"mac": "00:00:00:00:00:03", "ip": "10.0.0.3"}},
+    "ports": {"1/0": {"speed": "100G", "fec": "none", "autoneg": False, "host": "w1"},
+              "1/1": {"speed": "100G", "fec": "none", "autoneg": False, "host": "w2"},
+              "1/2": {"speed": "100G", "fec": "none", "autoneg": False, "host": "w3"}},
+    "sessions": [
+        {"id": 7, "world_size": 2, "k": 0, "pool_base": 0, "pool_size": 4,
+         "straggler_timeout_us": 10000, "idle_timeout_ms": 1000, "mgid": 2, "workers": ["w1", "w2"]},
+        {"id": 8, "world_size": 2, "k": 1, "pool_base": 8, "pool_size": 2,
+         "straggler_timeout_us": 1000, "mgid": 3, "workers": []},
+    ],
+}
+
+REGISTERS = [("slot_state", r) for r in ("seq", "op_id", "offset", "op_length", "meta", "round",
+                                         "first_arrival", "poison_info", "poison_value",
+                                         "arrivals", "count")] + \
+            [("exponent", "exp_used"), ("exponent", "exp_max"), ("result_bitmap", "contributors")]
+
+
+class Tokens:
+    """Deterministic job tokens."""
+
+    def __init__(self, *tokens):
+        self.tokens = list(tokens)
+
+    def getrandbits(self, bits):
+        return self.tokens.pop(0)
+
+
+def join_frame(session, rank, nonce, ip, port, threads=1, window=1, token=0, world=2, payload=0,
+               ports=None):
+    request = wire.JoinRequest(nonce, world, threads, window, payload,
+                               ports or [port + t for t in range(threads)])
+    header = wire.Header(flags=wire.JOIN, session=session, rank=rank, token=token,
+                         count=request.words())
+    return wire.build_frame(MAC[ip], SWITCH_MAC, ip, SWITCH_IP, port, 4242,
+                            header.encode() + request.encode())
+
+
+def decode_sent(frame):
+    parsed = wire.parse_frame(frame)
+    return parsed, wire.Header.decode(parsed.payload)
+
+
+class Harness:
+    def __init__(self, tokens=(0x1111, 0x2222, 0x3333), config=CONFIG, activity=None):
+        self.bfrt, self.recorder = fake_bfrt.make(DEV_PORTS, activity)
+        self.sent = []
+        self.now = 0
+        self.config = cfg.load(json.dumps(config), DEFINES)
+        self.controller = controller.Controller(self.bfrt, self.config, self.sent.append,
+                                                lambda: self.now, Tokens(*tokens))
+        self.controller.setup()
+        self.recorder.calls.clear()
+
+    def join_both(self, session=7, nonces=(11, 22), token=0, ips=(W1, W2), ports=(5000, 6000), **kw):
+        for _ in range(2):  # a JOIN counts once it is repeated (§6.3 step 5)
+            for rank, (nonce, ip, port) in enumerate(zip(nonces, ips, ports)):
+                self.controller.handle_frame(join_frame(session, rank, nonce, ip, port, token=token, **kw))
+
+    def calls_on(self, suffix):
+        return [(m, k) for p, m, k in self.recorder.calls if p.endswith(suffix)]
+
+
+def clears(pool_base, pool_size):
+    expected = []
+    for control, name in REGISTERS:
+        fields = ("poisoned", "value") if name == "poison_value" else ("f1",)
+        for index in range(pool_base, pool_base + pool_size):
+            expected.append(("dpa.pipe.Ingress.%s.%s" % (control, name), "mod",
+                             dict(REGISTER_INDEX=index, **{f: 0 for f in fields})))
+    return expected
+
+
+def publish_calls(session, sid, index, token, generation, members, threads=1, window=1, mgid=2,
+                  node_base=0x10000):
+    """members: [(rank, ip, first port)]"""
+    calls = [("dpa.pipe.Ingress.admission.sessions", "mod_with_set_session",
+              dict(session=sid, index=index, world=2, k_default=session["k"] or 2,
+                   timeout_plus_one=wire.timeout_ticks(session["straggler_timeout_us"]) + 1,
+                   pool_base=session["pool_base"], mgid=mgid, generation=generation)),
+             ("dpa.pipe.Ingress.admission.tokens", "add_with_token_current", dict(session=sid, token=token))]
+    span = 2 * window
+    for rank, ip, port in members:
+        for t in range(threads):
+            first = session["pool_base"] + t * span
+            calls.append(("dpa.pipe.Ingress.admission.endpoints", "add_with_endpoint_member",
+                          dict(session=sid, src_addr=ip, src_port=port + t)))
+            calls.append(("dpa.pipe.Ingress.admission.identities", "add_with_identity",
+                          dict(session=sid, src_addr=ip, src_port=port + t, rank=rank,
+                               slot_start=first, slot_end=first + span - 1, MATCH_PRIORITY=1, thread=t)))
+    calls.append(("dpa.pipe.Ingress.admission.pools", "add_with_in_pool",
+                  dict(session=sid, slot_start=session["pool_base"],
+                       slot_end=session["pool_base"] + threads * span - 1, MATCH_PRIORITY=1)))
+    for rank, ip, port in members:
+        for t in range(threads):
+            calls.append(("dpa.pipe.Egress.rewrite.destinations", "add_with_set_destination",
+                          dict(session_index=index, egress_rid=rank, thread=t,
+                               mac=int.from_bytes(MAC[ip], "big"), ip=ip, port=port + t)))
+    return calls
+
+
+def group_calls(index, mgid, rank_ports):
+    calls, nodes = [], []
+    for rank, port in enumerate(rank_ports):
+        node = 0x10000 + index * 64 + rank
+        calls.append(("pre.node", "add", dict(MULTICAST_NODE_ID=node, MULTICAST_RID=rank,
+                                              MULTICAST_LAG_ID=[], DEV_PORT=[port])))
+        nodes.append(node)
+    calls.append(("pre.mgid", "add", dict(MGID=mgid, MULTICAST_NODE_ID=nodes,
+                                          MULTICAST_NODE_L1_XID_VALID=[False] * len(nodes),
+                                          MULTICAST_NODE_L1_XID=[0] * len(nodes))))
+    return calls
+
+
+class JoinTest(unittest.TestCase):
+    def test_join_clears_the_pool_then_publishes_then_acks(self):
+        h = Harness()
+        h.join_both()
+        session = CONFIG["sessions"][0]
+        expected = clears(0, 4) + publish_calls(session, 7, 0, 0x1111, 1, [(0, W1, 5000), (1, W2, 6000)]) \
+            + group_calls(0, 2, [0, 1])
+        self.assertEqual(h.recorder.calls, expected)
+        self.assertEqual(len(h.sent), 2)
+        for frame, (ip, port) in zip(h.sent, ((W1, 5000), (W2, 6000))):
+            parsed, header = decode_sent(frame)
+            self.assertEqual((parsed.dst_ip, parsed.dst_port, parsed.src_ip, parsed.src_port),
+                             (ip, port, SWITCH_IP, 4242))
+            self.assertEqual(header.flags, wire.JOIN | wire.RESULT)
+            self.assertEqual((header.token, header.seq, header.bitmap), (0x1111, 1, 0b11))
+            words = parsed.payload[48:]
+            self.assertEqual(int.from_bytes(words[0:4], "big"), 128)  # P from the program
+            self.assertEqual(int.from_bytes(words[12:16], "big"), 153)  # 10 ms in ticks
+
+    def test_a_lost_ack_is_answered_without_touching_the_switch(self):
+        h = Harness()
+        h.join_both()
+        h.recorder.calls.clear()
+        h.sent.clear()
+        h.controller.handle_frame(join_frame(7, 1, 22, W2, 6000))
+        self.assertEqual(h.recorder.calls, [])
+        self.assertEqual(len(h.sent), 1)
+        self.assertEqual(decode_sent(h.sent[0])[1].seq, 1)
+
+    def test_rejoin_retires_the_old_generation_first(self):
+        h = Harness()
+        h.join_both()
+        h.recorder.calls.clear()
+        h.now = 5_000_000  # the generation still holds the session: only members may rejoin
+        h.join_both(nonces=(33, 44), token=0x1111, ports=(5100, 6100))
+        session = CONFIG["sessions"][0]
+        retire = [("dpa.pipe.Ingress.admission.tokens", "delete", dict(session=7, token=0x1111)),
+                  ("dpa.pipe.Ingress.admission.tokens", "add_with_token_previous",
+                   dict(session=7, token=0x1111))]
+        for rank, ip, port in ((0, W1, 5000), (1, W2, 6000)):
+            retire += [("dpa.pipe.Ingress.admission.endpoints", "delete",
+                        dict(session=7, src_addr=ip, src_port=port)),
+                       ("dpa.pipe.Ingress.admission.identities", "delete",
+                        dict(session=7, src_addr=ip, src_port=port, rank=rank, slot_start=0, slot_end=1,
+                             MATCH_PRIORITY=1))]
+        retire.append(("dpa.pipe.Ingress.admission.pools", "delete", dict(session=7, slot_start=0, slot_end=1,
+                                                                                    MATCH_PRIORITY=1)))
+        retire += [("dpa.pipe.Egress.rewrite.destinations", "delete",
+                    dict(session_index=0, egress_rid=rank, thread=0)) for rank in (0, 1)]
+        regroup = [("pre.mgid", "delete", dict(MGID=2))] + \
+            [("pre.node", "delete", dict(MULTICAST_NODE_ID=0x10000 + rank)) for rank in (0, 1)] + \
+            group_calls(0, 2, [0, 1])
+        expected = retire + clears(0, 4) + \
+            publish_calls(session, 7, 0, 0x2222, 2, [(0, W1, 5100), (1, W2, 6100)]) + regroup
+        self.assertEqual(h.recorder.calls, expected)
+        self.assertEqual(decode_sent(h.sent[-1])[1].token, 0x2222)
+
+    def test_another_job_is_refused_while_the_session_is_held(self):
+        h = Harness(activity={0: 5})
+        h.join_both()
+        h.recorder.calls.clear()
+        h.sent.clear()
+        h.now = 500_000_000
+        h.controller.handle_frame(join_frame(7, 0, 99, W1, 7000))
+        header = decode_sent(h.sent[-1])[1]
+        self.assertEqual((header.error, header.offset), (wire.SESSION_BUSY, 1))
+        self.assertEqual([c for c in h.recorder.calls if c[1] != "get"], [])
+        self.assertEqual(h.controller.counts["joins_refused"], 1)
+
+    def test_an_idle_generation_frees_the_session(self):
+        h = Harness()
+        h.join_both()
+        h.now = 2_000_000_000  # idle_timeout_ms 1000, the activity counter never moved
+        h.sent.clear()
+        h.join_both(nonces=(55, 66), ports=(5200, 6200))
+        self.assertEqual(decode_sent(h.sent[-1])[1].seq, 2)
+
+    def test_a_second_session_touches_only_its_own_slots_and_entries(self):
+        h = Harness()
+        h.join_both()
+        h.recorder.calls.clear()
+        h.join_both(session=8, nonces=(1, 2), ips=(W1, W3), ports=(5300, 7300))
+        session = CONFIG["sessions"][1]
+        expected = clears(8, 2) + \
+            publish_calls(session, 8, 1, 0x2222, 1, [(0, W1, 5300), (1, W3, 7300)], mgid=3) + \
+            group_calls(1, 3, [0, 2])
+        self.assertEqual(h.recorder.calls, expected)
+
+    def test_threads_disagreement_names_the_rank_to_every_rank(self):
+        h = Harness(config=dict(CONFIG, sessions=[dict(CONFIG["sessions"][0], pool_size=16)]))
+        for _ in range(2):
+            h.controller.handle_frame(join_frame(7, 0, 11, W1, 5000, threads=2))
+            h.controller.handle_frame(join_frame(7, 1, 22, W2, 6000, threads=1))
+        errors = [decode_sent(f) for f in h.sent]
+        self.assertEqual([(p.dst_ip, p.dst_port) for p, _ in errors], [(W1, 5000), (W2, 6000)])
+        for _, header in errors:
+            # A tie: the lowest rank's value is the reference, so rank 1 is named.
+            self.assertEqual((header.error, header.rank, header.offset), (wire.THREADS_MISMATCH, 1, 2))
+        self.assertEqual(errors[0][1].bitmap, 1 << 32 | W2)
+        self.assertEqual(h.recorder.calls, [])
+
+    def test_join_errors_go_to_the_sender(self):
+        h = Harness()
+        cases = [
+            (join_frame(9, 0, 1, W1, 5000), wire.UNKNOWN_SESSION, 0),
+            (join_frame(7, 2, 1, W1, 5000), wire.RANK_OUT_OF_RANGE, 2),
+            (join_frame(7, 1, 1, W1, 5000), wire.NOT_REGISTERED, 0),
+            (join_frame(7, 0, 1, W1, 5000, world=3), wire.WORLD_SIZE_MISMATCH, 2),
+            (join_frame(7, 0, 1, W1, 5000, payload=64), wire.PAYLOAD_MISMATCH, 128),
+            (join_frame(7, 0, 1, W1, 5000, window=3), wire.POOL_TOO_SMALL, 4),
+        ]
+        for frame, code, expected in cases:
+            h.sent.clear()
+            h.controller.handle_frame(frame)
+            header = decode_sent(h.sent[0])[1]
+            self.assertEqual((header.flags, header.error, header.offset),
+                             (wire.ERROR | wire.JOIN, code, expected), code)
+
+    def test_leave_frees_the_session_for_another_job(self):
+        h = Harness(activity={0: 1})
+        h.join_both()
+        leave = wire.Header(flags=wire.LEAVE, session=7, rank=0, token=0x1111)
+        h.controller.handle_frame(wire.build_frame(MAC[W1], SWITCH_MAC, W1, SWITCH_IP, 5000, 4242,
+                                                   leave.encode()))
+        self.assertEqual(h.controller.counts["leaves"], 1)
+        h.sent.clear()
+        h.join_both(nonces=(77, 88), ports=(5400, 6400))
+        self.assertEqual(decode_sent(h.sent[-1])[1].seq, 2)
+
+    def test_requests_of_another_size_get_section_8_1_in_order(self):
+        h = Harness()
+        h.join_both()
+        h.recorder.calls.clear()
+
+        def send(ip, port, payload, **fields):
+            h.sent.clear()
+            header = wire.Header(**dict(dict(session=7, rank=0, token=0x1111, op_id=1, slot=0, seq=1,
+                                             count=1), **fields))
+            h.controller.handle_frame(wire.build_frame(MAC[ip], SWITCH_MAC, ip, SWITCH_IP, port, 4242,
+                                                       header.encode() + payload))
+            return [decode_sent(f)[1] for f in h.sent]
+
+        short = bytes(8)  # P is 128 values
+        self.assertEqual([(r.error, r.offset) for r in send(W1, 5000, short)], [(wire.BAD_LENGTH, 128)])
+        self.assertEqual([(r.error, r.offset) for r in send(W1, 5000, short, slot=2)],
+                         [(wire.SLOT_OUT_OF_RANGE, 0)])  # T*2W = 2 slots
+        self.assertEqual(send(W1, 5000, short, slot=1, rank=1), [])  # rank 1's slot, rank 0's socket
+        self.assertEqual(send(W1, 5000, short, flags=wire.SYN, count=0), [])  # a probe with values
+        self.assertEqual([r.error for r in send(W1, 5999, short)], [wire.NOT_JOINED])
+        self.assertEqual(send(W3, 7000, short), [])  # not a host of the session
+        self.assertEqual(send(W1, 5000, short, token=0x9999), [])  # not the generation's token
+        self.assertEqual(send(W1, 5000, bytes(6)), [])  # §2: not a whole number of words
+        self.assertEqual(send(W1, 5000, short, count=3), [])  # §2: count beyond the payload
+        self.assertEqual(h.recorder.calls, [])
+
+
+class SetupTest(unittest.TestCase):
+    def test_setup_writes_ports_groups_passes_and_sessions(self):
+        bfrt, recorder = fake_bfrt.make(DEV_PORTS)
+        config = cfg.load(json.dumps(CONFIG), DEFINES)
+        controller.Controller(bfrt, config, None, lambda: 0).setup()
+        calls = recorder.calls
+        self.assertIn(("port.port", "add", dict(DEV_PORT=128, SPEED="BF_SPEED_100G",
+                                                 FEC="BF_FEC_TYP_REED_SOLOMON",
+                                                 AUTO_NEGOTIATION="PM_AN_FORCE_DISABLE",
+                                                 PORT_ENABLE=True, LOOPBACK_MODE="BF_LPBK_MAC_NEAR")), calls)
+        self.assertIn(("dpa.pipe.IngressParser.pass_ports", "add", dict(f1=68, f1_mask=0x1FF)), calls)
+        self.assertIn(("dpa.pipe.Ingress.delivery.pass_plan", "set_default_with_set_pass_plan",
+                       dict(input_port=68)), calls)
+        self.assertIn(("dpa.pipe.Ingress.admission.hosts", "add_with_registered_host",
+                       dict(session=8, src_addr=0, src_addr_mask=0, MATCH_PRIORITY=1)), calls)
+        self.assertIn(("dpa.pipe.Ingress.admission.k_limits", "add_with_k_valid",
+                       dict(session=7, k_start=0, k_end=2, MATCH_PRIORITY=1)), calls)
+        next_pass_calls = [(m, k) for p, m, k in calls if p.endswith("next_pass.next_pass")]
+        self.assertEqual(next_pass_calls, [
+            ("add_with_continue_input", dict(pass_index=1, with_values=0, port=128)),
+            ("add_with_continue_input", dict(pass_index=1, with_values=1, port=128)),
+            ("add_with_continue_output", dict(pass_index=2, with_values=1, port=128, reduce_op=4)),
+            ("add_with_continue_output", dict(pass_index=3, with_values=1, port=128, reduce_op=3)),
+            ("add_with_continue_output", dict(pass_index=4, with_values=1, port=68, reduce_op=4)),
+            ("add_with_continue_output", dict(pass_index=5, with_values=1, port=68, reduce_op=3)),
+        ])
+
+    def test_reset_clears_what_the_controller_writes_and_forgets_generations(self):
+        h = Harness()
+        h.join_both()
+        h.recorder.calls.clear()
+        h.controller.reset()
+        cleared = {p for p, m, _ in h.recorder.calls if m == "clear"}
+        for table in ("admission.sessions", "admission.tokens", "admission.identities",
+                      "next_pass.next_pass", "net.forwarding", "slot_state.seq", "slot_state.count",
+                      "exponent.exp_max", "result_bitmap.contributors"):
+            self.assertIn("dpa.pipe.Ingress." + table, cleared)
+        self.assertTrue({"dpa.pipe.Egress.rewrite.destinations", "pre.mgid", "pre.node",
+                         "port.port"} <= cleared)
+        h.recorder.calls.clear()
+        h.sent.clear()
+        h.controller.setup()
+        h.recorder.calls.clear()
+        h.join_both(nonces=(5, 6))
+        self.assertNotIn("delete", [m for _, m, _ in h.recorder.calls])  # nothing to retire
+        self.assertEqual(decode_sent(h.sent[-1])[1].seq, 1)
+
+    def test_a_worker_port_outside_the_workers_pipe_is_refused(self):
+        bfrt, _ = fake_bfrt.make({**DEV_PORTS, (1, 2): 130})
+        config = cfg.load(json.dumps(CONFIG), DEFINES)
+        with self.assertRaisesRegex(cfg.ConfigError, r"^ports.1/2: dev port 130 is in pipe 1"):
+            controller.Controller(bfrt, config, None, lambda: 0).setup()
+
+    def test_one_chunk_needs_no_input_hop(self):
+        self.assertEqual(next_pass.plan(1, [1], {1: 196}),
+                         [(1, 1, "continue_output", dict(port=196, reduce_op=4)),
+                          (2, 1, "continue_output", dict(port=196, reduce_op=3))])
+
+
+class ConfigTest(unittest.TestCase):
+    def assert_rejected(self, mutate, key, defines=DEFINES):
+        config = copy.deepcopy(CONFIG)
+        mutate(config)
+        with self.assertRaises(cfg.ConfigError) as raised:
+            cfg.load(json.dumps(config), defines)
+        self.assertTrue(str(raised.exception).startswith(key), str(raised.exception))
+
+    def test_bad_configs_name_the_key(self):
+        self.assert_rejected(lambda c: c["switch"].pop("mac"), "switch.mac")
+        self.assert_rejected(lambda c: c["switch"].update(tofino=2), "switch.tofino")
+        self.assert_rejected(lambda c: c["switch"].update(pipes=[0]), "switch.pipes")
+        self.assert_rejected(lambda c: c["hosts"]["w1"].update(ip="10.0.0"), "hosts.w1.ip")
+        self.assert_rejected(lambda c: c["ports"]["1/0"].update(speed="7G"), "ports.1/0.speed")
+        self.assert_rejected(lambda c: c["ports"]["1/0"].update(host="w9"), "ports.1/0.host")
+        self.assert_rejected(lambda c: c["switch"]["pass_ports"].pop(1), "switch.pass_ports")
+        self.assert_rejected(lambda c: c["switch"]["pass_ports"][0].update(dev_port=196),
+                             "switch.pass_ports[0].dev_port")
+        self.assert_rejected(lambda c: c["sessions"][0].update(world_size=33), "sessions[0].world_size")
+        self.assert_rejected(lambda c: c["sessions"][0].update(k=3), "sessions[0].k")
+        self.assert_rejected(lambda c: c["sessions"][1].update(pool_base=2), "sessions[1].pool_base")
+        self.assert_rejected(lambda c: c["sessions"][0].update(pool_size=100), "sessions[0].pool_size")
+        self.assert_rejected(lambda c: c["sessions"][0].update(workers=["w1", "w2", "w3"]),
+                             "sessions[0].workers")
+        self.assert_rejected(lambda c: c["sessions"][0].update(mgid=1), "sessions[0].mgid")
+        self.assert_rejected(lambda c: c["sessions"][0].update(drop_rate=0.1), "sessions[0].drop_rate")
+        self.assert_rejected(lambda c: None, "dpa_config.p4", defines="#define DPA_TARGET 1\n")
+
+    def test_not_json(self):
+        with self.assertRaisesRegex(cfg.ConfigError, "not valid JSON"):
+            cfg.load("{", DEFINES)
+
+
+@unittest.skipUnless(os.environ.get("DPA_P4GEN"), "DPA_P4GEN (the dpa-p4gen binary) is not set")
+class ShippedConfigTest(unittest.TestCase):
+    def test_every_switch_config_loads_against_its_generated_program(self):
+        configs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "configs")
+        for name in ("netberg.json", "edgecore.json", "tofino-model.json"):
+            path = os.path.join(configs, name)
+            defines = subprocess.run([os.environ["DPA_P4GEN"], path], check=True,
+                                     capture_output=True, text=True).stdout
+            with open(path) as f:
+                loaded = cfg.load(f.read(), defines)
+            self.assertTrue(loaded.sessions, name)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,299 @@
+// What the state pass answers (docs/protocol.md §8.2's Reply column, §8.3, §4), and how the
+// packet leaves the state pass: header-only replies (OLD, SYN, ERROR) straight back to the
+// sender or, for a poisoned round, to every rank; packets whose values must be added or
+// fetched into the input passes (a probe that fetches a result rides them too, so it never
+// overtakes the values of the packet that completed the round); JOIN and LEAVE to the CPU;
+// the rest dropped. A header-only reply to a data packet keeps the request's values behind the
+// header: the egress sets the IPv4 and UDP lengths to the header, so they are an Ethernet
+// trailer that every receiver discards (docs/switch.md).
+// The header is rewritten here, once; the egress only sets each copy's destination and the
+// lengths (egress_rewrite.p4).
+#ifndef DPA_DELIVERY_P4
+#define DPA_DELIVERY_P4
+
+control Delivery(inout headers_t hdr,
+                 inout metadata_t md,
+                 in ingress_intrinsic_metadata_t ig_intr_md,
+                 inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                 inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    DirectCounter<bit<64>>(CounterType_t.PACKETS) outcomes;
+
+    // Pass port of the first input pass (next_pass.p4 takes the packet on from there). Written
+    // by the controller from the config's pipes.
+    action set_pass_plan(bit<9> input_port) {
+        md.input_port = input_port;
+    }
+    table pass_plan {
+        actions = { set_pass_plan; }
+        default_action = set_pass_plan(0);
+        size = 1;
+    }
+
+    // ---- routes ----
+    action route_now() {
+        ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
+        ig_tm_md.bypass_egress = 0;
+        hdr.bridged.delivery = DELIVER_UNICAST;
+        hdr.bridged.with_values = 0;
+    }
+    action route_input(bit<8> reduce_op, bit<8> delivery, bit<8> with_values) {
+        ig_tm_md.ucast_egress_port = md.input_port;
+        ig_tm_md.bypass_egress = 1;
+        hdr.bridged.pass_index = 1;
+        hdr.bridged.reduce_op = reduce_op;
+        hdr.bridged.delivery = delivery;
+        hdr.bridged.with_values = with_values;
+    }
+    // ---- header views (§2 Reply column) ----
+    // Replies go from the switch to the sender; multicast copies get their destination in the
+    // egress.
+    action to_sender() {
+        hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
+        hdr.ethernet.src_addr = md.switch_mac;
+        hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
+        hdr.ipv4.src_addr = md.switch_ip;
+        hdr.udp.dst_port = hdr.udp.src_port;
+        hdr.udp.src_port = DPA_UDP_PORT;
+        hdr.udp.checksum = 0;
+    }
+    // The slot's state (result, OLD, SYN). `flags` holds the reply's low flag byte; FLOAT is
+    // the slot's type. The round number is the packet's minus d, except for the packet that
+    // opened the round (its seq is the slot's now).
+    action slot_view(bit<8> flags) {
+        to_sender();
+        hdr.dpa.flags = 7w0 ++ md.slot_meta[16:16] ++ flags;
+        hdr.dpa.error = 0;
+        hdr.dpa.op_id = md.slot_op_id;
+        hdr.dpa.offset = md.slot_offset;
+        hdr.dpa.op_length = md.slot_op_length;
+        hdr.dpa.k = md.slot_round[15:8];
+        hdr.dpa.contributors = md.count[7:0];
+        hdr.dpa.exp_used = md.slot_exp_used;
+        hdr.dpa.exp_next = md.exp_max;
+        hdr.dpa.bitmap_hi = 0;
+        hdr.dpa.bitmap_lo = md.result_bitmap;
+    }
+    // A result: the view plus the round's count; the sender's rank stays in `rank`.
+    action result_view(bit<8> flags) {
+        slot_view(flags);
+        hdr.dpa.seq = hdr.dpa.seq - md.seq_diff;
+        hdr.dpa.count = md.slot_meta[15:0];
+    }
+    action opened_result_view() {
+        slot_view(0x01);
+        hdr.dpa.count = md.slot_meta[15:0];
+    }
+    action state_view(bit<8> flags) {
+        slot_view(flags);
+        hdr.dpa.seq = hdr.dpa.seq - md.seq_diff;
+        hdr.dpa.count = 0;
+    }
+    // An ERROR echoes the request (§4): kind bits kept, count and contributors zero. The caller
+    // sets the bitmap's low word (0, or the offender's value of a poisoned round), so no field is
+    // written twice in one action.
+    action error_view(bit<8> flags, bit<8> code, bit<32> expected) {
+        to_sender();
+        hdr.dpa.flags = 7w0 ++ hdr.dpa.flags[8:8] ++ flags;
+        hdr.dpa.error = code;
+        hdr.dpa.offset = expected;
+        hdr.dpa.count = 0;
+        hdr.dpa.contributors = 0;
+        hdr.dpa.bitmap_hi = 0;
+    }
+
+    // ---- outcomes ----
+    action drop_packet() {
+        outcomes.count();
+        ig_dprsr_md.drop_ctl = 1;
+    }
+    action to_cpu() {
+        outcomes.count();
+        ig_tm_md.ucast_egress_port = DPA_CPU_PORT;
+        ig_tm_md.bypass_egress = 0;
+        hdr.bridged.delivery = DELIVER_CPU;
+    }
+    action admission_error(bit<8> flags) {
+        outcomes.count();
+        error_view(flags, md.error_code, md.error_expected);
+        hdr.dpa.bitmap_lo = 0;
+        route_now();
+        hdr.bridged.event = EV_ERROR;
+    }
+    action seq_ahead() {
+        outcomes.count();
+        error_view(0x10, ERR_SEQ_AHEAD, hdr.dpa.seq - md.seq_diff);
+        hdr.dpa.bitmap_lo = 0;
+        route_now();
+        hdr.bridged.event = EV_ERROR;
+    }
+    action old_reply(bit<8> flags) {
+        outcomes.count();
+        state_view(flags);
+        route_now();
+        hdr.bridged.event = EV_OLD;
+    }
+    action syn_reply(bit<8> flags) {
+        outcomes.count();
+        state_view(flags);
+        route_now();
+        hdr.bridged.event = EV_SYN;
+    }
+    // §8.3: the packet poisons the round now. Every rank gets the error (the round's op_id);
+    // the offender also gets one with its own op_id when that differs (mcast_grp_b: the group
+    // of its port alone, replication id RID_SENDER).
+    action poisoned_now() {
+        outcomes.count();
+        error_view(0x10, md.mismatch_info[15:8], md.error_expected);
+        hdr.dpa.op_id = md.slot_op_id;
+        hdr.dpa.bitmap_lo = md.mismatch_value;
+        ig_tm_md.mcast_grp_a = hdr.bridged.mgid;
+        ig_tm_md.bypass_egress = 0;
+        hdr.bridged.delivery = DELIVER_MULTICAST;
+        hdr.bridged.with_values = 0;
+        hdr.bridged.event = EV_ERROR;
+    }
+    action poisoned_now_with_sender_copy() {
+        outcomes.count();
+        error_view(0x10, md.mismatch_info[15:8], md.error_expected);
+        hdr.dpa.op_id = md.slot_op_id;
+        hdr.dpa.bitmap_lo = md.mismatch_value;
+        ig_tm_md.mcast_grp_a = hdr.bridged.mgid;
+        ig_tm_md.mcast_grp_b = hdr.bridged.sender_mgid;
+        ig_tm_md.bypass_egress = 0;
+        hdr.bridged.delivery = DELIVER_POISONED;
+        hdr.bridged.with_values = 0;
+        hdr.bridged.event = EV_ERROR;
+    }
+    // A packet for a round poisoned earlier: the round's error under the sender's op_id.
+    action poisoned_before(bit<8> flags, bit<32> expected) {
+        error_view(flags, md.poison_info[15:8], expected);
+        hdr.dpa.rank = md.poison_info[7:0];
+        hdr.dpa.bitmap_lo = md.poison_value;
+        route_now();
+        hdr.bridged.event = EV_ERROR;
+    }
+    action poisoned_op(bit<8> flags) { outcomes.count(); poisoned_before(flags, md.slot_op_id); }
+    action poisoned_type(bit<8> flags) {
+        outcomes.count();
+        poisoned_before(flags, 23w0 ++ md.slot_meta[16:16] ++ 8w0);
+    }
+    action poisoned_length(bit<8> flags) { outcomes.count(); poisoned_before(flags, md.slot_op_length); }
+    // Contributions: NEW writes the accumulators, a counted packet adds to them.
+    action counted(bit<8> reduce_op) {
+        outcomes.count();
+        route_input(reduce_op, DELIVER_DROP, 0);
+        hdr.bridged.event = EV_AGGREGATED;
+    }
+    action completed_at_open(bit<8> event) {
+        outcomes.count();
+        opened_result_view();
+        route_input(REDUCE_WRITE, DELIVER_MULTICAST, 1);
+        hdr.bridged.event = event;
+    }
+    action completed(bit<8> reduce_op, bit<8> event) {
+        outcomes.count();
+        result_view(0x01);
+        route_input(reduce_op, DELIVER_MULTICAST, 1);
+        hdr.bridged.event = event;
+    }
+    action completed_by_probe(bit<8> event) {
+        outcomes.count();
+        result_view(0x01);
+        route_input(REDUCE_SKIP, DELIVER_MULTICAST, 1);
+        hdr.bridged.event = event;
+    }
+    action copy_to_data(bit<8> event) {
+        outcomes.count();
+        result_view(0x03);
+        route_input(REDUCE_NONE, DELIVER_UNICAST, 1);
+        hdr.bridged.event = event;
+    }
+    action copy_to_probe() {
+        outcomes.count();
+        result_view(0x07);
+        route_input(REDUCE_SKIP, DELIVER_UNICAST, 1);
+        hdr.bridged.event = EV_SYN;
+    }
+    action duplicate() {
+        outcomes.count();
+        ig_dprsr_md.drop_ctl = 1;
+        hdr.bridged.event = EV_DUPLICATE;
+    }
+
+    table reply {
+        key = {
+            md.admit : exact;
+            md.is_probe : ternary;
+            md.gate : ternary;
+            md.poison_info : ternary;
+            md.count_op : ternary;
+            md.count : ternary;
+            md.op_x : ternary;
+            md.full_x : ternary;
+        }
+        actions = {
+            drop_packet; to_cpu; admission_error; seq_ahead; old_reply; syn_reply; poisoned_now;
+            poisoned_now_with_sender_copy; poisoned_op; poisoned_type; poisoned_length; counted;
+            completed_at_open; completed; completed_by_probe; copy_to_data; copy_to_probe; duplicate;
+        }
+        const default_action = drop_packet;
+        counters = outcomes;
+        size = 64;
+        const entries = {
+            // Admission (§8.1).
+            (ADM_DROP, _, _, _, _, _, _, _) : drop_packet();
+            (ADM_CPU, _, _, _, _, _, _, _) : to_cpu();
+            (ADM_ERROR, 1, _, _, _, _, _, _) : admission_error(0x14);
+            (ADM_ERROR, 0, _, _, _, _, _, _) : admission_error(0x10);
+
+            // SYN probes (§8.2, first rows).
+            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, 0x100 &&& 0x100, _, _) : syn_reply(0x84);
+            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, _, _, _) : syn_reply(0x04);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, 0x0B00 &&& 0xFF00, _, _, _, _) : poisoned_op(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, 0x0F00 &&& 0xFF00, _, _, _, _) : poisoned_type(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, 0x1000 &&& 0xFF00, _, _, _, _) : poisoned_length(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, COUNT_OP_REACTIVE, 0x200 &&& 0x200, _, _) : copy_to_probe();
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, COUNT_OP_REACTIVE, 0x100 &&& 0x100, _, 0) : completed_by_probe(EV_COMPLETED);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, COUNT_OP_REACTIVE, 0x100 &&& 0x100, _, _) : completed_by_probe(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, 0x100 &&& 0x100, _, _) : copy_to_probe();
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _) : syn_reply(0x04);
+
+            // NEW (§8.2): opens the round; complete at once when the target is 1.
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, 0x100 &&& 0x100, _, 0) : completed_at_open(EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, 0x100 &&& 0x100, _, _) : completed_at_open(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _) : counted(REDUCE_WRITE);
+            // OLD and ahead.
+            (ADM_ACCEPT, 0, GATE_OLD, _, _, 0x100 &&& 0x100, _, _) : old_reply(0x88);
+            (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, _) : old_reply(0x08);
+            (ADM_ACCEPT, 0, GATE_AHEAD, _, _, _, _, _) : seq_ahead();
+            // Poisoned earlier (the round's error again), or poisoned by this packet (§8.3).
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0x0B00 &&& 0xFF00, _, _, _, _) : poisoned_op(0x10);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0x0F00 &&& 0xFF00, _, _, _, _) : poisoned_type(0x10);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0x1000 &&& 0xFF00, _, _, _, _) : poisoned_length(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0x0B00 &&& 0xFF00, _, _, _, _) : poisoned_op(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0x0F00 &&& 0xFF00, _, _, _, _) : poisoned_type(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0x1000 &&& 0xFF00, _, _, _, _) : poisoned_length(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, _, _, 0, _) : poisoned_now();
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, _, _, _, _) : poisoned_now_with_sender_copy();
+            // A new contributor: late (copy), completing (multicast) or counted.
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_ADD, 0x200 &&& 0x200, _, _) : copy_to_data(EV_LATE);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_ADD, 0x100 &&& 0x100, _, 0) : completed(REDUCE_ADD, EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_ADD, 0x100 &&& 0x100, _, _) : completed(REDUCE_ADD, EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_ADD, _, _, _) : counted(REDUCE_ADD);
+            // A counted rank's retransmission: copy, reactive completion, or a duplicate.
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_REACTIVE, 0x200 &&& 0x200, _, _) : copy_to_data(EV_RETRANSMITTED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_REACTIVE, 0x100 &&& 0x100, _, 0) : completed(REDUCE_NONE, EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_REACTIVE, 0x100 &&& 0x100, _, _) : completed(REDUCE_NONE, EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_READ, 0x100 &&& 0x100, _, _) : copy_to_data(EV_RETRANSMITTED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, _) : duplicate();
+        }
+    }
+
+    apply {
+        pass_plan.apply();
+        md.full_x = md.count[7:0] ^ md.world;
+        reply.apply();
+    }
+}
+
+#endif

@@ -1,0 +1,50 @@
+// Block exponents (docs/protocol.md §10.2): the round keeps the opener's exp_used and the
+// maximum exp_next of its contributors. Codes are biased (e ^ 0x80), so the signed maximum is
+// the unsigned maximum and a cleared register reads as "no exponent" (§2, §8.5).
+#ifndef DPA_EXPONENT_P4
+#define DPA_EXPONENT_P4
+
+control Exponent(inout headers_t hdr,
+                 inout metadata_t md) {
+    Register<bit<8>, slot_index_t>(DPA_SLOTS, 0) exp_used;
+    Register<bit<8>, slot_index_t>(DPA_SLOTS, 0) exp_max;
+
+    RegisterAction<bit<8>, slot_index_t, bit<8>>(exp_used) exp_used_write = {
+        void apply(inout bit<8> value, out bit<8> rv) { value = hdr.dpa.exp_used; rv = value; }
+    };
+    RegisterAction<bit<8>, slot_index_t, bit<8>>(exp_used) exp_used_read = {
+        void apply(inout bit<8> value, out bit<8> rv) { rv = value; }
+    };
+
+    RegisterAction<bit<8>, slot_index_t, bit<8>>(exp_max) exp_max_open = {
+        void apply(inout bit<8> value, out bit<8> rv) { value = hdr.dpa.exp_next; rv = value; }
+    };
+    RegisterAction<bit<8>, slot_index_t, bit<8>>(exp_max) exp_max_add = {
+        void apply(inout bit<8> value, out bit<8> rv) {
+            value = max(value, hdr.dpa.exp_next);
+            rv = value;
+        }
+    };
+    RegisterAction<bit<8>, slot_index_t, bit<8>>(exp_max) exp_max_read = {
+        void apply(inout bit<8> value, out bit<8> rv) { rv = value; }
+    };
+
+    apply {
+        slot_index_t index = hdr.dpa.slot[DPA_SLOT_BITS - 1:0];
+        if (md.gate == GATE_NEW) {
+            md.slot_exp_used = exp_used_write.execute(index);
+            md.exp_max = exp_max_open.execute(index);
+        } else if (md.gate != GATE_NONE) {
+            md.slot_exp_used = exp_used_read.execute(index);
+            // Only a counted contribution raises the maximum (§8.2 Add).
+            if (md.gate == GATE_CURRENT && md.poison_info == 0 && md.dup == 0 &&
+                (md.count & COUNT_WAS_COMPLETE) == 0) {
+                md.exp_max = exp_max_add.execute(index);
+            } else {
+                md.exp_max = exp_max_read.execute(index);
+            }
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,56 @@
+// Traffic that is not a dpa request: ARP and ICMP echo for the switch's address, L2 forwarding
+// for everything else (workers' other traffic, and the controller's JOIN replies sent from the
+// CPU port), flooding unknown destinations to every port but the one it came from.
+#ifndef DPA_NET_P4
+#define DPA_NET_P4
+
+control Net(inout headers_t hdr,
+            inout metadata_t md,
+            in ingress_intrinsic_metadata_t ig_intr_md,
+            inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    action forward(bit<9> port) {
+        ig_tm_md.ucast_egress_port = port;
+    }
+    // The controller prunes the ingress port from the flood group with $pre.prune (L2 XID).
+    action flood(bit<16> mgid) {
+        ig_tm_md.mcast_grp_a = mgid;
+        ig_tm_md.level2_exclusion_id = ig_intr_md.ingress_port;
+    }
+    table forwarding {
+        key = { hdr.ethernet.dst_addr : exact; }
+        actions = { forward; flood; }
+        default_action = flood(0);
+        size = DPA_L2_ENTRIES;
+    }
+
+    action arp_reply() {
+        hdr.ethernet.dst_addr = hdr.arp.sender_hw;
+        hdr.ethernet.src_addr = md.switch_mac;
+        hdr.arp.opcode = 2;
+        hdr.arp.target_hw = hdr.arp.sender_hw;
+        hdr.arp.target_ip = hdr.arp.sender_ip;
+        hdr.arp.sender_hw = md.switch_mac;
+        hdr.arp.sender_ip = md.switch_ip;
+        ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
+    }
+    action icmp_echo_reply() {
+        hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
+        hdr.ethernet.src_addr = md.switch_mac;
+        hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
+        hdr.ipv4.src_addr = md.switch_ip;
+        hdr.icmp.type = 0;
+        ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
+    }
+
+    apply {
+        if (hdr.arp.isValid() && hdr.arp.opcode == 1 && hdr.arp.target_ip == md.switch_ip) {
+            arp_reply();
+        } else if (hdr.icmp.isValid() && hdr.icmp.type == 8 && hdr.ipv4.dst_addr == md.switch_ip) {
+            icmp_echo_reply();
+        } else {
+            forwarding.apply();
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,305 @@
+// Per-slot round state (docs/protocol.md §8.2-§8.5): round number, the round's identity
+// (op_id, offset, op_length, type and count), its target and K, the straggler timer, the poison
+// state, the arrival bitmap and the contribution count. Registers are indexed by the absolute
+// slot and live in the pipe of the state pass only; the controller clears them all (the fresh
+// state of §8.5) before it acks a generation.
+//
+// Order of the stages, and why (one access per register per pass):
+//   seq             -> the packet's class (d = packet.seq - slot.seq)
+//   op/offset/length/meta, written by NEW, read otherwise
+//   round (target, K), first arrival, mismatch XORs
+//   gate            -> NEW / CURRENT / OLD / AHEAD / MISMATCH / PROBE_*
+//   poison          (set by the first mismatch)  |  arrival bitmap (duplicates), side by side
+//   count           (contributors, completion; refuses a poisoned round, and gates itself: a
+//                    complete round is never counted)
+// The bitmap that replies report is the frozen one kept by exponent.p4's snapshot register.
+#ifndef DPA_SLOT_STATE_P4
+#define DPA_SLOT_STATE_P4
+
+struct poison_value_t {
+    bit<32> poisoned;  // 1 once the round is poisoned
+    bit<32> value;  // the offender's value
+}
+
+control SlotState(inout headers_t hdr,
+                  inout metadata_t md) {
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) seq;
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) op_id;
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) offset;
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) op_length;
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) meta;        // FLOAT bit << 16 | count
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) round;       // target << 8 | K; 0: never opened
+#if DPA_STRAGGLER_AWARE
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) first_arrival;
+#endif
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) poison_info;  // code << 8 | offender rank
+    Register<poison_value_t, slot_index_t>(DPA_SLOTS, {0, 0}) poison_value;
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) arrivals;
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) count;       // COUNT_* encoding (types.p4)
+
+    // Serial-number arithmetic (§7.3): d = packet.seq - slot.seq; only d == 1 opens a round.
+    RegisterAction<bit<32>, slot_index_t, bit<32>>(seq) seq_step = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = hdr.dpa.seq - value;
+            if (hdr.dpa.seq - value == 1) {
+                value = hdr.dpa.seq;
+            }
+        }
+    };
+    RegisterAction<bit<32>, slot_index_t, bit<32>>(seq) seq_probe = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = hdr.dpa.seq - value;
+        }
+    };
+#define DPA_WRITE_READ(reg, field)                                                         \
+    RegisterAction<bit<32>, slot_index_t, bit<32>>(reg) reg##_write = {                    \
+        void apply(inout bit<32> value, out bit<32> rv) { value = field; rv = value; }     \
+    };                                                                                     \
+    RegisterAction<bit<32>, slot_index_t, bit<32>>(reg) reg##_read = {                     \
+        void apply(inout bit<32> value, out bit<32> rv) { rv = value; }                    \
+    };
+
+    DPA_WRITE_READ(op_id, hdr.dpa.op_id)
+    DPA_WRITE_READ(offset, hdr.dpa.offset)
+    DPA_WRITE_READ(op_length, hdr.dpa.op_length)
+    DPA_WRITE_READ(meta, md.packet_meta)
+    DPA_WRITE_READ(round, md.packet_round)
+#if DPA_STRAGGLER_AWARE
+    DPA_WRITE_READ(first_arrival, md.now)
+#endif
+#undef DPA_WRITE_READ
+
+    RegisterAction<bit<32>, slot_index_t, bit<32>>(poison_info) poison_info_clear = {
+        void apply(inout bit<32> value, out bit<32> rv) { value = 0; rv = 0; }
+    };
+    RegisterAction<bit<32>, slot_index_t, bit<32>>(poison_info) poison_info_read = {
+        void apply(inout bit<32> value, out bit<32> rv) { rv = value; }
+    };
+    // Returns the state before the packet: 0 means this packet poisons the round now.
+    RegisterAction<bit<32>, slot_index_t, bit<32>>(poison_info) poison_info_set = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
+            if (value == 0) {
+                value = md.mismatch_info;
+            }
+        }
+    };
+    RegisterAction<poison_value_t, slot_index_t, bit<32>>(poison_value) poison_value_clear = {
+        void apply(inout poison_value_t value, out bit<32> rv) { value.poisoned = 0; value.value = 0; rv = 0; }
+    };
+    RegisterAction<poison_value_t, slot_index_t, bit<32>>(poison_value) poison_value_read = {
+        void apply(inout poison_value_t value, out bit<32> rv) { rv = value.value; }
+    };
+    // The offered value is stored once, by the packet that poisons the round.
+    RegisterAction<poison_value_t, slot_index_t, bit<32>>(poison_value) poison_value_set = {
+        void apply(inout poison_value_t value, out bit<32> rv) {
+            if (value.poisoned == 0) {
+                value.poisoned = 1;
+                value.value = md.mismatch_value;
+            }
+            rv = value.value;
+        }
+    };
+
+    RegisterAction<bit<32>, slot_index_t, bit<32>>(arrivals) arrivals_open = {
+        void apply(inout bit<32> value, out bit<32> rv) { value = md.sender_bit; rv = 0; }
+    };
+    RegisterAction<bit<32>, slot_index_t, bit<32>>(arrivals) arrivals_add = {
+        void apply(inout bit<32> value, out bit<32> rv) { rv = value; value = value | md.sender_bit; }
+    };
+    RegisterAction<bit<32>, slot_index_t, bit<32>>(arrivals) arrivals_read = {
+        void apply(inout bit<32> value, out bit<32> rv) { rv = value; }
+    };
+
+    // NEW: one contribution, complete at once when the target is 1 (md.open_count = 0x101).
+    RegisterAction<bit<32>, slot_index_t, bit<32>>(count) count_open = {
+        void apply(inout bit<32> value, out bit<32> rv) { value = md.open_count; rv = value; }
+    };
+    // A new contributor: counted unless the round is already complete (then it is a late
+    // contribution and only fetches a copy). Completes at the threshold: the round's target,
+    // or its K once the straggler timeout has passed (reactive fastest-K, §9.3).
+    RegisterAction<bit<32>, slot_index_t, bit<32>>(count) count_add = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            if (value >= COUNT_COMPLETE) {
+                rv = value | COUNT_WAS_COMPLETE;
+            } else if (value + 1 >= md.threshold) {
+                value = value + (COUNT_COMPLETE + 1);
+                rv = value;
+            } else {
+                value = value + 1;
+                rv = value;
+            }
+        }
+    };
+#if DPA_STRAGGLER_AWARE
+    // A counted rank's retransmission or probe after the straggler timeout: completes the
+    // round with the contributions it has once they reach its K.
+    RegisterAction<bit<32>, slot_index_t, bit<32>>(count) count_reactive = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            if (value >= COUNT_COMPLETE) {
+                rv = value | COUNT_WAS_COMPLETE;
+            } else if (value >= md.threshold) {
+                value = value | COUNT_COMPLETE;
+                rv = value;
+            } else {
+                rv = value;
+            }
+        }
+    };
+#endif
+    RegisterAction<bit<32>, slot_index_t, bit<32>>(count) count_read = {
+        void apply(inout bit<32> value, out bit<32> rv) { rv = value; }
+    };
+
+    // §8.2's case table over the registers read so far.
+    action gate_new() { md.gate = GATE_NEW; }
+    action gate_current() { md.gate = GATE_CURRENT; }
+    action gate_old() { md.gate = GATE_OLD; }
+    action gate_ahead() { md.gate = GATE_AHEAD; }
+    action gate_probe_current() { md.gate = GATE_PROBE_CURRENT; }
+    action gate_probe_other() { md.gate = GATE_PROBE_OTHER; }
+    action gate_op_mismatch() {
+        md.gate = GATE_MISMATCH;
+        md.mismatch_info = 16w0 ++ ERR_OP_MISMATCH ++ hdr.dpa.rank;
+        md.mismatch_value = hdr.dpa.op_id;
+        md.error_expected = md.slot_op_id;
+    }
+    action gate_type_mismatch() {
+        md.gate = GATE_MISMATCH;
+        md.mismatch_info = 16w0 ++ ERR_DTYPE_MISMATCH ++ hdr.dpa.rank;
+        md.mismatch_value = 23w0 ++ hdr.dpa.flags[8:8] ++ 8w0;
+        md.error_expected = 23w0 ++ md.slot_meta[16:16] ++ 8w0;
+    }
+    action gate_length_mismatch() {
+        md.gate = GATE_MISMATCH;
+        md.mismatch_info = 16w0 ++ ERR_LENGTH_MISMATCH ++ hdr.dpa.rank;
+        md.mismatch_value = hdr.dpa.op_length;
+        md.error_expected = md.slot_op_length;
+    }
+    table gate {
+        key = {
+            md.is_probe : exact;
+            md.seq_diff : ternary;
+            md.slot_round : ternary;
+            md.op_x : ternary;
+            md.type_x : ternary;
+            md.length_x : ternary;
+        }
+        actions = {
+            gate_new; gate_current; gate_old; gate_ahead; gate_probe_current; gate_probe_other;
+            gate_op_mismatch; gate_type_mismatch; gate_length_mismatch;
+        }
+        const default_action = gate_ahead;
+        size = 16;
+        const entries = {
+            // SYN probes: only d == 0 on an opened round looks any further (§8.2).
+            (1, 0, 0 &&& 0xFF00, _, _, _) : gate_probe_other();
+            (1, 0, _, _, _, _) : gate_probe_current();
+            (1, _, _, _, _, _) : gate_probe_other();
+            (0, 1, _, _, _, _) : gate_new();
+            (0, 0x80000000 &&& 0x80000000, _, _, _, _) : gate_old();
+            // d == 0 on a slot never opened in this generation is "ahead".
+            (0, 0, 0 &&& 0xFF00, _, _, _) : gate_ahead();
+            (0, 0, _, 0, 0, 0) : gate_current();
+            // Disagreements, checked in §8.2's order: op_id, then type, then op_length.
+            (0, 0, _, 0, 0, _) : gate_length_mismatch();
+            (0, 0, _, 0, _, _) : gate_type_mismatch();
+            (0, 0, _, _, _, _) : gate_op_mismatch();
+        }
+    }
+
+    action compare_with_round() {
+        md.op_x = hdr.dpa.op_id ^ md.slot_op_id;
+        md.length_x = hdr.dpa.op_length ^ md.slot_op_length;
+        md.type_x = md.packet_meta[16:16] ^ md.slot_meta[16:16];
+    }
+
+    apply {
+        slot_index_t index = hdr.dpa.slot[DPA_SLOT_BITS - 1:0];
+        if (md.is_probe == 1) {
+            md.seq_diff = seq_probe.execute(index);
+        } else {
+            md.seq_diff = seq_step.execute(index);
+        }
+
+        if (md.is_probe == 0 && md.seq_diff == 1) {
+            md.slot_op_id = op_id_write.execute(index);
+            md.slot_offset = offset_write.execute(index);
+            md.slot_op_length = op_length_write.execute(index);
+            md.slot_meta = meta_write.execute(index);
+            md.slot_round = round_write.execute(index);
+#if DPA_STRAGGLER_AWARE
+            md.first_arrival = first_arrival_write.execute(index);
+#endif
+        } else {
+            md.slot_op_id = op_id_read.execute(index);
+            md.slot_offset = offset_read.execute(index);
+            md.slot_op_length = op_length_read.execute(index);
+            md.slot_meta = meta_read.execute(index);
+            md.slot_round = round_read.execute(index);
+#if DPA_STRAGGLER_AWARE
+            md.first_arrival = first_arrival_read.execute(index);
+#endif
+        }
+        compare_with_round();
+#if DPA_STRAGGLER_AWARE
+        md.elapsed = md.now - md.first_arrival;
+#endif
+        gate.apply();
+#if DPA_STRAGGLER_AWARE
+        // timed_out = elapsed > timeout  <=>  (timeout + 1) -sat elapsed == 0 (§8.4, unsigned).
+        md.not_late = md.timeout_plus_one |-| md.elapsed;
+#else
+        md.not_late = 1;
+#endif
+
+        if (md.gate == GATE_NEW) {
+            md.poison_info = poison_info_clear.execute(index);
+            md.poison_value = poison_value_clear.execute(index);
+        } else if (md.gate == GATE_MISMATCH) {
+            md.poison_info = poison_info_set.execute(index);
+            md.poison_value = poison_value_set.execute(index);
+        } else if (md.gate == GATE_CURRENT || md.gate == GATE_PROBE_CURRENT) {
+            md.poison_info = poison_info_read.execute(index);
+            md.poison_value = poison_value_read.execute(index);
+        }
+
+        // Not gated by the poison state, so it sits beside the poison registers: a poisoned
+        // round never completes (the count refuses it) and replies report the frozen bitmap
+        // (result_bitmap.p4), so bits a poisoned round collects are never seen.
+        if (md.gate == GATE_NEW) {
+            md.bitmap_old = arrivals_open.execute(index);
+        } else if (md.gate == GATE_CURRENT) {
+            md.bitmap_old = arrivals_add.execute(index);
+        } else if (md.gate == GATE_PROBE_CURRENT) {
+            md.bitmap_old = arrivals_read.execute(index);
+        }
+        md.dup = md.bitmap_old & md.sender_bit;
+        md.bitmap_now = md.bitmap_old | md.sender_bit;
+        if (md.not_late == 0) {
+            md.threshold = 24w0 ++ md.slot_round[7:0];
+        } else {
+            md.threshold = 24w0 ++ md.slot_round[15:8];
+        }
+
+        if (md.gate == GATE_NEW) {
+            md.count = count_open.execute(index);
+            md.count_op = COUNT_OP_OPEN;
+        } else if (md.gate == GATE_CURRENT && md.poison_info == 0 && md.dup == 0) {
+            md.count = count_add.execute(index);
+            md.count_op = COUNT_OP_ADD;
+#if DPA_STRAGGLER_AWARE
+        } else if ((md.gate == GATE_CURRENT || md.gate == GATE_PROBE_CURRENT) &&
+                   md.poison_info == 0 && md.dup != 0 && md.not_late == 0) {
+            md.count = count_reactive.execute(index);
+            md.count_op = COUNT_OP_REACTIVE;
+#endif
+        } else if (md.gate == GATE_CURRENT || md.gate == GATE_PROBE_CURRENT ||
+                   md.gate == GATE_OLD || md.gate == GATE_PROBE_OTHER) {
+            md.count = count_read.execute(index);
+            md.count_op = COUNT_OP_READ;
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,106 @@
+// Constants and small types shared by every control. Values that differ per switch come from
+// the generated dpa_config.p4 (dpa-p4gen); everything here is fixed by docs/protocol.md.
+#ifndef DPA_TYPES_P4
+#define DPA_TYPES_P4
+
+typedef bit<DPA_SLOT_BITS> slot_index_t;
+typedef bit<8> session_index_t;
+
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<16> ETHERTYPE_ARP = 0x0806;
+const bit<8> IP_PROTO_UDP = 17;
+const bit<8> IP_PROTO_ICMP = 1;
+
+// docs/protocol.md §2-§3.
+const bit<8> DPA_VERSION = 2;
+const bit<16> DPA_HEADER_BYTES = 48;
+const bit<16> FLAG_RESULT = 0x0001;
+const bit<16> FLAG_RETRANSMIT = 0x0002;
+const bit<16> FLAG_SYN = 0x0004;
+const bit<16> FLAG_OLD = 0x0008;
+const bit<16> FLAG_ERROR = 0x0010;
+const bit<16> FLAG_COUNT_TO_K = 0x0020;
+const bit<16> FLAG_JOIN = 0x0040;
+const bit<16> FLAG_COMPLETE = 0x0080;
+const bit<16> FLAG_FLOAT = 0x0100;
+const bit<16> FLAG_LEAVE = 0x0200;
+
+// docs/protocol.md §4 (the codes the data path sends; JOIN errors come from the controller).
+const bit<8> ERR_SLOT_OUT_OF_RANGE = 9;
+const bit<8> ERR_SEQ_AHEAD = 10;
+const bit<8> ERR_OP_MISMATCH = 11;
+const bit<8> ERR_NOT_JOINED = 12;
+const bit<8> ERR_K_INVALID = 13;
+const bit<8> ERR_DTYPE_MISMATCH = 15;
+const bit<8> ERR_LENGTH_MISMATCH = 16;
+const bit<8> ERR_SESSION_TAKEN_OVER = 18;
+
+// Admission verdicts (admission.p4).
+const bit<8> ADM_NONE = 0;            // not a dpa data packet (or not yet decided)
+const bit<8> ADM_ACCEPT = 1;          // reaches the slot state machine
+const bit<8> ADM_ERROR = 2;           // header-only ERROR to the sender (md.error_code)
+const bit<8> ADM_DROP = 3;            // silent drop (md.event says why)
+const bit<8> ADM_CPU = 4;             // JOIN, LEAVE, a request of another size: the controller
+
+// Slot gates (slot_state.p4): what the packet may do once the round's registers are read.
+const bit<8> GATE_NONE = 0;
+const bit<8> GATE_NEW = 1;            // opens the next round
+const bit<8> GATE_CURRENT = 2;        // data for the current round, agreeing with it
+const bit<8> GATE_OLD = 3;
+const bit<8> GATE_AHEAD = 4;
+const bit<8> GATE_MISMATCH = 5;       // data for the current round that disagrees: poisons it
+const bit<8> GATE_PROBE_CURRENT = 6;  // SYN for the current, opened round
+const bit<8> GATE_PROBE_OTHER = 7;    // SYN for another round or a slot never opened
+
+// Reduce operations carried to the value passes (reduce.p4).
+const bit<8> REDUCE_NONE = 0;         // strip the pass's values, touch no register
+const bit<8> REDUCE_WRITE = 1;        // NEW: the accumulators take the packet's values
+const bit<8> REDUCE_ADD = 2;          // a counted contribution
+const bit<8> REDUCE_READ_LO = 3;      // output pass: emit the first half of a chunk
+const bit<8> REDUCE_READ_HI = 4;      // output pass: emit the second half of a chunk
+const bit<8> REDUCE_SKIP = 5;         // a probe fetching a result: no values to parse or add
+
+// Delivery of a packet after its last pass (next_pass.p4).
+const bit<8> DELIVER_DROP = 0;
+const bit<8> DELIVER_UNICAST = 1;     // back to the sender (copies, OLD, SYN, ERROR)
+const bit<8> DELIVER_MULTICAST = 2;   // every rank of the generation (rank = RID)
+const bit<8> DELIVER_POISONED = 3;    // multicast, plus a copy with the sender's op_id to it
+const bit<8> DELIVER_CPU = 4;
+const bit<8> DELIVER_NET = 5;        // not dpa traffic (net.p4): the egress leaves it alone
+
+// Multicast replication id of the extra copy a poisoned round sends to its offender.
+const bit<16> RID_SENDER = 0xFFFF;
+
+// Counter indices (counters.p4); the controller prints them under the software switch's names.
+const bit<8> EV_NONE = 0;
+const bit<8> EV_AGGREGATED = 1;
+const bit<8> EV_COMPLETED = 2;        // completed_full or completed_partial, split by md.full
+const bit<8> EV_RETRANSMITTED = 3;
+const bit<8> EV_DUPLICATE = 4;
+const bit<8> EV_LATE = 5;
+const bit<8> EV_OLD = 6;
+const bit<8> EV_SYN = 7;
+const bit<8> EV_ERROR = 8;
+const bit<8> EV_MALFORMED = 9;
+const bit<8> EV_UNKNOWN_SESSION = 10;
+const bit<8> EV_UNREGISTERED = 11;
+const bit<8> EV_NOT_JOINED = 12;
+const bit<8> EV_BAD_TOKEN = 13;
+const bit<8> EV_CONTROL = 14;         // JOIN/LEAVE punted to the controller
+const bit<8> EV_SIMULATED_DROP = 15;
+const bit<8> EV_COMPLETED_PARTIAL = 16;
+const bit<32> EV_COUNT = 17;      // size of the reply counter
+
+// Count register encoding (slot_state.p4): contributors in the low byte, COUNT_COMPLETE once
+// the round completed; a RegisterAction reports "was already complete" as COUNT_WAS_COMPLETE.
+const bit<32> COUNT_COMPLETE = 0x100;
+const bit<32> COUNT_WAS_COMPLETE = 0x200;
+
+// Which count RegisterAction a packet ran (slot_state.p4), for the reply decision.
+const bit<8> COUNT_OP_NONE = 0;
+const bit<8> COUNT_OP_OPEN = 1;
+const bit<8> COUNT_OP_ADD = 2;
+const bit<8> COUNT_OP_REACTIVE = 3;
+const bit<8> COUNT_OP_READ = 4;
+
+#endif
