@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dpa/switch.hpp"
+#include "protocol/byte_order.hpp"
 #include "protocol/wire.hpp"
 #include "switch/slot.hpp"
 #include "transport/transport.hpp"
@@ -1122,6 +1123,28 @@ TEST_F(SoftwareSwitchJoined, AMismatchIsSentToEveryRank) {
     EXPECT_EQ(error->header.rank, 1);
     EXPECT_EQ(error->header.offset, 0u) << "rank 0's packet carried op_length 0";
     EXPECT_EQ(error->header.bitmap, 5u);
+  }
+}
+
+TEST_F(SoftwareSwitchJoined, AJoinStormFromAMembersHostCannotDisturbTheJob) {
+  RawClient storm;  // 127.0.0.1, like the ranks
+  std::mt19937 rng(7);
+  constexpr int kJoins = 400;
+  for (int i = 0; i < kJoins; ++i) {
+    Bytes packet = join(kOpen, i % 2, storm);
+    protocol::Header h;
+    std::span<const std::byte> payload;
+    ASSERT_EQ(protocol::decode(packet, h, payload), protocol::DecodeStatus::ok);
+    protocol::store_be32(packet.data() + protocol::kHeaderSize, static_cast<std::uint32_t>(rng()) | 1);
+    storm.send(packet, switch_endpoint_);
+  }
+  ASSERT_TRUE(eventually([&] { return switch_.counters().joins_refused == kJoins; }));
+  rank0_.send(data_packet(kOpen, 0, 0, 1, {1, 1, 1, 1}, token_), switch_endpoint_);
+  rank1_.send(data_packet(kOpen, 1, 0, 1, {2, 2, 2, 2}, token_), switch_endpoint_);
+  for (RawClient* client : {&rank0_, &rank1_}) {
+    const std::optional<Reply> result = client->receive();
+    ASSERT_TRUE(result.has_value()) << "the joined job still completes its rounds";
+    EXPECT_EQ(from_be(result->payload), (Values{3, 3, 3, 3}));
   }
 }
 
