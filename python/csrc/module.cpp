@@ -63,6 +63,8 @@ PYBIND11_MODULE(_C, module) {
       .def("close", &ProcessGroupDpa::close, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("mode", &ProcessGroupDpa::mode)
       .def_property_readonly("payload", &ProcessGroupDpa::payload)
+      .def("payload_for", &ProcessGroupDpa::payload_for, py::arg("elements"))
+      .def_property_readonly("sizing", &ProcessGroupDpa::sizing)
       .def_property_readonly("switch_address", &ProcessGroupDpa::switch_address)
       .def_property_readonly("embeds_switch", &ProcessGroupDpa::embeds_switch);
 
