@@ -87,4 +87,5 @@ PYBIND11_MODULE(_C, module) {
   module.def("default_fastest_k",
              [] { return choice_to_tuple(dpa::torch_backend::default_fastest_k()); });
   module.def("last_stats", [] { return stats_to_dict(dpa::torch_backend::last_stats()); });
+  module.def("total_retransmissions", &dpa::torch_backend::total_retransmissions);
 }

@@ -50,7 +50,7 @@ if (_C.TORCH_VERSION_MAJOR, _C.TORCH_VERSION_MINOR) != tuple(
     )
 
 from ._ddp import DdpHookState, allreduce_hook, register_ddp_hook, resynchronise  # noqa: E402
-from ._fastest_k import fastest_k, last_stats, set_default_fastest_k  # noqa: E402
+from ._fastest_k import fastest_k, last_stats, set_default_fastest_k, total_retransmissions  # noqa: E402
 from ._socket_drops import udp_drops  # noqa: E402
 
 __all__ = [
@@ -61,6 +61,7 @@ __all__ = [
     "register_ddp_hook",
     "resynchronise",
     "set_default_fastest_k",
+    "total_retransmissions",
     "udp_drops",
 ]
 

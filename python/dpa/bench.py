@@ -86,16 +86,18 @@ def bench_worker(rank, world, init_file, mode, with_gloo, settings):
         tensor = torch.ones(elements, dtype=dtype, device=device)
         iterations = iterations_for(size, settings)
         for name, group in groups:
-            drops_before = dpa.udp_drops()
+            drops_before, retransmissions_before = dpa.udp_drops(), dpa.total_retransmissions()
             seconds = timed_allreduce(tensor, group, iterations, settings["warmup"], synchronize, gloo)
-            drops = torch.tensor([dpa.udp_drops() - drops_before], dtype=torch.int64)
-            dist.all_reduce(drops, group=gloo)
+            losses = torch.tensor([dpa.udp_drops() - drops_before,
+                                   dpa.total_retransmissions() - retransmissions_before])
+            dist.all_reduce(losses, group=gloo)
             rows.append({
                 "world": world, "backend": name, "mode": mode if name == "dpa" else None,
                 "device": device.type, "dtype": settings["dtype"], "bytes": size,
                 "elements": elements, "iterations": iterations, "seconds_per_op": seconds,
                 "goodput_gbps": elements * 32 / seconds / 1e9,
-                "udp_drops": drops.item() if name == "dpa" else None,
+                "udp_drops": int(losses[0]) if name == "dpa" else None,
+                "retransmissions": int(losses[1]) if name == "dpa" else None,
                 "sizing": backend.sizing if name == "dpa" else None,
             })
     return rows
@@ -153,8 +155,10 @@ def print_table(rows, world, modes, with_gloo):
         print(f"{format_size(size):>8} " + " ".join(f"{cell:>20}" for cell in cells))
     dpa_rows = [r for r in rows if r["world"] == world and r["backend"] == "dpa"]
     if dpa_rows:
-        print(f"sizing: {dpa_rows[0]['sizing'] or 'configured switch'}; kernel UDP drops on the "
-              f"dpa sockets, all ranks, all sizes: {sum(r['udp_drops'] for r in dpa_rows)}")
+        print(f"sizing: {dpa_rows[0]['sizing'] or 'configured switch'}")
+        print(f"all ranks, sizes and modes: {sum(r['retransmissions'] for r in dpa_rows)} "
+              f"retransmissions, {sum(r['udp_drops'] for r in dpa_rows)} datagrams dropped by "
+              "the kernel on the dpa sockets")
 
 
 def main(argv=None):
