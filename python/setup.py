@@ -69,6 +69,12 @@ def build_libdpa(build_dir):
         "-DDPA_TESTS=OFF", "-DDPA_BENCHMARKS=OFF",
         # The extension is built here by setuptools, not by the CMake target torch-plugin.
         "-DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON",
+        # The bundled libdpa exports its own API only. Where the toolchain links static archives
+        # into it (a -static-libstdc++ in LDFLAGS, as wheel-building images set), their symbols
+        # would otherwise be exported too, and the extension, which lists libdpa before
+        # libstdc++, would bind its iostreams to that private copy and crash.
+        "-DCMAKE_SHARED_LINKER_FLAGS=" + " ".join(
+            filter(None, [os.environ.get("LDFLAGS", ""), "-Wl,--exclude-libs,ALL"])),
     ]
     for command in (configure, [cmake, "--build", str(build_dir), "--target", "dpa", "-j", jobs()]):
         print("dpa setup.py:", " ".join(command), flush=True)

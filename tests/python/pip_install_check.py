@@ -26,12 +26,13 @@ RANKS_SCRIPT = textwrap.dedent("""
     from dpa._launch import run_ranks
     import install_check_worker
 
-    site = sys.argv[1]
-    assert dpa.__file__.startswith(site), f"dpa imported from {dpa.__file__}, not from {site}"
-    assert os.path.exists(os.path.join(os.path.dirname(dpa.__file__), "libdpa.so.0"))
-    sums = run_ranks(install_check_worker.worker, 2, timeout=120)
-    assert sums == [[3.0] * 1000, [3.0] * 1000], sums
-    print("installed dpa all_reduce on 2 ranks: ok")
+    if __name__ == "__main__":  # the ranks are spawned: they import this file again
+        site = sys.argv[1]
+        assert dpa.__file__.startswith(site), f"dpa imported from {dpa.__file__}, not from {site}"
+        assert os.path.exists(os.path.join(os.path.dirname(dpa.__file__), "libdpa.so.0"))
+        sums = run_ranks(install_check_worker.worker, 2, timeout=120)
+        assert sums == [[3.0] * 1000, [3.0] * 1000], sums
+        print("installed dpa all_reduce on 2 ranks: ok")
 """)
 
 WORKER_MODULE = textwrap.dedent("""
@@ -57,6 +58,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="dpa-pip-") as scratch:
         scratch = Path(scratch)
         source, site = scratch / "src", scratch / "site"
+        source.mkdir()
         for name in SOURCES:
             path = ROOT / name
             if path.is_dir():
