@@ -8,8 +8,8 @@
 #include <pybind11/pybind11.h>
 
 #include "embedded_switch.hpp"
-#include "job_sizing.hpp"
 #include "fastest_k.hpp"
+#include "job_sizing.hpp"
 #include "tensor_allreduce.hpp"
 
 namespace dpa::torch_backend {
@@ -130,9 +130,7 @@ void ProcessGroupDpa::close_all() {
 std::uint32_t ProcessGroupDpa::payload() const { return context_ ? context_->payload() : 0; }
 
 std::uint32_t ProcessGroupDpa::payload_for(std::size_t elements) const {
-  if (!context_) return 0;
-  return small_context_ && elements < context_->payload() ? small_context_->payload()
-                                                          : context_->payload();
+  return runner_ ? runner_->context_for(elements).payload() : 0;
 }
 
 std::string ProcessGroupDpa::switch_address() const {
