@@ -1,28 +1,30 @@
 #!/usr/bin/env bash
-# Quick start 1: build, start dpa-switch on 127.0.0.1, run 4 workers that verify exact int32
-# sums and float32 sums within the documented bound, then the straggler scenario (rank 3
-# delayed before every operation) with K = N, reactive and preemptive fastest-K. Where the
-# PyTorch backend builds (torch found), it ends with the straggler training demo (python -m
-# dpa.demo): DDP on scikit-learn's digits with Gloo, dpa K = N and both fastest-K modes, whose
-# plot and JSON land in <build>/dpa-demo/. Everything it starts is stopped again, also on
-# failure or Ctrl-C.
+# Quick start 1: install what is missing (the PyTorch backend's packages included), build,
+# start dpa-switch on 127.0.0.1, run 4 workers that verify exact int32 sums and float32 sums
+# within the documented bound, then the straggler scenario (rank 3 delayed before every
+# operation) with K = N, reactive and preemptive fastest-K, and end with the straggler training
+# demo (python -m dpa.demo): DDP on scikit-learn's digits with Gloo, dpa K = N and both
+# fastest-K modes, whose plot and JSON land in <build>/dpa-demo/. Everything it starts is stopped
+# again, also on failure or Ctrl-C.
 #
 #   scripts/dpa-demo.sh            build into ./build (DPA_BUILD_DIR overrides)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${DPA_BUILD_DIR:-$root/build}"
+started=$SECONDS
 
-"$root/scripts/install-deps.sh"
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" -j "$(nproc)" --target dpa-switch dpa-bench
-with_torch=0
+"$root/scripts/install-deps.sh" --with-python
+configured="$(cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release)"
 # Read the whole target list first: grep -q exits at the first match, and under pipefail the
 # writer's broken pipe would fail the test.
 targets="$(cmake --build "$build" --target help)"
-if grep -qw torch-plugin <<<"$targets"; then
-  cmake --build "$build" -j "$(nproc)" --target torch-plugin
-  with_torch=1
+if ! grep -qw torch-plugin <<<"$targets"; then
+  echo "dpa-demo: the PyTorch backend cannot be built although its packages are installed:" >&2
+  grep 'torch-plugin' <<<"$configured" >&2 || true
+  exit 1
 fi
+cmake --build "$build" -j "$(nproc)" --target dpa-switch dpa-bench torch-plugin
+echo "== built in $((SECONDS - started)) s"
 
 workdir="$(mktemp -d)"
 switch_pid=""
@@ -73,11 +75,7 @@ echo "== dpa-switch counters"
 sed -n '/stopping/,$p' "$workdir/switch.log"
 
 echo
-if ((with_torch == 0)); then
-  echo "== 4. straggler training demo skipped: the PyTorch backend is not built (torch not found;"
-  echo "   scripts/install-deps.sh --with-python installs it)"
-  exit 0
-fi
 python="$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt")"
 echo "== 4. straggler training: DDP on scikit-learn's digits, 4 ranks, rank 3 delayed at random steps"
 PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" "${python:-python3}" -m dpa.demo --out "$build/dpa-demo"
+echo "== dpa-demo done in $((SECONDS - started)) s"

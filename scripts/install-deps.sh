@@ -3,7 +3,7 @@
 # Only missing packages are installed, so running it again is cheap.
 #
 #   scripts/install-deps.sh [--with-python] [--with-dpdk]
-#     --with-python  also the PyTorch backend's packages (Python, torch, pybind11, libtorch)
+#     --with-python  also the PyTorch backend's packages (Python, torch, pybind11, libtorch, pip)
 #     --with-dpdk    also DPDK for the kernel-bypass transport
 set -euo pipefail
 
@@ -15,7 +15,7 @@ packages=(
 )
 python_packages=(
   python3 python3-dev python3-torch python3-numpy python3-sklearn python3-matplotlib
-  python3-pytest pybind11-dev libtorch-dev
+  python3-pytest pybind11-dev libtorch-dev python3-pip python3-venv
 )
 dpdk_packages=(dpdk dpdk-dev libdpdk-dev)
 

@@ -30,9 +30,13 @@ std::size_t AllreduceRequest::largest_tensor_bytes() const {
   return largest;
 }
 
-AllreduceRunner::AllreduceRunner(Context& context, OrderedSubmitter& submitter,
+AllreduceRunner::AllreduceRunner(Context& wide, Context* small, OrderedSubmitter& submitter,
                                  HostBufferPool& pool, const TorchSettings& settings)
-    : context_(context), submitter_(submitter), pool_(pool), settings_(settings) {}
+    : wide_(wide), small_(small), submitter_(submitter), pool_(pool), settings_(settings) {}
+
+Context& AllreduceRunner::context_for(std::size_t elements) const {
+  return small_ != nullptr && elements < wide_.payload() ? *small_ : wide_;
+}
 
 void AllreduceRunner::fail(AllreduceRequest& request, std::exception_ptr error) const {
   std::string reason;
@@ -47,7 +51,7 @@ void AllreduceRunner::fail(AllreduceRequest& request, std::exception_ptr error) 
     reason = "unknown error";
   }
   request.work->fail(std::make_exception_ptr(
-      std::runtime_error(describe(request, context_.rank()) + " failed: " + reason)));
+      std::runtime_error(describe(request, wide_.rank()) + " failed: " + reason)));
 }
 
 InFlight AllreduceRunner::stage_and_submit(AllreduceRequest& request) {
@@ -65,7 +69,10 @@ InFlight AllreduceRunner::stage_and_submit(AllreduceRequest& request) {
   try {
     auto turn = submitter_.wait_turn(request.ticket);
     if (!in_flight.error) {
-      for (auto& tensor : in_flight.tensors) tensor->submit(0, context_, request.options);
+      for (std::size_t i = 0; i < in_flight.tensors.size(); ++i) {
+        const auto elements = static_cast<std::size_t>(request.tensors[i].numel());
+        in_flight.tensors[i]->submit(0, context_for(elements), request.options);
+      }
     }
   } catch (...) {
     if (!in_flight.error) in_flight.error = std::current_exception();
@@ -117,18 +124,18 @@ void AllreduceRunner::run_chunked(AllreduceRequest& request) {
 void AllreduceRunner::run_one_chunked(const at::Tensor& tensor, std::optional<c10::Event> ready,
                                       const AllreduceOptions& options) {
   const bool large = static_cast<std::size_t>(tensor.nbytes()) >= settings_.pipeline_threshold;
-  const std::size_t per_chunk = large
-                                    ? chunk_elements(static_cast<std::size_t>(tensor.numel()),
-                                                     settings_.pipeline_chunks, context_.payload())
-                                    : 0;
+  const auto elements = static_cast<std::size_t>(tensor.numel());
+  Context& context = context_for(elements);
+  const std::size_t per_chunk =
+      large ? chunk_elements(elements, settings_.pipeline_chunks, context.payload()) : 0;
   TensorAllreduce op(tensor, std::move(ready), per_chunk, pool_);
   // Chunk c+1 is staged while chunk c is on the network, and chunk c is copied out while
   // chunk c+1 is.
   op.stage_in(0);
-  op.submit(0, context_, options);
+  op.submit(0, context, options);
   for (std::size_t c = 1; c < op.chunk_count(); ++c) {
     op.stage_in(c);
-    op.submit(c, context_, options);
+    op.submit(c, context, options);
     op.wait(c - 1);
     op.stage_out(c - 1);
   }

@@ -40,7 +40,9 @@ struct InFlight {
 
 class AllreduceRunner {
  public:
-  AllreduceRunner(Context& context, OrderedSubmitter& submitter, HostBufferPool& pool,
+  // Tensors of fewer than wide.payload() elements go to `small` when there is one
+  // (job_sizing.hpp): the choice depends on the element count alone, so it agrees on all ranks.
+  AllreduceRunner(Context& wide, Context* small, OrderedSubmitter& submitter, HostBufferPool& pool,
                   const TorchSettings& settings);
 
   // Stages every tensor, then submits them in the request's turn.
@@ -53,6 +55,7 @@ class AllreduceRunner {
 
   [[nodiscard]] OrderedSubmitter& submitter() { return submitter_; }
   [[nodiscard]] const TorchSettings& settings() const { return settings_; }
+  [[nodiscard]] Context& context_for(std::size_t elements) const;
   // Completes a request's work with an error that says which operation failed and why.
   void fail(AllreduceRequest& request, std::exception_ptr error) const;
 
@@ -60,7 +63,8 @@ class AllreduceRunner {
   void run_one_chunked(const at::Tensor& tensor, std::optional<c10::Event> ready,
                        const AllreduceOptions& options);
 
-  Context& context_;
+  Context& wide_;
+  Context* small_;
   OrderedSubmitter& submitter_;
   HostBufferPool& pool_;
   TorchSettings settings_;

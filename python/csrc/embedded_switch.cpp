@@ -10,7 +10,6 @@ namespace {
 
 constexpr const char* kSwitchKey = "dpa/switch";
 constexpr const char* kClosedKey = "dpa/closed";
-constexpr std::uint32_t kDefaultPayload = 2048;
 
 std::string read_key(c10d::Store& store, const std::string& key,
                      std::chrono::milliseconds timeout) {
@@ -19,27 +18,40 @@ std::string read_key(c10d::Store& store, const std::string& key,
   return {bytes.begin(), bytes.end()};
 }
 
-std::unique_ptr<SoftwareSwitch> start_switch(const Config& config) {
-  config.validate();  // the session below is sized from threads and window
-  const EmbeddedSwitchSettings settings = EmbeddedSwitchSettings::from_env();
+SessionConfig session_for(const Config& config, std::uint32_t pool_base,
+                          std::chrono::microseconds straggler_timeout) {
   SessionConfig session;
   session.id = config.session;
   session.world_size = config.world_size;
   session.k = config.k;
-  session.payload = config.payload != 0 ? config.payload : kDefaultPayload;
+  session.payload = config.payload;
+  session.pool_base = pool_base;
   session.pool_size = static_cast<std::uint32_t>(config.threads * 2 * config.window);
-  session.straggler_timeout = settings.straggler_timeout;
+  session.straggler_timeout = straggler_timeout;
+  return session;
+}
 
+std::unique_ptr<SoftwareSwitch> start_switch(const Config& wide, const std::optional<Config>& small,
+                                             const JobSizing& sizing) {
+  wide.validate();  // the sessions below are sized from threads and window
+  if (small) small->validate();
+  const EmbeddedSwitchSettings settings = EmbeddedSwitchSettings::from_env();
   SwitchConfig switch_config;
   switch_config.host = "127.0.0.1";
   switch_config.port = 0;
-  switch_config.threads = settings.threads;
-  switch_config.sessions.push_back(session);
+  switch_config.threads = sizing.switch_threads;
+  switch_config.socket_buffer_bytes = sizing.switch_buffer_bytes;
+  switch_config.busy_poll = sizing.busy_poll;
+  switch_config.sessions.push_back(session_for(wide, 0, settings.straggler_timeout));
+  if (small) {
+    switch_config.sessions.push_back(
+        session_for(*small, switch_config.sessions.back().pool_size, settings.straggler_timeout));
+  }
   try {
     switch_config.validate();
   } catch (const ConfigError& error) {
-    throw ConfigError(std::string("the embedded switch's session (pool_size = 2 x DPA_THREADS x DPA_WINDOW, "
-                                  "payload DPA_PAYLOAD or 2048) does not fit: ") +
+    throw ConfigError(std::string("the embedded switch's sessions (pool_size = 2 x DPA_THREADS x "
+                                  "DPA_WINDOW, payload DPA_PAYLOAD) do not fit: ") +
                       error.what());
   }
   return std::make_unique<SoftwareSwitch>(switch_config);
@@ -47,14 +59,18 @@ std::unique_ptr<SoftwareSwitch> start_switch(const Config& config) {
 
 }  // namespace
 
-std::unique_ptr<SoftwareSwitch> place_switch(Config& config, c10d::Store& store,
+std::unique_ptr<SoftwareSwitch> place_switch(Config& config, std::optional<Config>& small,
+                                             const JobSizing& sizing, c10d::Store& store,
                                              std::chrono::milliseconds timeout) {
-  if (switch_configured()) return nullptr;
   std::unique_ptr<SoftwareSwitch> embedded;
   if (config.rank == 0) {
-    embedded = start_switch(config);
+    embedded = start_switch(config, small, sizing);
     config.switch_host = "127.0.0.1";
     config.switch_port = embedded->port();
+    if (small) {
+      small->switch_host = config.switch_host;
+      small->switch_port = config.switch_port;
+    }
     const std::string address = switch_address(config);
     store.set(kSwitchKey, std::vector<std::uint8_t>(address.begin(), address.end()));
     return embedded;
@@ -70,6 +86,10 @@ std::unique_ptr<SoftwareSwitch> place_switch(Config& config, c10d::Store& store,
   const auto colon = address.rfind(':');
   config.switch_host = address.substr(0, colon);
   config.switch_port = static_cast<std::uint16_t>(std::stoul(address.substr(colon + 1)));
+  if (small) {
+    small->switch_host = config.switch_host;
+    small->switch_port = config.switch_port;
+  }
   return nullptr;
 }
 

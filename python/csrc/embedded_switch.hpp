@@ -5,17 +5,22 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "dpa/config.hpp"
 #include "dpa/switch.hpp"
+#include "job_sizing.hpp"
 
 namespace dpa::torch_backend {
 
-// Points `config` at the switch. Returns the embedded switch on the rank that runs it.
-std::unique_ptr<SoftwareSwitch> place_switch(Config& config, c10d::Store& store,
+// Starts the embedded switch on rank 0 with the job's sessions (the wide one of `config` and,
+// if given, the small one) and points `config` and `small` at it. Returns the switch on the rank
+// that runs it. Only for jobs with no configured switch (switch_configured() false).
+std::unique_ptr<SoftwareSwitch> place_switch(Config& config, std::optional<Config>& small,
+                                             const JobSizing& sizing, c10d::Store& store,
                                              std::chrono::milliseconds timeout);
 
 // Waits until every rank has called this (or `timeout` passed): the embedding rank keeps its

@@ -1,5 +1,6 @@
 #include "execution_modes.hpp"
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -108,19 +109,49 @@ class SimpleExecutor final : public Executor {
   AllreduceRunner& runner_;
 };
 
+// True when `request` is small enough, and on the CPU, to run on the calling thread: waking a
+// pool thread costs more than such an operation's network time, and a CPU tensor has no stream
+// order that running inline would make the caller wait for.
+bool runs_inline(const AllreduceRequest& request, std::size_t inline_bytes) {
+  for (const at::Tensor& tensor : request.tensors) {
+    if (!tensor.device().is_cpu()) return false;
+  }
+  return inline_bytes > 0 && request.largest_tensor_bytes() <= inline_bytes;
+}
+
 class WorkStealExecutor final : public Executor {
  public:
   WorkStealExecutor(AllreduceRunner& runner, int workers)
       : runner_(runner), queue_(runner.submitter()) {
     for (int i = 0; i < workers; ++i) {
       threads_.emplace_back([this] {
-        while (auto request = queue_.pop()) runner_.run_whole(*request);
+        while (auto request = queue_.pop()) {
+          runner_.run_whole(*request);
+          handed_off_.fetch_sub(1, std::memory_order_release);
+        }
       });
     }
   }
   ~WorkStealExecutor() override { shutdown(); }
 
-  void enqueue(AllreduceRequest request) override { queue_.push(std::move(request)); }
+  // A small CPU request with nothing handed off before it runs inline: it would otherwise wait
+  // for a pool thread to wake. With requests in flight it is queued, so it does not wait for
+  // their turns on the caller's thread. Tickets keep the submission order either way.
+  void enqueue(AllreduceRequest request) override {
+    if (handed_off_.load(std::memory_order_acquire) == 0 &&
+        runs_inline(request, runner_.settings().inline_bytes)) {
+      request.ticket = runner_.submitter().take_ticket();
+      runner_.run_whole(request);
+      return;
+    }
+    handed_off_.fetch_add(1, std::memory_order_acq_rel);
+    try {
+      queue_.push(std::move(request));
+    } catch (...) {
+      handed_off_.fetch_sub(1, std::memory_order_release);
+      throw;
+    }
+  }
   void shutdown() override {
     fail_unstarted(runner_, queue_.close());
     join_all(threads_);
@@ -130,6 +161,7 @@ class WorkStealExecutor final : public Executor {
   AllreduceRunner& runner_;
   RequestQueue queue_;
   std::vector<std::thread> threads_;
+  std::atomic<int> handed_off_{0};  // queued or running on a pool thread
 };
 
 class PipelineExecutor final : public Executor {

@@ -1,7 +1,8 @@
 // The execution modes of DPA_TORCH_MODE: where and how all_reduce requests run.
 //
 //   worksteal (default)  a pool of DPA_TORCH_WORKERS threads takes requests from one FIFO queue;
-//                        one request's copies overlap another's network time.
+//                        one request's copies overlap another's network time. A CPU request of
+//                        at most DPA_TORCH_INLINE_BYTES with nothing queued runs on the caller.
 //   pipeline             one thread runs requests in order, cutting large tensors into chunks
 //                        whose copies overlap the network (intra-operation overlap).
 //   hybrid               one thread that picks per request: chunked like pipeline for large

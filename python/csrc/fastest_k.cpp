@@ -10,6 +10,7 @@ thread_local FastestK thread_choice;
 std::mutex process_mutex;
 FastestK process_choice;
 std::optional<OpStats> last_completed;
+std::uint64_t retransmissions_so_far = 0;
 
 }  // namespace
 
@@ -35,6 +36,12 @@ FastestK resolve_fastest_k() {
 void record_last_stats(const OpStats& stats) {
   std::lock_guard lock(process_mutex);
   last_completed = stats;
+  retransmissions_so_far += stats.retransmissions;
+}
+
+std::uint64_t total_retransmissions() {
+  std::lock_guard lock(process_mutex);
+  return retransmissions_so_far;
 }
 
 std::optional<OpStats> last_stats() {

@@ -5,6 +5,7 @@
 // Also keeps the statistics of the last completed operation for dpa.last_stats().
 #pragma once
 
+#include <cstdint>
 #include <optional>
 
 #include "dpa/types.hpp"
@@ -28,5 +29,7 @@ FastestK resolve_fastest_k();
 
 void record_last_stats(const OpStats& stats);
 std::optional<OpStats> last_stats();
+// Retransmissions of every operation this process completed.
+std::uint64_t total_retransmissions();
 
 }  // namespace dpa::torch_backend

@@ -63,6 +63,8 @@ PYBIND11_MODULE(_C, module) {
       .def("close", &ProcessGroupDpa::close, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("mode", &ProcessGroupDpa::mode)
       .def_property_readonly("payload", &ProcessGroupDpa::payload)
+      .def("payload_for", &ProcessGroupDpa::payload_for, py::arg("elements"))
+      .def_property_readonly("sizing", &ProcessGroupDpa::sizing)
       .def_property_readonly("switch_address", &ProcessGroupDpa::switch_address)
       .def_property_readonly("embeds_switch", &ProcessGroupDpa::embeds_switch);
 
@@ -85,4 +87,5 @@ PYBIND11_MODULE(_C, module) {
   module.def("default_fastest_k",
              [] { return choice_to_tuple(dpa::torch_backend::default_fastest_k()); });
   module.def("last_stats", [] { return stats_to_dict(dpa::torch_backend::last_stats()); });
+  module.def("total_retransmissions", &dpa::torch_backend::total_retransmissions);
 }

@@ -9,6 +9,7 @@
 
 #include "embedded_switch.hpp"
 #include "fastest_k.hpp"
+#include "job_sizing.hpp"
 #include "tensor_allreduce.hpp"
 
 namespace dpa::torch_backend {
@@ -52,9 +53,18 @@ ProcessGroupDpa::ProcessGroupDpa(const c10::intrusive_ptr<c10d::Store>& store, i
   config_.rank = rank;
   config_.world_size = size;
   check_same_chunking_on_all_ranks(timeout);
-  embedded_switch_ = place_switch(config_, *store_, timeout);
+  std::optional<Config> small;
+  if (!switch_configured()) {
+    const JobSizing sizing = agree_job_sizing(*store_, rank, size, timeout);
+    sizing_ = sizing.to_text();
+    sizing.configure_wide(config_);
+    if (sizing.small_payload > 0) small = sizing.small_config(config_);
+    embedded_switch_ = place_switch(config_, small, sizing, *store_, timeout);
+  }
   context_ = std::make_unique<Context>(config_);
-  runner_ = std::make_unique<AllreduceRunner>(*context_, submitter_, pool_, settings_);
+  if (small) small_context_ = std::make_unique<Context>(*small);
+  runner_ = std::make_unique<AllreduceRunner>(*context_, small_context_.get(), submitter_, pool_,
+                                              settings_);
   executor_ = make_executor(settings_.mode, *runner_);
   std::lock_guard lock(live_groups_mutex);
   live_groups.insert(this);
@@ -106,6 +116,7 @@ void ProcessGroupDpa::close_once() {
   submitter_.close();
   executor_.reset();
   runner_.reset();
+  small_context_.reset();
   context_.reset();
   wait_for_all_ranks_closed(*store_, config_, embeds_switch());
   embedded_switch_.reset();
@@ -117,6 +128,10 @@ void ProcessGroupDpa::close_all() {
 }
 
 std::uint32_t ProcessGroupDpa::payload() const { return context_ ? context_->payload() : 0; }
+
+std::uint32_t ProcessGroupDpa::payload_for(std::size_t elements) const {
+  return runner_ ? runner_->context_for(elements).payload() : 0;
+}
 
 std::string ProcessGroupDpa::switch_address() const {
   return dpa::torch_backend::switch_address(config_);

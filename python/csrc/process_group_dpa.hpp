@@ -38,6 +38,10 @@ class ProcessGroupDpa final : public BackendBase {
 
   [[nodiscard]] std::string mode() const { return to_string(settings_.mode); }
   [[nodiscard]] std::uint32_t payload() const;
+  // Values per packet (block) of an all_reduce of `elements` elements.
+  [[nodiscard]] std::uint32_t payload_for(std::size_t elements) const;
+  // The agreed job sizing ("threads=... window=..."); empty with a configured switch.
+  [[nodiscard]] std::string sizing() const { return sizing_; }
   [[nodiscard]] std::string switch_address() const;
   [[nodiscard]] bool embeds_switch() const { return embedded_switch_ != nullptr; }
 
@@ -106,7 +110,9 @@ class ProcessGroupDpa final : public BackendBase {
   TorchSettings settings_;
   Config config_;
   std::unique_ptr<SoftwareSwitch> embedded_switch_;
-  std::unique_ptr<Context> context_;
+  std::unique_ptr<Context> context_;        // the wide session (the only one with DPA_SWITCH)
+  std::unique_ptr<Context> small_context_;  // small operations on the embedded switch
+  std::string sizing_;
   HostBufferPool pool_;
   OrderedSubmitter submitter_;
   std::unique_ptr<AllreduceRunner> runner_;

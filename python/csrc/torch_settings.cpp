@@ -46,6 +46,8 @@ TorchSettings TorchSettings::from_env() {
   settings.pipeline_threshold = static_cast<std::size_t>(
       env_integer("DPA_TORCH_PIPELINE_THRESH", 4194304, 0, std::numeric_limits<long long>::max()));
   settings.worksteal_workers = static_cast<int>(env_integer("DPA_TORCH_WORKERS", 4, 1, 256));
+  settings.inline_bytes = static_cast<std::size_t>(env_integer(
+      "DPA_TORCH_INLINE_BYTES", 65536, 0, std::numeric_limits<long long>::max()));
   return settings;
 }
 
@@ -69,7 +71,6 @@ std::string to_string(ExecutionMode mode) {
 
 EmbeddedSwitchSettings EmbeddedSwitchSettings::from_env() {
   EmbeddedSwitchSettings settings;
-  settings.threads = static_cast<int>(env_integer("DPA_SWITCH_THREADS", 1, 1, 64));
   settings.straggler_timeout = std::chrono::microseconds(
       env_integer("DPA_STRAGGLER_TIMEOUT_US", 10000, 1, std::numeric_limits<std::int32_t>::max()));
   return settings;

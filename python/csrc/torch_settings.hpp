@@ -17,6 +17,7 @@ struct TorchSettings {
   int pipeline_chunks = 4;                        // DPA_TORCH_PIPELINE_CHUNKS
   std::size_t pipeline_threshold = 4194304;       // DPA_TORCH_PIPELINE_THRESH, bytes
   int worksteal_workers = 4;                      // DPA_TORCH_WORKERS
+  std::size_t inline_bytes = 65536;               // DPA_TORCH_INLINE_BYTES (worksteal)
 
   static TorchSettings from_env();
   // The part that decides how operations are cut into dpa operations, which must agree on every
@@ -26,9 +27,9 @@ struct TorchSettings {
 
 std::string to_string(ExecutionMode mode);
 
-// The software switch that rank 0 starts when no switch is configured.
+// The software switch that rank 0 starts when no switch is configured (its threads and buffers
+// are sized with the job: job_sizing.hpp).
 struct EmbeddedSwitchSettings {
-  int threads = 1;                                     // DPA_SWITCH_THREADS
   std::chrono::microseconds straggler_timeout{10000};  // DPA_STRAGGLER_TIMEOUT_US
 
   static EmbeddedSwitchSettings from_env();

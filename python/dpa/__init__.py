@@ -12,6 +12,7 @@ Fastest-K: ``with dpa.fastest_k(k): ...`` for the operations issued inside,
 ``dpa.last_stats()`` reports what happened to the last completed operation, and
 ``dpa.register_ddp_hook(model, k)`` averages DDP gradients by each block's true contributors, and
 ``dpa.resynchronise(model)`` makes replicas that drifted under fastest-K identical again.
+``dpa.udp_drops()`` counts the datagrams the kernel dropped on this process's dpa sockets.
 """
 
 import atexit
@@ -49,7 +50,8 @@ if (_C.TORCH_VERSION_MAJOR, _C.TORCH_VERSION_MINOR) != tuple(
     )
 
 from ._ddp import DdpHookState, allreduce_hook, register_ddp_hook, resynchronise  # noqa: E402
-from ._fastest_k import fastest_k, last_stats, set_default_fastest_k  # noqa: E402
+from ._fastest_k import fastest_k, last_stats, set_default_fastest_k, total_retransmissions  # noqa: E402
+from ._socket_drops import udp_drops  # noqa: E402
 
 __all__ = [
     "DdpHookState",
@@ -59,6 +61,8 @@ __all__ = [
     "register_ddp_hook",
     "resynchronise",
     "set_default_fastest_k",
+    "total_retransmissions",
+    "udp_drops",
 ]
 
 

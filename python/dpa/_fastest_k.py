@@ -37,3 +37,9 @@ def last_stats():
     retransmissions, timeouts, syn_probes, min_contributors, missed (list of [begin, end)
     element ranges that hold this rank's own input), seconds."""
     return _C.last_stats()
+
+
+def total_retransmissions():
+    """Retransmissions summed over every dpa all_reduce this process completed (none are
+    expected without injected loss; docs/tuning.md §8)."""
+    return _C.total_retransmissions()

@@ -67,7 +67,7 @@ def bench_worker(rank, world, init_file, mode, with_gloo, settings):
     import torch
     import torch.distributed as dist
 
-    import dpa  # noqa: F401 - registers the backend
+    import dpa
 
     device = torch.device(settings["device"])
     if device.type == "cuda":
@@ -78,18 +78,27 @@ def bench_worker(rank, world, init_file, mode, with_gloo, settings):
     dtype = getattr(torch, settings["dtype"])
     groups = [("dpa", None)] + ([("gloo", gloo)] if with_gloo else [])
 
+    group = dist.distributed_c10d._get_default_group()
+    backend = group._get_backend(device) if hasattr(group, "_get_backend") else group
     rows = []
     for size in settings["sizes"]:
         elements = size // torch.tensor([], dtype=dtype).element_size()
         tensor = torch.ones(elements, dtype=dtype, device=device)
         iterations = iterations_for(size, settings)
-        for backend, group in groups:
+        for name, group in groups:
+            drops_before, retransmissions_before = dpa.udp_drops(), dpa.total_retransmissions()
             seconds = timed_allreduce(tensor, group, iterations, settings["warmup"], synchronize, gloo)
+            losses = torch.tensor([dpa.udp_drops() - drops_before,
+                                   dpa.total_retransmissions() - retransmissions_before])
+            dist.all_reduce(losses, group=gloo)
             rows.append({
-                "world": world, "backend": backend, "mode": mode if backend == "dpa" else None,
+                "world": world, "backend": name, "mode": mode if name == "dpa" else None,
                 "device": device.type, "dtype": settings["dtype"], "bytes": size,
                 "elements": elements, "iterations": iterations, "seconds_per_op": seconds,
                 "goodput_gbps": elements * 32 / seconds / 1e9,
+                "udp_drops": int(losses[0]) if name == "dpa" else None,
+                "retransmissions": int(losses[1]) if name == "dpa" else None,
+                "sizing": backend.sizing if name == "dpa" else None,
             })
     return rows
 
@@ -144,6 +153,12 @@ def print_table(rows, world, modes, with_gloo):
             row = by_key.get((backend, mode, size))
             cells.append(f"{row['seconds_per_op'] * 1e6:10.1f} / {row['goodput_gbps']:6.2f}" if row else "-")
         print(f"{format_size(size):>8} " + " ".join(f"{cell:>20}" for cell in cells))
+    dpa_rows = [r for r in rows if r["world"] == world and r["backend"] == "dpa"]
+    if dpa_rows:
+        print(f"sizing: {dpa_rows[0]['sizing'] or 'configured switch'}")
+        print(f"all ranks, sizes and modes: {sum(r['retransmissions'] for r in dpa_rows)} "
+              f"retransmissions, {sum(r['udp_drops'] for r in dpa_rows)} datagrams dropped by "
+              "the kernel on the dpa sockets")
 
 
 def main(argv=None):

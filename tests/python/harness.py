@@ -9,7 +9,21 @@ import numpy as np
 from dpa._launch import LOCAL_ENV as BASE_ENV
 from dpa._launch import free_port, run_ranks  # noqa: F401 - re-exported for the tests
 
-PAYLOAD = 2048  # the embedded switch's default packet payload (values per block)
+PAYLOAD = 2048  # values per block of small operations on the embedded switch (job_sizing.hpp)
+
+
+def dpa_backend():
+    """The default group's dpa backend object (torch 2.x wraps it; torch 1.13 returns it)."""
+    import torch
+    import torch.distributed as dist
+
+    group = dist.distributed_c10d._get_default_group()
+    return group._get_backend(torch.device("cpu")) if hasattr(group, "_get_backend") else group
+
+
+def block_payload(count):
+    """Values per block of a `count`-element all_reduce on the default dpa group."""
+    return dpa_backend().payload_for(count)
 
 
 def init_dpa(rank, world, init_file):
@@ -31,10 +45,11 @@ def block_exponents(max_abs, payload=PAYLOAD):
     return np.maximum(e, -96), block_max
 
 
-def float_bound(inputs, payload=PAYLOAD, contributors=None):
+def float_bound(inputs, payload, contributors=None):
     """protocol.md §10.4: |result - exact| <= N (2^(e+h-32) + 2^(e-24)) + 2^-23 |exact| for SUM;
     for AVG (pass `contributors`) the exact value and the bound are divided by the contributors.
-    `inputs`: one float64 array of each rank's fp32 values. Returns (exact, bound) per element."""
+    `inputs`: one float64 array of each rank's fp32 values; `payload`: values per block
+    (block_payload). Returns (exact, bound) per element."""
     stacked = np.stack(inputs)
     n = stacked.shape[0]
     h = math.ceil(math.log2(n)) if n > 1 else 0

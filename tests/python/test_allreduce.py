@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from harness import PAYLOAD, float_bound, init_dpa, run_ranks
+from harness import PAYLOAD, block_payload, float_bound, init_dpa, run_ranks
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32]
 ALL_SIZES = [0, 1, 1000, 2049, (1 << 20) + 3]
@@ -46,7 +46,8 @@ def check(result, inputs, op, world, what):
         assert torch.equal(result.long(), expected), f"{what}: int32 result differs from the exact one"
         return None, None
     arrays = [i.double().flatten().numpy() for i in inputs]
-    exact, bound = float_bound(arrays, contributors=world if op == "AVG" else None)
+    exact, bound = float_bound(arrays, block_payload(len(arrays[0])),
+                               contributors=world if op == "AVG" else None)
     got = result.double().flatten().numpy()
     if result.dtype in NARROW_ROUNDING:
         bound = bound + NARROW_ROUNDING[result.dtype] * (np.abs(exact) + bound) + NARROW_SMALLEST[result.dtype]

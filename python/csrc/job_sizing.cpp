@@ -1,0 +1,204 @@
+#include "job_sizing.hpp"
+
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "dpa/error.hpp"
+#include "torch_settings.hpp"
+
+namespace dpa::torch_backend {
+namespace {
+
+constexpr const char* kSizingKey = "dpa/sizing";
+constexpr int kWorkerBufferRequest = 16 << 20;  // what libdpa asks for per worker socket
+constexpr std::uint32_t kHeaderBytes = 48;       // protocol 2's header; protocol 1's is smaller
+// On loopback a datagram may carry up to 64 KB: libdpa's largest payload fits.
+constexpr std::uint32_t kLoopbackPayload = 16000;
+constexpr std::uint32_t kSmallPayload = 2048;
+constexpr int kMaxThreads = 4;                    // measured: gains stop there on loopback
+constexpr std::int64_t kInFlightPerThread = 512 << 10;  // bytes: covers loopback's round trip
+// The kernel charges a datagram's buffer (its truesize) against the receive buffer, not just its
+// bytes; twice the datagram is a safe bound on loopback.
+constexpr std::int64_t kTruesizeFactor = 2;
+
+int available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// What a UDP socket's receive buffer becomes for `requested` bytes: forced where the process may
+// (CAP_NET_ADMIN), else capped by net.core.rmem_max, as libdpa's transport does.
+int effective_receive_buffer(int requested) {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) return 0;
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &requested, sizeof(requested)) != 0) {
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &requested, sizeof(requested));
+  }
+  int actual = 0;
+  socklen_t length = sizeof(actual);
+  ::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &actual, &length);
+  ::close(fd);
+  return actual;
+}
+
+std::int64_t charged_bytes(std::uint32_t payload) {
+  return kTruesizeFactor * (kHeaderBytes + 4 * static_cast<std::int64_t>(payload));
+}
+
+bool is_set(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0';
+}
+
+long long env_value(const char* name, long long min, long long max) {
+  const std::string text = std::getenv(name);
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || end == text.c_str() || *end != '\0' || value < min || value > max) {
+    throw ConfigError(std::string(name) + "='" + text + "' is not an integer in " +
+                      std::to_string(min) + ".." + std::to_string(max));
+  }
+  return value;
+}
+
+}  // namespace
+
+HostResources HostResources::probe(int switch_buffer_request) {
+  HostResources host;
+  host.cores = available_cores();
+  host.worker_receive_buffer = effective_receive_buffer(kWorkerBufferRequest);
+  host.switch_buffer_request = switch_buffer_request;
+  host.switch_receive_buffer = effective_receive_buffer(switch_buffer_request);
+  return host;
+}
+
+JobSizing JobSizing::for_job(int world_size, const HostResources& host) {
+  JobSizing sizing;
+  const int ranks = std::max(1, world_size);
+  // Every rank runs on this host (the embedded switch listens on loopback only): each gets its
+  // share of the cores for engine threads, and the switch as many threads as a rank has.
+  sizing.threads = std::clamp(host.cores / ranks, 1, kMaxThreads);
+  sizing.switch_threads = sizing.threads;
+  sizing.payload = kLoopbackPayload;
+  sizing.small_payload = kSmallPayload;
+  sizing.apply_overrides();
+  if (sizing.payload <= sizing.small_payload) sizing.small_payload = 0;
+
+  // Window: enough bytes in flight per thread for loopback's round trip, and no more than the
+  // receive buffers hold when everything in flight arrives at once: a worker socket receives
+  // its own `window` results, a switch socket the requests of every worker thread mapped to it.
+  if (!is_set("DPA_WINDOW")) {
+    const std::int64_t packet = charged_bytes(sizing.payload);
+    const int threads_per_switch_thread =
+        (sizing.threads + sizing.switch_threads - 1) / sizing.switch_threads;
+    std::int64_t window = std::max<std::int64_t>(2, kInFlightPerThread / (packet / kTruesizeFactor));
+    window = std::min(window, host.worker_receive_buffer / packet);
+    window = std::min(window, host.switch_receive_buffer / (packet * ranks * threads_per_switch_thread));
+    sizing.window = static_cast<int>(std::clamp<std::int64_t>(window, 1, 64));
+  }
+  if (!is_set("DPA_SWITCH_BUFFER_BYTES")) sizing.switch_buffer_bytes = host.switch_buffer_request;
+  // Spinning pays only where every engine and switch thread still has a core of its own.
+  if (!is_set("DPA_BUSY_POLL_US") &&
+      host.cores >= 2 * (ranks * (sizing.threads + 1) + sizing.switch_threads)) {
+    sizing.busy_poll = std::chrono::microseconds(50);
+  }
+  return sizing;
+}
+
+void JobSizing::apply_overrides() {
+  if (is_set("DPA_THREADS")) threads = static_cast<int>(env_value("DPA_THREADS", 1, 64));
+  if (is_set("DPA_WINDOW")) window = static_cast<int>(env_value("DPA_WINDOW", 1, 4096));
+  if (is_set("DPA_PAYLOAD")) {
+    // One payload for everything: the user chose it.
+    payload = static_cast<std::uint32_t>(env_value("DPA_PAYLOAD", 1, 16320));
+    small_payload = 0;
+  }
+  if (is_set("DPA_SWITCH_THREADS"))
+    switch_threads = static_cast<int>(env_value("DPA_SWITCH_THREADS", 1, 64));
+  if (is_set("DPA_SWITCH_BUFFER_BYTES")) {
+    switch_buffer_bytes =
+        static_cast<int>(env_value("DPA_SWITCH_BUFFER_BYTES", 4096, std::int64_t{1} << 30));
+  }
+  if (is_set("DPA_BUSY_POLL_US"))
+    busy_poll = std::chrono::microseconds(env_value("DPA_BUSY_POLL_US", 0, 1000000));
+}
+
+std::string JobSizing::to_text() const {
+  std::ostringstream text;
+  text << "threads=" << threads << " window=" << window << " payload=" << payload
+       << " small_payload=" << small_payload << " small_window=" << small_window
+       << " switch_threads=" << switch_threads << " switch_buffer_bytes=" << switch_buffer_bytes
+       << " busy_poll_us=" << busy_poll.count();
+  return text.str();
+}
+
+JobSizing JobSizing::from_text(const std::string& text) {
+  std::map<std::string, long long> fields;
+  std::istringstream stream(text);
+  std::string field;
+  while (stream >> field) {
+    const auto equals = field.find('=');
+    if (equals == std::string::npos) throw Error("dpa: malformed job sizing from rank 0: " + text);
+    fields[field.substr(0, equals)] = std::stoll(field.substr(equals + 1));
+  }
+  const auto get = [&](const char* name) {
+    const auto found = fields.find(name);
+    if (found == fields.end()) throw Error("dpa: job sizing from rank 0 lacks " + std::string(name));
+    return found->second;
+  };
+  JobSizing sizing;
+  sizing.threads = static_cast<int>(get("threads"));
+  sizing.window = static_cast<int>(get("window"));
+  sizing.payload = static_cast<std::uint32_t>(get("payload"));
+  sizing.small_payload = static_cast<std::uint32_t>(get("small_payload"));
+  sizing.small_window = static_cast<int>(get("small_window"));
+  sizing.switch_threads = static_cast<int>(get("switch_threads"));
+  sizing.switch_buffer_bytes = static_cast<int>(get("switch_buffer_bytes"));
+  sizing.busy_poll = std::chrono::microseconds(get("busy_poll_us"));
+  return sizing;
+}
+
+void JobSizing::configure_wide(Config& config) const {
+  config.threads = threads;
+  config.window = window;
+  config.payload = payload;
+  config.busy_poll = busy_poll;
+}
+
+Config JobSizing::small_config(const Config& wide) const {
+  Config small = wide;
+  small.session = wide.session + 1;
+  small.threads = 1;
+  small.window = small_window;
+  small.payload = small_payload;
+  if (wide.local_port != 0) small.local_port = static_cast<std::uint16_t>(wide.local_port + wide.threads);
+  return small;
+}
+
+JobSizing agree_job_sizing(c10d::Store& store, int rank, int world_size,
+                           std::chrono::milliseconds timeout) {
+  if (rank == 0) {
+    const JobSizing sizing = JobSizing::for_job(world_size, HostResources::probe(32 << 20));
+    const std::string text = sizing.to_text();
+    store.set(kSizingKey, std::vector<std::uint8_t>(text.begin(), text.end()));
+    return sizing;
+  }
+  store.wait({kSizingKey}, timeout);
+  const std::vector<std::uint8_t> bytes = store.get(kSizingKey);
+  JobSizing sizing = JobSizing::from_text(std::string(bytes.begin(), bytes.end()));
+  sizing.apply_overrides();
+  if (sizing.payload <= sizing.small_payload) sizing.small_payload = 0;
+  return sizing;
+}
+
+}  // namespace dpa::torch_backend

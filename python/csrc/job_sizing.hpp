@@ -1,0 +1,60 @@
+// The settings of a job on the embedded switch, sized from the job (world size) and the host
+// (cores, socket buffers) by rank 0 and agreed through the store, so every rank uses the same.
+// Every DPA_* variable a rank sets overrides the sized value (a rank that overrides alone then
+// fails to join, naming the setting). docs/tuning.md §8 states the rule.
+//
+// Two sessions share the embedded switch: operations of fewer than `payload` elements go to a
+// small-packet session (one engine thread, `small_payload` values per packet), so a 4 KiB
+// all_reduce does not move and aggregate 64 KB packets; larger ones go to the wide session
+// (`threads` engine threads, `payload` values per packet). Routing depends only on the element
+// count, so every rank sends each operation to the same session.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "dpa/config.hpp"
+
+namespace dpa::torch_backend {
+
+struct HostResources {
+  int cores = 1;                      // CPUs this process may run on
+  int worker_receive_buffer = 0;      // bytes a worker socket gets for its 16 MiB request
+  int switch_receive_buffer = 0;      // bytes a switch socket gets for `switch_buffer_request`
+  int switch_buffer_request = 0;
+
+  static HostResources probe(int switch_buffer_request);
+};
+
+struct JobSizing {
+  int threads = 1;                // engine threads of the wide session (DPA_THREADS)
+  int window = 32;                // its packets in flight per thread (DPA_WINDOW)
+  std::uint32_t payload = 2048;   // its values per packet (DPA_PAYLOAD)
+  std::uint32_t small_payload = 0;  // the small session's; 0: no small session
+  int small_window = 16;
+  int switch_threads = 1;         // DPA_SWITCH_THREADS
+  int switch_buffer_bytes = 32 << 20;  // DPA_SWITCH_BUFFER_BYTES
+  std::chrono::microseconds busy_poll{0};  // DPA_BUSY_POLL_US
+
+  // The rule (docs/tuning.md §8) for `world_size` ranks on this host, then this process's
+  // DPA_* overrides.
+  static JobSizing for_job(int world_size, const HostResources& host);
+  // Applies the variables this process sets on top of `this`.
+  void apply_overrides();
+
+  [[nodiscard]] std::string to_text() const;
+  static JobSizing from_text(const std::string& text);
+
+  // The wide session's worker settings, and the small session's (valid if small_payload > 0).
+  void configure_wide(Config& config) const;
+  [[nodiscard]] Config small_config(const Config& wide) const;
+};
+
+// Rank 0 sizes the job and publishes it; the others read it. Each then applies its overrides.
+JobSizing agree_job_sizing(c10d::Store& store, int rank, int world_size,
+                           std::chrono::milliseconds timeout);
+
+}  // namespace dpa::torch_backend
