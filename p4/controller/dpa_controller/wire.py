@@ -262,8 +262,12 @@ class Frame:
     payload: bytes
 
 
-def _ipv4_checksum(header):
-    total = sum(struct.unpack("!10H", header))
+def internet_checksum(data: bytes) -> int:
+    """RFC 1071's ones'-complement sum (IPv4 header, UDP with its pseudo-header); 0 over a
+    header that carries a correct one."""
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)
     return ~total & 0xFFFF
@@ -287,5 +291,5 @@ def build_frame(src_mac, dst_mac, src_ip, dst_ip, src_port, dst_port, payload):
     udp = struct.pack("!HHHH", src_port, dst_port, 8 + len(payload), 0) + payload
     ip = bytearray(struct.pack("!BBHHHBBHII", 0x45, 0, 20 + len(udp), 0, 0x4000, 64, 17, 0,
                                src_ip, dst_ip))
-    ip[10:12] = struct.pack("!H", _ipv4_checksum(bytes(ip)))
+    ip[10:12] = struct.pack("!H", internet_checksum(bytes(ip)))
     return dst_mac + src_mac + b"\x08\x00" + bytes(ip) + udp
