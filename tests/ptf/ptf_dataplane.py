@@ -27,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
 
+from dpa_conformance import wire  # noqa: E402
 from dpa_conformance.dataplane import Dataplane, Received, Setup, SwitchControl  # noqa: E402
 
 ETHERTYPE_IPV4 = 0x0800
@@ -64,22 +65,14 @@ def _ip(text: str, where: str) -> bytes:
     return bytes(int(p) for p in parts)
 
 
-def _checksum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
-
-
 def build_frame(src: Station, dst: Station, src_port: int, dst_port: int, datagram: bytes) -> bytes:
     """Ethernet | IPv4 (IHL 5, DF, no options) | UDP with checksum | datagram."""
     udp_length = _UDP.size + len(datagram)
     pseudo = src.ip + dst.ip + struct.pack("!BBH", 0, IP_PROTOCOL_UDP, udp_length)
-    udp_checksum = _checksum(pseudo + _UDP.pack(src_port, dst_port, udp_length, 0) + datagram) or 0xFFFF
+    udp = _UDP.pack(src_port, dst_port, udp_length, 0) + datagram
+    udp_checksum = wire.internet_checksum(pseudo + udp) or 0xFFFF
     ip_header = _IPV4.pack(0x45, 0, _IPV4.size + udp_length, 0, 0x4000, 64, IP_PROTOCOL_UDP, 0, src.ip, dst.ip)
-    ip_header = ip_header[:10] + struct.pack("!H", _checksum(ip_header)) + ip_header[12:]
+    ip_header = ip_header[:10] + struct.pack("!H", wire.internet_checksum(ip_header)) + ip_header[12:]
     return (_ETHERNET.pack(dst.mac, src.mac, ETHERTYPE_IPV4) + ip_header
             + _UDP.pack(src_port, dst_port, udp_length, udp_checksum) + datagram)
 
@@ -110,7 +103,7 @@ def parse_frame(frame: bytes) -> ParsedFrame:
         raise ValueError(f"IPv4 fragment field {fragment:#06x}: fragments are not allowed")
     if protocol != IP_PROTOCOL_UDP:
         raise ValueError(f"IP protocol {protocol} is not UDP")
-    if _checksum(ip) != 0:
+    if wire.internet_checksum(ip) != 0:
         raise ValueError("IPv4 header checksum is wrong")
     udp_start = _ETHERNET.size + _IPV4.size
     if len(frame) < _ETHERNET.size + total_length:
@@ -121,7 +114,7 @@ def parse_frame(frame: bytes) -> ParsedFrame:
     datagram = frame[udp_start + _UDP.size:udp_start + udp_length]
     if udp_checksum:
         pseudo = src_ip + dst_ip + struct.pack("!BBH", 0, IP_PROTOCOL_UDP, udp_length)
-        if _checksum(pseudo + frame[udp_start:udp_start + udp_length]) != 0:
+        if wire.internet_checksum(pseudo + frame[udp_start:udp_start + udp_length]) != 0:
             raise ValueError("UDP checksum is wrong")
     return ParsedFrame(dst_mac, src_ip, dst_ip, src_port, dst_port, datagram)
 

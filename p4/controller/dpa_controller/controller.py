@@ -80,16 +80,16 @@ class Controller:
             self.counts["controller_dropped"] += 1
             return
         session = self.config.sessions.get(header.session)
-        is_join = bool(header.flags & wire.JOIN)
+        is_join = bool(header.flags & wire.Flag.JOIN)
         if session is None:
             self.counts["controller_dropped"] += 1
             if is_join:
-                self._error(frame, header, wire.UNKNOWN_SESSION, 0)
+                self._error(frame, header, wire.Error.UNKNOWN_SESSION, 0)
             return
         if is_join:
             self._join(session, frame, header)
-        elif header.flags & wire.LEAVE:
-            if len(frame.payload) == wire.HEADER_BYTES and \
+        elif header.flags & wire.Flag.LEAVE:
+            if len(frame.payload) == wire.HEADER_SIZE and \
                     self.joins[session.id].leave(header, frame.src_ip, frame.src_port):
                 self.counts["leaves"] += 1
             else:
@@ -108,35 +108,35 @@ class Controller:
                          if m.address == frame.src_ip and port == frame.src_port), None)
         if identity is None:
             if self.joins[session.id].registered_host(frame.src_ip):
-                self._error(frame, header, wire.NOT_JOINED, 0)
+                self._error(frame, header, wire.Error.NOT_JOINED, 0)
             else:
                 self.counts["controller_dropped"] += 1
             return
         if header.token != generation.token:
             if generation.previous_token and header.token == generation.previous_token:
-                self._error(frame, header, wire.SESSION_TAKEN_OVER, generation.generation)
+                self._error(frame, header, wire.Error.SESSION_TAKEN_OVER, generation.generation)
             else:
                 self.counts["controller_dropped"] += 1
             return
         span = 2 * generation.window
         relative = header.slot - session.pool_base
         if not 0 <= relative < min(session.pool_size, generation.threads * span):
-            self._error(frame, header, wire.SLOT_OUT_OF_RANGE, session.pool_base)
+            self._error(frame, header, wire.Error.SLOT_OUT_OF_RANGE, session.pool_base)
             return
-        if identity != (header.rank, relative // span) or header.flags & wire.SYN:
+        if identity != (header.rank, relative // span) or header.flags & wire.Flag.SYN:
             self.counts["controller_dropped"] += 1  # another member's slot, or a probe with values
             return
-        self._error(frame, header, wire.BAD_LENGTH, session.payload)
+        self._error(frame, header, wire.Error.BAD_LENGTH, session.payload)
 
     def _join(self, session, frame, header):
         procedure = self.joins[session.id]
         if header.rank >= session.world_size:
-            self._error(frame, header, wire.RANK_OUT_OF_RANGE, session.world_size)
+            self._error(frame, header, wire.Error.RANK_OUT_OF_RANGE, session.world_size)
             return
         if not procedure.registered(header.rank, frame.src_ip, frame.src_port, check_port=True):
-            self._error(frame, header, wire.NOT_REGISTERED, 0)
+            self._error(frame, header, wire.Error.NOT_REGISTERED, 0)
             return
-        request = wire.JoinRequest.decode(frame.payload[wire.HEADER_BYTES:wire.HEADER_BYTES + 4 * header.count])
+        request = wire.decode_join_request(frame.payload[wire.HEADER_SIZE:wire.HEADER_SIZE + 4 * header.count])
         if request is None:
             self.counts["controller_dropped"] += 1
             return
@@ -147,7 +147,7 @@ class Controller:
         if outcome.kind == join.WAITING:
             return
         if outcome.kind == join.REJECT_SENDER:
-            if outcome.error == wire.SESSION_BUSY:
+            if outcome.error == wire.Error.SESSION_BUSY:
                 self.counts["joins_refused"] += 1
             self._error(frame, header, outcome.error, outcome.expected)
             return
@@ -208,15 +208,17 @@ class Controller:
         self._activity[session.id] = value
 
     def _ack(self, session, header, generation):
-        reply = wire.JoinReply(payload=session.payload, world_size=session.world_size,
-                               k_default=session.k, straggler_timeout_ticks=session.timeout_ticks,
-                               pool_base=session.pool_base, pool_size=session.pool_size,
-                               generation=generation.generation, token=generation.token,
-                               switch_ports=[self.config.udp_port])
-        ack = wire.Header(**{**header.__dict__, "flags": wire.JOIN | wire.RESULT,
-                             "token": generation.token, "count": reply.words(),
+        switch_ports = [self.config.udp_port]
+        reply = wire.JOIN_REPLY.encode(dict(
+            payload=session.payload, world_size=session.world_size, k_default=session.k,
+            straggler_timeout_ticks=session.timeout_ticks, pool_base=session.pool_base,
+            pool_size=session.pool_size, generation=generation.generation, token=generation.token,
+            switch_ports=len(switch_ports)), switch_ports)
+        ack = wire.Header(**{**header.__dict__, "flags": int(wire.Flag.JOIN | wire.Flag.RESULT),
+                             "token": generation.token,
+                             "count": wire.JOIN_REPLY.word_count(len(switch_ports)),
                              "bitmap": generation.ranks_bitmap(), "seq": generation.generation})
-        return ack.encode() + reply.encode()
+        return ack.encode() + reply
 
     def _error(self, frame, header, code, expected):
         self.counts["controller_errors_sent"] += 1

@@ -100,11 +100,11 @@ class SessionJoin:
         s = self.session
         rank = header.rank
         if request.world_size != s.world_size:
-            return Outcome(REJECT_SENDER, wire.WORLD_SIZE_MISMATCH, s.world_size)
+            return Outcome(REJECT_SENDER, wire.Error.WORLD_SIZE_MISMATCH, s.world_size)
         if request.payload not in (0, s.payload):
-            return Outcome(REJECT_SENDER, wire.PAYLOAD_MISMATCH, s.payload)
+            return Outcome(REJECT_SENDER, wire.Error.PAYLOAD_MISMATCH, s.payload)
         if request.window == 0 or request.threads * 2 * request.window > s.pool_size:
-            return Outcome(REJECT_SENDER, wire.POOL_TOO_SMALL, s.pool_size)
+            return Outcome(REJECT_SENDER, wire.Error.POOL_TOO_SMALL, s.pool_size)
 
         current = self.current
         if current is not None and rank in current.members:
@@ -114,7 +114,7 @@ class SessionJoin:
         member_rejoin = (current is not None and header.token == current.token and
                          rank in current.members and current.members[rank].address == address)
         if current is not None and not member_rejoin and self.held(now_ns):
-            return Outcome(REJECT_SENDER, wire.SESSION_BUSY, current.generation)
+            return Outcome(REJECT_SENDER, wire.Error.SESSION_BUSY, current.generation)
 
         self._pending = {r: p for r, p in self._pending.items()
                          if now_ns - p.last_seen_ns <= PENDING_TTL_NS}
@@ -144,7 +144,7 @@ class SessionJoin:
         world = self.session.world_size
         if any(r not in self._pending or not self._pending[r].confirmed for r in range(world)):
             return Outcome(WAITING)
-        for attribute, code in (("threads", wire.THREADS_MISMATCH), ("window", wire.WINDOW_MISMATCH)):
+        for attribute, code in (("threads", wire.Error.THREADS_MISMATCH), ("window", wire.Error.WINDOW_MISMATCH)):
             if any(getattr(self._pending[r], attribute) != getattr(self._pending[0], attribute)
                    for r in range(1, world)):
                 return self._reject_disagreement(attribute, code)

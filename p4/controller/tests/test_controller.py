@@ -81,12 +81,13 @@ class Tokens:
 
 def join_frame(session, rank, nonce, ip, port, threads=1, window=1, token=0, world=2, payload=0,
                ports=None):
-    request = wire.JoinRequest(nonce, world, threads, window, payload,
-                               ports or [port + t for t in range(threads)])
-    header = wire.Header(flags=wire.JOIN, session=session, rank=rank, token=token,
-                         count=request.words())
+    ports = ports or [port + t for t in range(threads)]
+    request = wire.JOIN_REQUEST.encode(dict(nonce=nonce, world_size=world, threads=threads,
+                                            window=window, payload=payload), ports)
+    header = wire.Header(flags=wire.Flag.JOIN, session=session, rank=rank, token=token,
+                         count=wire.JOIN_REQUEST.word_count(len(ports)))
     return wire.build_frame(MAC[ip], SWITCH_MAC, ip, SWITCH_IP, port, 4242,
-                            header.encode() + request.encode())
+                            header.encode() + request)
 
 
 def decode_sent(frame):
@@ -178,7 +179,7 @@ class JoinTest(unittest.TestCase):
             parsed, header = decode_sent(frame)
             self.assertEqual((parsed.dst_ip, parsed.dst_port, parsed.src_ip, parsed.src_port),
                              (ip, port, SWITCH_IP, 4242))
-            self.assertEqual(header.flags, wire.JOIN | wire.RESULT)
+            self.assertEqual(header.flags, wire.Flag.JOIN | wire.Flag.RESULT)
             self.assertEqual((header.token, header.seq, header.bitmap), (0x1111, 1, 0b11))
             words = parsed.payload[48:]
             self.assertEqual(int.from_bytes(words[0:4], "big"), 128)  # P from the program
@@ -230,7 +231,7 @@ class JoinTest(unittest.TestCase):
         h.now = 500_000_000
         h.controller.handle_frame(join_frame(7, 0, 99, W1, 7000))
         header = decode_sent(h.sent[-1])[1]
-        self.assertEqual((header.error, header.offset), (wire.SESSION_BUSY, 1))
+        self.assertEqual((header.error, header.offset), (wire.Error.SESSION_BUSY, 1))
         self.assertEqual([c for c in h.recorder.calls if c[1] != "get"], [])
         self.assertEqual(h.controller.counts["joins_refused"], 1)
 
@@ -262,31 +263,31 @@ class JoinTest(unittest.TestCase):
         self.assertEqual([(p.dst_ip, p.dst_port) for p, _ in errors], [(W1, 5000), (W2, 6000)])
         for _, header in errors:
             # A tie: the lowest rank's value is the reference, so rank 1 is named.
-            self.assertEqual((header.error, header.rank, header.offset), (wire.THREADS_MISMATCH, 1, 2))
+            self.assertEqual((header.error, header.rank, header.offset), (wire.Error.THREADS_MISMATCH, 1, 2))
         self.assertEqual(errors[0][1].bitmap, 1 << 32 | W2)
         self.assertEqual(h.recorder.calls, [])
 
     def test_join_errors_go_to_the_sender(self):
         h = Harness()
         cases = [
-            (join_frame(9, 0, 1, W1, 5000), wire.UNKNOWN_SESSION, 0),
-            (join_frame(7, 2, 1, W1, 5000), wire.RANK_OUT_OF_RANGE, 2),
-            (join_frame(7, 1, 1, W1, 5000), wire.NOT_REGISTERED, 0),
-            (join_frame(7, 0, 1, W1, 5000, world=3), wire.WORLD_SIZE_MISMATCH, 2),
-            (join_frame(7, 0, 1, W1, 5000, payload=64), wire.PAYLOAD_MISMATCH, 128),
-            (join_frame(7, 0, 1, W1, 5000, window=3), wire.POOL_TOO_SMALL, 4),
+            (join_frame(9, 0, 1, W1, 5000), wire.Error.UNKNOWN_SESSION, 0),
+            (join_frame(7, 2, 1, W1, 5000), wire.Error.RANK_OUT_OF_RANGE, 2),
+            (join_frame(7, 1, 1, W1, 5000), wire.Error.NOT_REGISTERED, 0),
+            (join_frame(7, 0, 1, W1, 5000, world=3), wire.Error.WORLD_SIZE_MISMATCH, 2),
+            (join_frame(7, 0, 1, W1, 5000, payload=64), wire.Error.PAYLOAD_MISMATCH, 128),
+            (join_frame(7, 0, 1, W1, 5000, window=3), wire.Error.POOL_TOO_SMALL, 4),
         ]
         for frame, code, expected in cases:
             h.sent.clear()
             h.controller.handle_frame(frame)
             header = decode_sent(h.sent[0])[1]
             self.assertEqual((header.flags, header.error, header.offset),
-                             (wire.ERROR | wire.JOIN, code, expected), code)
+                             (wire.Flag.ERROR | wire.Flag.JOIN, code, expected), code)
 
     def test_leave_frees_the_session_for_another_job(self):
         h = Harness(activity={0: 1})
         h.join_both()
-        leave = wire.Header(flags=wire.LEAVE, session=7, rank=0, token=0x1111)
+        leave = wire.Header(flags=wire.Flag.LEAVE, session=7, rank=0, token=0x1111)
         h.controller.handle_frame(wire.build_frame(MAC[W1], SWITCH_MAC, W1, SWITCH_IP, 5000, 4242,
                                                    leave.encode()))
         self.assertEqual(h.controller.counts["leaves"], 1)
@@ -308,12 +309,12 @@ class JoinTest(unittest.TestCase):
             return [decode_sent(f)[1] for f in h.sent]
 
         short = bytes(8)  # P is 128 values
-        self.assertEqual([(r.error, r.offset) for r in send(W1, 5000, short)], [(wire.BAD_LENGTH, 128)])
+        self.assertEqual([(r.error, r.offset) for r in send(W1, 5000, short)], [(wire.Error.BAD_LENGTH, 128)])
         self.assertEqual([(r.error, r.offset) for r in send(W1, 5000, short, slot=2)],
-                         [(wire.SLOT_OUT_OF_RANGE, 0)])  # T*2W = 2 slots
+                         [(wire.Error.SLOT_OUT_OF_RANGE, 0)])  # T*2W = 2 slots
         self.assertEqual(send(W1, 5000, short, slot=1, rank=1), [])  # rank 1's slot, rank 0's socket
-        self.assertEqual(send(W1, 5000, short, flags=wire.SYN, count=0), [])  # a probe with values
-        self.assertEqual([r.error for r in send(W1, 5999, short)], [wire.NOT_JOINED])
+        self.assertEqual(send(W1, 5000, short, flags=wire.Flag.SYN, count=0), [])  # a probe with values
+        self.assertEqual([r.error for r in send(W1, 5999, short)], [wire.Error.NOT_JOINED])
         self.assertEqual(send(W3, 7000, short), [])  # not a host of the session
         self.assertEqual(send(W1, 5000, short, token=0x9999), [])  # not the generation's token
         self.assertEqual(send(W1, 5000, bytes(6)), [])  # §2: not a whole number of words

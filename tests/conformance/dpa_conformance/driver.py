@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from . import wire
+from . import encoding, wire
 from .case import GOLDEN_DIR, Case, CaseError
 from .dataplane import Dataplane, Received, SessionSetup
 
@@ -171,11 +171,11 @@ class Driver:
         """The datagram given as bytes, with the header fields of `header` written over it (a
         golden vector's token is one job's; a run carries its own)."""
         if "hex" in spec:
-            raw = wire.parse_hex(spec["hex"])
+            raw = encoding.parse_hex(spec["hex"])
         elif "golden" in spec:
             path = GOLDEN_DIR / spec["golden"]
             try:
-                raw = wire.parse_hex(path.read_text())
+                raw = encoding.parse_hex(path.read_text())
             except OSError as error:
                 raise CaseError(f"golden vector {spec['golden']}: {error}") from None
         else:
@@ -206,17 +206,17 @@ class Driver:
             ports = [self._resolve(port, "join.ports") for port in join.pop("ports", [])]
             join.setdefault(wire.JOIN_REQUEST_PORT_COUNT, len(ports))
             payload = wire.JOIN_REQUEST.encode({k: self._resolve(v, f"join.{k}") for k, v in join.items()}, ports)
-            header["flags"] |= wire.FLAGS["JOIN"]
+            header["flags"] |= wire.Flag.JOIN
             if "count" not in header_spec:
                 header["count"] = len(payload) // 4
         elif "payload_hex" in spec:
-            payload = wire.parse_hex(spec["payload_hex"])
+            payload = encoding.parse_hex(spec["payload_hex"])
         elif "values" in spec:
             values = [self._resolve(v, "values") for v in spec["values"]]
             width = self._session(header["session"]).payload
             if len(values) > width:
                 raise CaseError(f"send: {len(values)} values exceed the session's payload {width}")
-            payload = wire.encode_values(values + [0] * (width - len(values)))
+            payload = encoding.encode_values(values + [0] * (width - len(values)))
             if "count" not in header_spec:
                 header["count"] = len(values)
         return endpoint, index, wire.encode_header(header) + payload
@@ -246,7 +246,7 @@ class Driver:
         elif "join_reply" in spec:
             join_reply = spec["join_reply"]
         elif "values" in spec:
-            payload = wire.encode_values([self._resolve(v, "values") for v in spec["values"]])
+            payload = encoding.encode_values([self._resolve(v, "values") for v in spec["values"]])
         else:
             payload = b""
         return [_Expected(endpoint=to, switch_index=switch_index, header=header, wildcards=wildcards,
@@ -325,7 +325,7 @@ class Driver:
         if len(got) != len(expected):
             return f"payload of {len(got)} bytes, expected {len(expected)}"
         try:
-            got_values, expected_values = wire.decode_values(got), wire.decode_values(expected)
+            got_values, expected_values = encoding.decode_values(got), encoding.decode_values(expected)
         except ValueError:
             return f"payload {got.hex()}, expected {expected.hex()}"
         first = next(i for i, (a, b) in enumerate(zip(got_values, expected_values)) if a != b)
@@ -402,7 +402,7 @@ class Driver:
                                    "window": window, "payload": spec.get("payload", 0),
                                    "ports": [f"r{rank}.t{t}" for t in range(threads)]}})
         ack_header = {"flags": ["JOIN", "RESULT"], "seq": generation,
-                      "count": len(wire.JOIN_REPLY_WORDS) + (switch_threads + 1) // 2, "bitmap": (1 << world) - 1}
+                      "count": wire.JOIN_REPLY.word_count(switch_threads), "bitmap": (1 << world) - 1}
         capture = {}
         if "token" in wire.FIELD_NAMES:
             ack_header["token"] = ANY

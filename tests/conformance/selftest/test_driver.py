@@ -68,7 +68,7 @@ CASE = {
 
 def result_for(endpoint, datagram, **changes):
     header = wire.decode_header(datagram)
-    header.update(flags=wire.FLAGS["RESULT"], k=1, contributors=1, bitmap=1)
+    header.update(flags=wire.Flag.RESULT, k=1, contributors=1, bitmap=1)
     header.update(changes)
     return [(endpoint, wire.encode_header(header) + datagram[wire.HEADER_SIZE:])]
 
