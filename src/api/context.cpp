@@ -9,6 +9,8 @@
 #include "engine/join.hpp"
 #include "engine/operation.hpp"
 #include "engine/engine_runner.hpp"
+#include "transport/factory.hpp"
+#include "transport/fault_injector.hpp"
 #include "transport/transport.hpp"
 
 namespace dpa {
@@ -77,21 +79,23 @@ class ContextImpl {
   [[nodiscard]] std::uint32_t payload() const { return session_.payload; }
 
  private:
-  // Binds one socket per thread, joins the session through thread 0's and starts the engines.
+  // Opens the device (one queue per thread), joins the session through thread 0's queue and
+  // starts the engines. A rejoin opens the device afresh: its queues went with the old engines.
   void connect(std::uint32_t rejoin_token) {
+    UdpTransportConfig udp;
+    udp.bind_host = config_.local_host;
+    udp.bind_port = config_.local_port;
+    device_.reset();
+    device_ = transport::open_device(udp, static_cast<std::size_t>(config_.threads));
     std::vector<std::unique_ptr<transport::Transport>> transports;
     std::vector<std::uint16_t> ports;
     for (int t = 0; t < config_.threads; ++t) {
-      transport::UdpOptions options;
-      options.bind_host = config_.local_host;
-      options.bind_port =
-          config_.local_port == 0 ? 0 : static_cast<std::uint16_t>(config_.local_port + t);
-      auto udp = transport::make_udp_transport(options);
-      ports.push_back(udp->local_endpoint().port);
+      auto queue = device_->open_queue(static_cast<std::size_t>(t));
+      ports.push_back(queue->local_endpoint().port);
       transport::FaultOptions faults = config_.faults;
       faults.seed = config_.faults.seed + static_cast<std::uint64_t>(config_.rank) * 1000 +
                     static_cast<std::uint64_t>(t) + 100 * session_.generation;
-      transports.push_back(transport::with_faults(std::move(udp), faults));
+      transports.push_back(transport::as_stream(transport::with_faults(std::move(queue), faults)));
     }
 
     session_ = join_session(config_, *transports[0], switch_endpoint_, ports, rejoin_token);
@@ -123,6 +127,7 @@ class ContextImpl {
 
   Config config_;
   transport::Endpoint switch_endpoint_;
+  std::unique_ptr<transport::Device> device_;  // outlives the engines and their queues
   SessionInfo session_;
   std::vector<std::unique_ptr<EngineRunner>> engines_;
   std::mutex submit_mutex_;

@@ -1,12 +1,9 @@
-// Fault injection decorator: drops, duplicates, reorders and delays packets around any transport,
-// reproducibly from a seed, so tests can exercise the protocol's recovery paths on loopback.
+#include "transport/fault_injector.hpp"
+
 #include <algorithm>
 #include <cstring>
-#include <memory>
 #include <random>
 #include <vector>
-
-#include "transport/transport.hpp"
 
 namespace dpa::transport {
 namespace {
@@ -14,29 +11,29 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-// Held packets live in a fixed pool allocated once; when it is full the fault is skipped.
-constexpr std::size_t kPoolSlots = 256;
-constexpr std::size_t kSlotBytes = 64 * 1024;
+// Held and duplicated packets live in fixed pools; when one is full the fault is skipped.
+constexpr std::size_t kHeldSlots = 256;
+constexpr std::size_t kCopySlots = 256;
 
-class FaultInjector final : public Transport {
+class FaultInjector final : public Queue {
  public:
-  FaultInjector(std::unique_ptr<Transport> inner, const FaultOptions& options)
+  FaultInjector(std::unique_ptr<Queue> inner, const FaultOptions& options)
       : inner_(std::move(inner)),
         options_(options),
         random_(options.seed),
-        pool_(std::make_unique_for_overwrite<std::byte[]>(kPoolSlots * kSlotBytes)),
-        slots_(kPoolSlots) {
-    free_slots_.reserve(kPoolSlots);
-    for (std::size_t slot = kPoolSlots; slot-- > 0;) free_slots_.push_back(slot);
-    held_.reserve(kPoolSlots);
-    releasing_.reserve(kPoolSlots);
-    received_copies_.reserve(kPoolSlots);
-    outgoing_.reserve(kPoolSlots);
+        copy_bytes_(inner_->max_payload()),
+        copies_(std::make_unique_for_overwrite<std::byte[]>(kCopySlots * copy_bytes_)) {
+    held_.reserve(kHeldSlots);
+    outgoing_.reserve(kHeldSlots * 2);
+    releasing_.reserve(kHeldSlots);
+    free_copies_.reserve(kCopySlots);
+    for (std::size_t slot = kCopySlots; slot-- > 0;) free_copies_.push_back(slot);
+    received_copies_.reserve(kCopySlots);
   }
 
   std::size_t receive(std::span<RxPacket> out, std::chrono::nanoseconds timeout) override {
     // Duplicates handed out by the previous call are no longer referenced by the caller.
-    for (const std::size_t slot : received_copies_) free_slots_.push_back(slot);
+    for (const std::size_t slot : received_copies_) free_copies_.push_back(slot);
     received_copies_.clear();
 
     const Clock::time_point start = Clock::now();
@@ -56,12 +53,17 @@ class FaultInjector final : public Transport {
     }
   }
 
-  void send(std::span<const TxPacket> packets) override {
+  std::size_t allocate(std::span<TxBuffer> out) override { return inner_->allocate(out); }
+  void release(std::span<TxBuffer> buffers) override { inner_->release(buffers); }
+
+  // Every packet counts as taken: dropped, held or passed on. What the inner queue refuses
+  // counts as a transmit error (a fault injector need not model back-pressure on top).
+  std::size_t send(std::span<const TxRequest> packets) override {
     const Clock::time_point now = Clock::now();
     // Packets reordered by an earlier call go out right after this call's first packet.
     const std::uint64_t call = ++send_calls_;
     bool first_sent = false;
-    for (const TxPacket& packet : packets) {
+    for (const TxRequest& packet : packets) {
       if (chance(options_.drop)) {
         ++injected_.injected_drops;
         continue;
@@ -85,27 +87,44 @@ class FaultInjector final : public Transport {
     }
     take_held(now, /*take_reordered=*/false);
     flush_outgoing();
+    return packets.size();
   }
 
+  std::size_t send_to_all(const TxBuffer& buffer, std::span<const Endpoint> to) override {
+    for (const Endpoint& endpoint : to) {
+      const TxRequest request{&buffer, endpoint};
+      send(std::span(&request, 1));
+    }
+    return to.size();
+  }
+
+  void flush() override {
+    take_held(Clock::now(), /*take_reordered=*/false);
+    flush_outgoing();
+    inner_->flush();
+  }
+
+  [[nodiscard]] std::uint32_t max_payload() const override { return inner_->max_payload(); }
   [[nodiscard]] Endpoint local_endpoint() const override { return inner_->local_endpoint(); }
 
-  [[nodiscard]] TransportCounters counters() const override {
-    TransportCounters total = inner_->counters();
+  [[nodiscard]] QueueCounters counters() const override {
+    QueueCounters total = inner_->counters();
     total.injected_drops += injected_.injected_drops;
     total.injected_duplicates += injected_.injected_duplicates;
     total.injected_reorders += injected_.injected_reorders;
     total.injected_delays += injected_.injected_delays;
+    total.tx_errors += injected_.tx_errors;
     return total;
   }
 
  private:
   enum class HoldKind { reorder, delay };
 
-  struct Slot {
+  struct Held {
     HoldKind kind = HoldKind::reorder;
-    Clock::time_point due;     // delay: when it may go out
-    std::uint64_t call = 0;    // reorder: the send() call that held it
-    std::uint32_t size = 0;
+    Clock::time_point due;   // delay: when it may go out
+    std::uint64_t call = 0;  // reorder: the send() call that held it
+    TxBuffer copy;           // the packet, copied: the caller may reuse its buffer meanwhile
     Endpoint to;
   };
 
@@ -115,55 +134,54 @@ class FaultInjector final : public Transport {
     return static_cast<double>(random_() >> 11) * 0x1.0p-53 < probability;
   }
 
-  std::byte* slot_data(std::size_t slot) const { return pool_.get() + slot * kSlotBytes; }
-
-  // Copies the packet into a free slot; false when none is free or the packet does not fit.
-  bool hold(const TxPacket& packet, HoldKind kind, Clock::time_point due, std::uint64_t call) {
-    if (free_slots_.empty() || packet.size > kSlotBytes) return false;
-    const std::size_t slot = free_slots_.back();
-    free_slots_.pop_back();
-    std::memcpy(slot_data(slot), packet.data, packet.size);
-    slots_[slot] = Slot{kind, due, call, packet.size, packet.to};
-    held_.push_back(slot);
+  // Copies the packet into a buffer of the inner queue; false when none is left or room is full.
+  bool hold(const TxRequest& packet, HoldKind kind, Clock::time_point due, std::uint64_t call) {
+    if (held_.size() == kHeldSlots) return false;
+    TxBuffer copy;
+    if (inner_->allocate(std::span(&copy, 1)) == 0) return false;
+    std::memcpy(copy.payload, packet.buffer->payload, packet.buffer->size);
+    copy.size = packet.buffer->size;
+    held_.push_back(Held{kind, due, call, copy, packet.to});
     return true;
   }
 
-  // Moves held packets that are ready into outgoing_ (in the order they were held).
+  // Moves held packets that are ready to outgoing_ (in the order they were held).
   template <class Ready>
   void take_held_if(Ready ready) {
-    const auto taken = std::stable_partition(held_.begin(), held_.end(),
-                                             [&](std::size_t slot) { return !ready(slots_[slot]); });
+    const auto taken =
+        std::stable_partition(held_.begin(), held_.end(), [&](const Held& held) { return !ready(held); });
+    const std::size_t first = releasing_.size();
+    for (auto it = taken; it != held_.end(); ++it) releasing_.push_back(it->copy);
     for (auto it = taken; it != held_.end(); ++it) {
-      const Slot& slot = slots_[*it];
-      outgoing_.push_back(TxPacket{slot_data(*it), slot.size, slot.to});
-      releasing_.push_back(*it);
+      outgoing_.push_back(TxRequest{&releasing_[first + static_cast<std::size_t>(it - taken)], it->to});
     }
     held_.erase(taken, held_.end());
   }
 
   void take_held(Clock::time_point now, bool take_reordered) {
-    take_held_if([&](const Slot& slot) {
-      return slot.kind == HoldKind::delay ? slot.due <= now : take_reordered;
-    });
+    take_held_if([&](const Held& held) { return held.kind == HoldKind::delay ? held.due <= now : take_reordered; });
   }
 
   void take_reordered_before(std::uint64_t call) {
-    take_held_if([&](const Slot& slot) { return slot.kind == HoldKind::reorder && slot.call < call; });
+    take_held_if([&](const Held& held) { return held.kind == HoldKind::reorder && held.call < call; });
   }
 
   Clock::time_point next_delayed_due() const {
     Clock::time_point earliest = Clock::time_point::max();
-    for (const std::size_t slot : held_) {
-      if (slots_[slot].kind == HoldKind::delay) earliest = std::min(earliest, slots_[slot].due);
+    for (const Held& held : held_) {
+      if (held.kind == HoldKind::delay) earliest = std::min(earliest, held.due);
     }
     return earliest;
   }
 
-  // Sends outgoing_ and returns the slots it referenced to the pool.
+  // Sends outgoing_, then gives the copies it referenced back to the inner queue.
   void flush_outgoing() {
-    if (!outgoing_.empty()) inner_->send(outgoing_);
+    if (!outgoing_.empty()) {
+      const std::size_t taken = inner_->send(outgoing_);
+      injected_.tx_errors += outgoing_.size() - taken;
+    }
     outgoing_.clear();
-    for (const std::size_t slot : releasing_) free_slots_.push_back(slot);
+    inner_->release(releasing_);
     releasing_.clear();
   }
 
@@ -180,37 +198,38 @@ class FaultInjector final : public Transport {
     }
     std::size_t total = kept;
     for (std::size_t i = 0; i < kept; ++i) {
-      if (!chance(options_.duplicate) || total == out.size() || free_slots_.empty() ||
-          out[i].data.size() > kSlotBytes) {
+      if (!chance(options_.duplicate) || total == out.size() || free_copies_.empty() ||
+          out[i].data.size() > copy_bytes_) {
         continue;
       }
-      const std::size_t slot = free_slots_.back();
-      free_slots_.pop_back();
+      const std::size_t slot = free_copies_.back();
+      free_copies_.pop_back();
       received_copies_.push_back(slot);
-      std::memcpy(slot_data(slot), out[i].data.data(), out[i].data.size());
-      out[total++] = RxPacket{std::span(slot_data(slot), out[i].data.size()), out[i].from};
+      std::byte* copy = copies_.get() + slot * copy_bytes_;
+      std::memcpy(copy, out[i].data.data(), out[i].data.size());
+      out[total++] = RxPacket{std::span(copy, out[i].data.size()), out[i].from};
       ++injected_.injected_duplicates;
     }
     return total;
   }
 
-  std::unique_ptr<Transport> inner_;
+  std::unique_ptr<Queue> inner_;
   FaultOptions options_;
   std::mt19937_64 random_;
-  std::unique_ptr<std::byte[]> pool_;      // kPoolSlots slots of kSlotBytes
-  std::vector<Slot> slots_;
-  std::vector<std::size_t> free_slots_;
-  std::vector<std::size_t> held_;          // slots waiting to be sent, oldest first
-  std::vector<std::size_t> releasing_;     // slots referenced by outgoing_
-  std::vector<std::size_t> received_copies_;  // slots handed out as receive() duplicates
-  std::vector<TxPacket> outgoing_;
+  std::vector<Held> held_;            // waiting to be sent, oldest first
+  std::vector<TxRequest> outgoing_;
+  std::vector<TxBuffer> releasing_;   // copies referenced by outgoing_ (reserved: never moves)
+  std::size_t copy_bytes_;
+  std::unique_ptr<std::byte[]> copies_;  // kCopySlots received duplicates
+  std::vector<std::size_t> free_copies_;
+  std::vector<std::size_t> received_copies_;
   std::uint64_t send_calls_ = 0;
-  TransportCounters injected_;             // only the injected_* fields are used
+  QueueCounters injected_;  // only the injected_* and tx_errors fields are used
 };
 
 }  // namespace
 
-std::unique_ptr<Transport> with_faults(std::unique_ptr<Transport> inner, const FaultOptions& options) {
+std::unique_ptr<Queue> with_faults(std::unique_ptr<Queue> inner, const FaultOptions& options) {
   if (!options.enabled()) return inner;
   return std::make_unique<FaultInjector>(std::move(inner), options);
 }

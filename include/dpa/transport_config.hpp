@@ -1,0 +1,64 @@
+// Transport settings: a worker (Config::transport) and dpa-switch (SwitchConfig::transport) each
+// pick one transport by giving its typed section, "udp": {...} or "dpdk": {...}.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace dpa {
+
+// Kernel UDP sockets (recvmmsg/sendmmsg); one socket per queue.
+struct UdpTransportConfig {
+  std::string bind_host = "0.0.0.0";
+  std::uint16_t bind_port = 0;      // queue q binds bind_port + q; 0: ephemeral ports
+  std::uint32_t max_payload = 16384;  // largest datagram sent or received (bytes)
+  std::size_t batch = 64;           // datagrams per recvmmsg/sendmmsg
+  std::size_t buffers = 256;        // transmit buffers per queue
+  int socket_buffer_bytes = 16 << 20;  // SO_RCVBUF/SO_SNDBUF (forced when running as root)
+
+  void validate(const std::string& section) const;  // ConfigError naming "<section>.<key>"
+};
+
+// A static neighbour: packets to `ip` go to Ethernet address `mac` without ARP.
+struct DpdkNeighbour {
+  std::string ip;
+  std::string mac;  // "aa:bb:cc:dd:ee:ff"
+};
+
+// DPDK poll-mode driver on one Ethernet port; one RX/TX queue pair per queue (thread).
+struct DpdkTransportConfig {
+  // EAL (started once per process, by the first DPDK device).
+  std::string cores;                  // EAL core list (-l), e.g. "2-5"; empty: EAL's default
+  std::vector<std::string> allow;     // PCI devices to probe (-a); empty: all
+  std::vector<std::string> vdevs;     // virtual devices (--vdev), e.g. "net_memif0,role=client"
+  std::string file_prefix;            // --file-prefix: distinct per DPDK process on a host
+  bool no_huge = false;               // --no-huge (anonymous memory; tests, memif)
+  std::uint32_t memory_mb = 0;        // -m; 0: EAL's default
+  std::vector<std::string> eal_args;  // anything else, passed as given
+
+  // Port and addresses.
+  std::string port;                   // ethdev name (PCI address or vdev name); empty: port 0
+  std::string local_ip;               // this host's IPv4 address on the port (required)
+  std::uint16_t local_port = 5000;    // queue q receives on UDP local_port + q
+  std::vector<DpdkNeighbour> neighbours;  // static ARP entries; others are resolved by ARP
+  std::uint32_t mtu = 1500;           // IPv4 MTU; payloads up to mtu - 28 bytes
+
+  // Rings and batching.
+  std::uint16_t rx_descriptors = 1024;
+  std::uint16_t tx_descriptors = 1024;
+  std::uint32_t mbufs = 8191;         // per queue (pool size)
+  std::uint16_t burst = 32;           // packets per rx_burst / tx_burst
+  std::chrono::microseconds tx_flush{20};  // longest a partial TX burst waits
+  bool flow_steering = true;          // steer by UDP port with rte_flow when the port can
+  bool checksum_offload = true;       // use the NIC's IPv4/UDP checksum when it has one
+
+  void validate(const std::string& section) const;  // ConfigError naming "<section>.<key>"
+};
+
+using TransportConfig = std::variant<UdpTransportConfig, DpdkTransportConfig>;
+
+}  // namespace dpa

@@ -1,0 +1,34 @@
+// A device: one opened transport endpoint (Gloo's device): a socket address or a DPDK port.
+// It reports what it can do and hands out one Queue per thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "transport/queue.hpp"
+
+namespace dpa::transport {
+
+struct DeviceProperties {
+  std::string name;               // "udp 0.0.0.0", "dpdk net_memif0", ...
+  std::uint32_t max_payload = 0;  // largest UDP payload a queue can send or receive
+  std::size_t queues = 0;         // how many queues open_queue() accepts
+  bool checksum_offload = false;  // IPv4/UDP checksums computed by the NIC
+  bool flow_steering = false;     // replies reach their queue in hardware (rte_flow)
+  bool zero_copy_multicast = false;  // send_to_all shares one payload (reference count)
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  [[nodiscard]] virtual DeviceProperties properties() const = 0;
+
+  // Queue `index` (0 .. properties().queues - 1) listens on the device's base port + index;
+  // each index opens once.
+  virtual std::unique_ptr<Queue> open_queue(std::size_t index) = 0;
+};
+
+}  // namespace dpa::transport

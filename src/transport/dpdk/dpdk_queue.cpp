@@ -1,0 +1,311 @@
+#include "transport/dpdk/dpdk_queue.hpp"
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace dpa::transport::dpdk {
+namespace {
+
+// At most one ARP request per queue per this many microseconds while a neighbour is unknown.
+constexpr std::uint64_t kArpIntervalUs = 1000;
+
+std::uint64_t cycles_for(std::chrono::nanoseconds duration) {
+  return static_cast<std::uint64_t>(static_cast<double>(duration.count()) * 1e-9 *
+                                    static_cast<double>(rte_get_tsc_hz()));
+}
+
+std::byte* frame_of(rte_mbuf* mbuf) { return rte_pktmbuf_mtod(mbuf, std::byte*); }
+
+}  // namespace
+
+DpdkQueue::DpdkQueue(std::shared_ptr<PortState> port, std::uint16_t queue, rte_mempool* pool)
+    : port_(std::move(port)), queue_(queue), pool_(pool) {}
+
+DpdkQueue::~DpdkQueue() {
+  flush();
+  rte_pktmbuf_free_bulk(held_.data(), static_cast<unsigned>(held_count_));
+  rte_pktmbuf_free_bulk(tx_.data(), static_cast<unsigned>(tx_count_));
+  port_->opened[queue_].store(false);
+}
+
+std::size_t DpdkQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds timeout) {
+  rte_pktmbuf_free_bulk(held_.data(), static_cast<unsigned>(held_count_));
+  held_count_ = 0;
+  const std::size_t capacity = std::min<std::size_t>({out.size(), port_->burst, kMaxBurst});
+  if (capacity == 0) return 0;
+  const std::uint64_t start = rte_rdtsc();
+  const std::uint64_t wait = timeout.count() > 0 ? cycles_for(timeout) : 0;
+  std::size_t delivered = 0;
+  for (;;) {
+    if (tx_count_ > 0 && rte_rdtsc() - tx_oldest_ >= port_->tx_flush_cycles) flush();
+    // Packets other queues received for this one first: they have waited longest.
+    const unsigned from_inbox = rte_ring_sc_dequeue_burst(port_->inboxes[queue_], reinterpret_cast<void**>(rx_.data()),
+                                                          static_cast<unsigned>(capacity), nullptr);
+    const std::uint16_t from_port = rte_eth_rx_burst(port_->port_id, queue_, rx_.data() + from_inbox,
+                                                     static_cast<std::uint16_t>(capacity - from_inbox));
+    for (std::size_t i = 0; i < from_inbox + from_port; ++i) classify(rx_[i], out, delivered);
+    if (delivered > 0 || rte_rdtsc() - start >= wait) break;
+  }
+  counters_.rx_packets += delivered;
+  return delivered;
+}
+
+void DpdkQueue::classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& delivered) {
+  if (mbuf->nb_segs > 1 && rte_pktmbuf_linearize(mbuf) != 0) {
+    ++counters_.rx_dropped;
+    rte_pktmbuf_free(mbuf);
+    return;
+  }
+  const std::uint32_t length = rte_pktmbuf_data_len(mbuf);
+  const std::byte* frame = frame_of(mbuf);
+  const auto* ethernet = reinterpret_cast<const rte_ether_hdr*>(frame);
+  const std::uint16_t type = length >= kEthernetBytes ? rte_be_to_cpu_16(ethernet->ether_type) : 0;
+  if (type == RTE_ETHER_TYPE_ARP && length >= kEthernetBytes + sizeof(rte_arp_hdr)) {
+    answer_arp(*reinterpret_cast<const rte_arp_hdr*>(frame + kEthernetBytes));
+    rte_pktmbuf_free(mbuf);
+    return;
+  }
+  const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(frame + kEthernetBytes);
+  const auto* udp = reinterpret_cast<const rte_udp_hdr*>(frame + kEthernetBytes + kIpv4Bytes);
+  if (type != RTE_ETHER_TYPE_IPV4 || length < kFrameHeaderBytes || ip->version_ihl != RTE_IPV4_VHL_DEF ||
+      ip->next_proto_id != IPPROTO_UDP || rte_be_to_cpu_32(ip->dst_addr) != port_->local_ip ||
+      (ip->fragment_offset & rte_cpu_to_be_16(RTE_IPV4_HDR_MF_FLAG | RTE_IPV4_HDR_OFFSET_MASK)) != 0) {
+    ++counters_.rx_dropped;
+    rte_pktmbuf_free(mbuf);
+    return;
+  }
+  const std::uint16_t udp_bytes = rte_be_to_cpu_16(udp->dgram_len);
+  if (udp_bytes < kUdpBytes || kEthernetBytes + kIpv4Bytes + udp_bytes > length) {
+    ++counters_.rx_dropped;
+    rte_pktmbuf_free(mbuf);
+    return;
+  }
+  const std::uint16_t destination = rte_be_to_cpu_16(udp->dst_port);
+  if (destination != static_cast<std::uint16_t>(port_->base_port + queue_)) {
+    // Another queue's packet (no hardware steering on this port): hand it over without a lock.
+    if (port_->owns(destination) && rte_ring_mp_enqueue(port_->inboxes[destination - port_->base_port], mbuf) == 0) {
+      ++counters_.rx_dispatched;
+    } else {
+      ++counters_.rx_dropped;
+      rte_pktmbuf_free(mbuf);
+    }
+    return;
+  }
+  const std::uint32_t source_ip = rte_be_to_cpu_32(ip->src_addr);
+  const std::uint64_t source_mac = mac_to_u64(ethernet->src_addr);
+  // Replies go back to whoever sent: learn the sender's MAC unless it is already known.
+  if (const auto known = port_->neighbours.find(source_ip); !known || *known != source_mac) {
+    port_->neighbours.learn(source_ip, source_mac);
+  }
+  held_[held_count_++] = mbuf;
+  out[delivered++] = RxPacket{
+      std::span(rte_pktmbuf_mtod_offset(mbuf, std::byte*, kFrameHeaderBytes), udp_bytes - kUdpBytes),
+      Endpoint{source_ip, rte_be_to_cpu_16(udp->src_port)}};
+}
+
+void DpdkQueue::answer_arp(const rte_arp_hdr& arp) {
+  if (arp.arp_hardware != rte_cpu_to_be_16(RTE_ARP_HRD_ETHER) ||
+      arp.arp_protocol != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4)) {
+    ++counters_.rx_dropped;
+    return;
+  }
+  const std::uint32_t sender_ip = rte_be_to_cpu_32(arp.arp_data.arp_sip);
+  const std::uint64_t sender_mac = mac_to_u64(arp.arp_data.arp_sha);
+  const bool for_us = rte_be_to_cpu_32(arp.arp_data.arp_tip) == port_->local_ip;
+  if (for_us || port_->neighbours.find(sender_ip)) port_->neighbours.learn(sender_ip, sender_mac);
+  if (!for_us || arp.arp_opcode != rte_cpu_to_be_16(RTE_ARP_OP_REQUEST)) return;
+  rte_mbuf* reply = rte_pktmbuf_alloc(pool_);
+  if (reply == nullptr) return;
+  auto* ethernet = rte_pktmbuf_mtod(reply, rte_ether_hdr*);
+  ethernet->dst_addr = arp.arp_data.arp_sha;
+  ethernet->src_addr = u64_to_mac(port_->local_mac);
+  ethernet->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP);
+  auto* answer = reinterpret_cast<rte_arp_hdr*>(ethernet + 1);
+  *answer = arp;
+  answer->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REPLY);
+  answer->arp_data.arp_tha = arp.arp_data.arp_sha;
+  answer->arp_data.arp_tip = arp.arp_data.arp_sip;
+  answer->arp_data.arp_sha = ethernet->src_addr;
+  answer->arp_data.arp_sip = rte_cpu_to_be_32(port_->local_ip);
+  reply->data_len = static_cast<std::uint16_t>(kEthernetBytes + sizeof(rte_arp_hdr));
+  reply->pkt_len = reply->data_len;
+  if (!enqueue(reply)) rte_pktmbuf_free(reply);
+}
+
+void DpdkQueue::request_arp(std::uint32_t ip) {
+  const std::uint64_t now = rte_rdtsc();
+  if (now - last_arp_request_ < rte_get_tsc_hz() / 1000000 * kArpIntervalUs) return;
+  last_arp_request_ = now;
+  rte_mbuf* request = rte_pktmbuf_alloc(pool_);
+  if (request == nullptr) return;
+  auto* ethernet = rte_pktmbuf_mtod(request, rte_ether_hdr*);
+  ethernet->dst_addr = u64_to_mac(kBroadcastMac);
+  ethernet->src_addr = u64_to_mac(port_->local_mac);
+  ethernet->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP);
+  auto* arp = reinterpret_cast<rte_arp_hdr*>(ethernet + 1);
+  arp->arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER);
+  arp->arp_protocol = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+  arp->arp_hlen = RTE_ETHER_ADDR_LEN;
+  arp->arp_plen = 4;
+  arp->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REQUEST);
+  arp->arp_data.arp_sha = ethernet->src_addr;
+  arp->arp_data.arp_sip = rte_cpu_to_be_32(port_->local_ip);
+  arp->arp_data.arp_tha = rte_ether_addr{};
+  arp->arp_data.arp_tip = rte_cpu_to_be_32(ip);
+  request->data_len = static_cast<std::uint16_t>(kEthernetBytes + sizeof(rte_arp_hdr));
+  request->pkt_len = request->data_len;
+  if (!enqueue(request)) rte_pktmbuf_free(request);
+}
+
+std::size_t DpdkQueue::allocate(std::span<TxBuffer> out) {
+  std::size_t given = 0;
+  for (TxBuffer& buffer : out) {
+    rte_mbuf* mbuf = rte_pktmbuf_alloc(pool_);
+    if (mbuf == nullptr) break;
+    // The payload sits right after the header room; the frame header is written at send time.
+    buffer = TxBuffer{frame_of(mbuf) + kFrameHeaderBytes, 0, port_->max_payload, mbuf};
+    ++given;
+  }
+  return given;
+}
+
+void DpdkQueue::release(std::span<TxBuffer> buffers) {
+  for (TxBuffer& buffer : buffers) {
+    // A buffer still waiting in a TX ring keeps its other references; the PMD frees it last.
+    if (buffer.native != nullptr) rte_pktmbuf_free(static_cast<rte_mbuf*>(buffer.native));
+    buffer = TxBuffer{};
+  }
+}
+
+bool DpdkQueue::addresses_for(const Endpoint& to, FrameAddresses& addresses) {
+  const auto mac = port_->neighbours.find(to.address);
+  if (!mac) {
+    ++counters_.tx_unresolved;
+    request_arp(to.address);
+    return false;
+  }
+  addresses = FrameAddresses{port_->local_mac, *mac,    port_->local_ip,
+                             to.address,       static_cast<std::uint16_t>(port_->base_port + queue_), to.port};
+  return true;
+}
+
+void DpdkQueue::finish_frame(rte_mbuf* first_segment) {
+  first_segment->ol_flags = 0;
+  if (port_->checksum_offload) request_checksum_offload(first_segment);
+}
+
+std::size_t DpdkQueue::send(std::span<const TxRequest> packets) {
+  std::size_t taken = 0;
+  for (const TxRequest& request : packets) {
+    auto* mbuf = static_cast<rte_mbuf*>(request.buffer->native);
+    FrameAddresses addresses;
+    if (!addresses_for(request.to, addresses)) {
+      ++taken;  // consumed: dropped until ARP answers; the protocol retransmits
+      continue;
+    }
+    const auto payload_bytes = static_cast<std::uint16_t>(request.buffer->size);
+    std::array<std::byte, kFrameHeaderBytes> header;
+    write_frame_header(header.data(), addresses, payload_bytes, port_->checksum_offload);
+    std::byte* frame = frame_of(mbuf);
+    rte_mbuf* outgoing = mbuf;
+    if (std::memcmp(frame, header.data(), kFrameHeaderBytes) != 0) {
+      if (rte_mbuf_refcnt_read(mbuf) == 1) {
+        std::memcpy(frame, header.data(), kFrameHeaderBytes);  // nobody else reads it now
+      } else {
+        // Still in flight with another header: send the payload under a header of its own.
+        rte_mbuf* head = rte_pktmbuf_alloc(pool_);
+        rte_mbuf* body = head != nullptr ? rte_pktmbuf_clone(mbuf, pool_) : nullptr;
+        if (body == nullptr) {
+          rte_pktmbuf_free(head);
+          break;
+        }
+        body->data_off = static_cast<std::uint16_t>(mbuf->data_off + kFrameHeaderBytes);
+        body->data_len = payload_bytes;
+        body->pkt_len = payload_bytes;
+        std::memcpy(rte_pktmbuf_append(head, kFrameHeaderBytes), header.data(), kFrameHeaderBytes);
+        rte_pktmbuf_chain(head, body);
+        finish_frame(head);
+        if (!enqueue(head)) {
+          rte_pktmbuf_free(head);
+          break;
+        }
+        ++taken;
+        continue;
+      }
+    }
+    mbuf->data_len = static_cast<std::uint16_t>(kFrameHeaderBytes + payload_bytes);
+    mbuf->pkt_len = mbuf->data_len;
+    finish_frame(mbuf);
+    // The TX ring holds its own reference, so the caller can retransmit or release at will.
+    rte_mbuf_refcnt_update(outgoing, 1);
+    if (!enqueue(outgoing)) {
+      rte_mbuf_refcnt_update(outgoing, -1);
+      break;
+    }
+    ++taken;
+  }
+  return taken;
+}
+
+std::size_t DpdkQueue::send_to_all(const TxBuffer& buffer, std::span<const Endpoint> to) {
+  auto* mbuf = static_cast<rte_mbuf*>(buffer.native);
+  const auto payload_bytes = static_cast<std::uint16_t>(buffer.size);
+  std::size_t served = 0;
+  for (const Endpoint& endpoint : to) {
+    FrameAddresses addresses;
+    if (!addresses_for(endpoint, addresses)) {
+      ++served;
+      continue;
+    }
+    rte_mbuf* head = rte_pktmbuf_alloc(pool_);
+    if (head == nullptr) break;
+    std::byte* header = reinterpret_cast<std::byte*>(rte_pktmbuf_append(head, kFrameHeaderBytes));
+    write_frame_header(header, addresses, payload_bytes, port_->checksum_offload);
+    if (port_->chained_transmit) {
+      // One payload, N small headers: the payload is shared by reference count.
+      rte_mbuf* body = rte_pktmbuf_clone(mbuf, pool_);
+      if (body == nullptr) {
+        rte_pktmbuf_free(head);
+        break;
+      }
+      body->data_off = static_cast<std::uint16_t>(mbuf->data_off + kFrameHeaderBytes);
+      body->data_len = payload_bytes;
+      body->pkt_len = payload_bytes;
+      rte_pktmbuf_chain(head, body);
+    } else {
+      // The port cannot send chained mbufs: the payload has to be in the frame.
+      std::memcpy(rte_pktmbuf_append(head, payload_bytes), buffer.payload, payload_bytes);
+    }
+    finish_frame(head);
+    if (!enqueue(head)) {
+      rte_pktmbuf_free(head);
+      break;
+    }
+    ++served;
+  }
+  return served;
+}
+
+bool DpdkQueue::enqueue(rte_mbuf* mbuf) {
+  const std::size_t burst = std::min<std::size_t>(port_->burst, kMaxBurst);
+  if (tx_count_ == burst) flush();
+  if (tx_count_ == burst) return false;
+  if (tx_count_ == 0) tx_oldest_ = rte_rdtsc();
+  tx_[tx_count_++] = mbuf;
+  if (tx_count_ == burst) flush();
+  return true;
+}
+
+void DpdkQueue::flush() {
+  if (tx_count_ == 0) return;
+  const std::uint16_t sent = rte_eth_tx_burst(port_->port_id, queue_, tx_.data(), static_cast<std::uint16_t>(tx_count_));
+  counters_.tx_packets += sent;
+  std::copy(tx_.begin() + sent, tx_.begin() + static_cast<std::ptrdiff_t>(tx_count_), tx_.begin());
+  tx_count_ -= sent;
+  if (tx_count_ > 0) tx_oldest_ = rte_rdtsc();
+}
+
+}  // namespace dpa::transport::dpdk

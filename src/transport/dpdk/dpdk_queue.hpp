@@ -1,0 +1,63 @@
+// One thread's RX/TX queue pair on a DPDK port: burst RX (plus the inbox other queues dispatch
+// to), TX buffered up to a burst and flushed after tx_flush, mbufs from the queue's own pool.
+// Busy-polls; nothing on the packet path allocates from the heap or takes a lock.
+#pragma once
+
+#include <rte_mbuf.h>
+
+#include <array>
+#include <memory>
+
+#include "transport/dpdk/frame.hpp"
+#include "transport/dpdk/port_state.hpp"
+#include "transport/queue.hpp"
+
+namespace dpa::transport::dpdk {
+
+class DpdkQueue final : public Queue {
+ public:
+  static constexpr std::size_t kMaxBurst = 512;
+
+  DpdkQueue(std::shared_ptr<PortState> port, std::uint16_t queue, rte_mempool* pool);
+  DpdkQueue(const DpdkQueue&) = delete;
+  DpdkQueue& operator=(const DpdkQueue&) = delete;
+  ~DpdkQueue() override;
+
+  std::size_t receive(std::span<RxPacket> out, std::chrono::nanoseconds timeout) override;
+  std::size_t allocate(std::span<TxBuffer> out) override;
+  std::size_t send(std::span<const TxRequest> packets) override;
+  std::size_t send_to_all(const TxBuffer& buffer, std::span<const Endpoint> to) override;
+  void release(std::span<TxBuffer> buffers) override;
+  void flush() override;
+
+  [[nodiscard]] std::uint32_t max_payload() const override { return port_->max_payload; }
+  [[nodiscard]] Endpoint local_endpoint() const override {
+    return Endpoint{port_->local_ip, static_cast<std::uint16_t>(port_->base_port + queue_)};
+  }
+  [[nodiscard]] QueueCounters counters() const override { return counters_; }
+
+ private:
+  // Sorts one received frame: ours (appended to `out`), another queue's, ARP, or not for us.
+  void classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& delivered);
+  void answer_arp(const rte_arp_hdr& arp);
+  void request_arp(std::uint32_t ip);
+  // Takes one frame into the TX burst; false when the burst is full and the port takes none.
+  bool enqueue(rte_mbuf* mbuf);
+  // The frame header's addresses for `to`, or nothing when its MAC is unknown (ARP asked).
+  bool addresses_for(const Endpoint& to, FrameAddresses& addresses);
+  void finish_frame(rte_mbuf* first_segment);
+
+  std::shared_ptr<PortState> port_;
+  std::uint16_t queue_;
+  rte_mempool* pool_;
+  std::array<rte_mbuf*, kMaxBurst> rx_{};
+  std::array<rte_mbuf*, kMaxBurst> held_{};  // delivered by the last receive(), freed by the next
+  std::size_t held_count_ = 0;
+  std::array<rte_mbuf*, kMaxBurst> tx_{};
+  std::size_t tx_count_ = 0;
+  std::uint64_t tx_oldest_ = 0;  // TSC when the oldest packet in tx_ was queued
+  std::uint64_t last_arp_request_ = 0;
+  QueueCounters counters_;
+};
+
+}  // namespace dpa::transport::dpdk

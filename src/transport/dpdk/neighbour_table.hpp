@@ -1,0 +1,55 @@
+// IPv4 -> Ethernet address table shared by a device's queues: static entries from the config,
+// learned ones from ARP and from received packets. Lock-free (open addressing, one atomic claim
+// per new address), fixed size, so a lookup on the packet path costs a few loads.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <optional>
+
+namespace dpa::transport::dpdk {
+
+class NeighbourTable {
+ public:
+  static constexpr std::size_t kSlots = 4096;  // power of two; far above any world size
+
+  // Ethernet addresses travel as the low 48 bits of a uint64 (byte 0 of the MAC highest).
+  [[nodiscard]] std::optional<std::uint64_t> find(std::uint32_t ip) const {
+    for (std::size_t i = 0, slot = hash(ip); i < kSlots; ++i, slot = (slot + 1) & (kSlots - 1)) {
+      const std::uint32_t key = slots_[slot].ip.load(std::memory_order_acquire);
+      if (key == 0) return std::nullopt;
+      if (key == ip) {
+        const std::uint64_t mac = slots_[slot].mac.load(std::memory_order_acquire);
+        return mac == 0 ? std::nullopt : std::optional(mac);
+      }
+    }
+    return std::nullopt;
+  }
+
+  // False only when the table is full.
+  bool learn(std::uint32_t ip, std::uint64_t mac) {
+    if (ip == 0 || mac == 0) return false;
+    for (std::size_t i = 0, slot = hash(ip); i < kSlots; ++i, slot = (slot + 1) & (kSlots - 1)) {
+      std::uint32_t key = slots_[slot].ip.load(std::memory_order_acquire);
+      if (key == 0 && slots_[slot].ip.compare_exchange_strong(key, ip, std::memory_order_acq_rel)) key = ip;
+      if (key == ip) {
+        slots_[slot].mac.store(mac, std::memory_order_release);
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  struct Slot {
+    std::atomic<std::uint32_t> ip{0};
+    std::atomic<std::uint64_t> mac{0};
+  };
+
+  static std::size_t hash(std::uint32_t ip) { return (ip * 2654435761u) & (kSlots - 1); }
+
+  std::array<Slot, kSlots> slots_{};
+};
+
+}  // namespace dpa::transport::dpdk

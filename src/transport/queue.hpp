@@ -1,0 +1,46 @@
+// A queue: one thread's view of a Device (Gloo's pair, NCCL's comm). Nothing in a queue is
+// shared or locked, so each thread owns one; different queues of a device run in parallel.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "transport/buffer.hpp"
+#include "transport/queue_counters.hpp"
+
+namespace dpa::transport {
+
+class Queue {
+ public:
+  virtual ~Queue() = default;
+
+  // Waits at most `timeout` (zero: poll) for the first packet, then takes what is queued, up to
+  // out.size() packets. Packets from the previous call are invalid from here on.
+  virtual std::size_t receive(std::span<RxPacket> out, std::chrono::nanoseconds timeout) = 0;
+
+  // Fills `out` with empty transmit buffers of capacity max_payload(); returns how many it
+  // could allocate (fewer when the pool is exhausted: release some and retry).
+  virtual std::size_t allocate(std::span<TxBuffer> out) = 0;
+
+  // Queues the packets for transmission in order and returns how many were taken (a prefix);
+  // the rest met a full device queue and may be offered again. Buffers stay the caller's.
+  virtual std::size_t send(std::span<const TxRequest> packets) = 0;
+
+  // Sends one buffer to every endpoint (the switch's multicast) without copying its payload;
+  // returns how many endpoints were served, in order.
+  virtual std::size_t send_to_all(const TxBuffer& buffer, std::span<const Endpoint> to) = 0;
+
+  // Hands buffers back; a buffer may still be in flight, the transport frees it when sent.
+  virtual void release(std::span<TxBuffer> buffers) = 0;
+
+  // Pushes out packets held back for batching (see the DPDK transport's tx_flush_us).
+  virtual void flush() = 0;
+
+  [[nodiscard]] virtual std::uint32_t max_payload() const = 0;
+  [[nodiscard]] virtual Endpoint local_endpoint() const = 0;
+  [[nodiscard]] virtual QueueCounters counters() const = 0;
+};
+
+}  // namespace dpa::transport

@@ -1,0 +1,23 @@
+// Per-queue packet counters, read by the thread that owns the queue.
+#pragma once
+
+#include <cstdint>
+
+namespace dpa::transport {
+
+struct QueueCounters {
+  std::uint64_t rx_packets = 0;
+  std::uint64_t tx_packets = 0;
+  std::uint64_t tx_errors = 0;       // packets the device or kernel refused
+  std::uint64_t rx_dropped = 0;      // frames that were not ours (other protocols, bad headers)
+  std::uint64_t rx_syscalls = 0;     // sockets only
+  std::uint64_t tx_syscalls = 0;
+  std::uint64_t tx_unresolved = 0;   // DPDK: no MAC known for the destination yet (ARP sent)
+  std::uint64_t rx_dispatched = 0;   // DPDK: handed to another queue by destination port
+  std::uint64_t injected_drops = 0;  // fault injection only
+  std::uint64_t injected_duplicates = 0;
+  std::uint64_t injected_reorders = 0;
+  std::uint64_t injected_delays = 0;
+};
+
+}  // namespace dpa::transport

@@ -1,0 +1,69 @@
+// Validation of the typed transport sections; every message names "<section>.<key>".
+#include <arpa/inet.h>
+
+#include <fmt/format.h>
+
+#include "dpa/error.hpp"
+#include "dpa/transport_config.hpp"
+
+namespace dpa {
+namespace {
+
+// The protocol's largest packet (header + payload) fits in 16 KiB; sockets accept up to 64 KiB.
+constexpr std::uint32_t kMaxUdpPayload = 65507;
+
+bool is_ipv4(const std::string& text) {
+  in_addr address{};
+  return inet_pton(AF_INET, text.c_str(), &address) == 1;
+}
+
+bool is_mac(const std::string& text) {
+  unsigned bytes[6];
+  char tail = 0;
+  return text.size() == 17 && std::sscanf(text.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &bytes[0], &bytes[1], &bytes[2],
+                                          &bytes[3], &bytes[4], &bytes[5], &tail) == 6;
+}
+
+[[noreturn]] void reject(const std::string& section, const char* key, const std::string& why) {
+  throw ConfigError(fmt::format("{}.{}: {}", section, key, why));
+}
+
+}  // namespace
+
+void UdpTransportConfig::validate(const std::string& section) const {
+  if (bind_host.empty()) reject(section, "bind_host", "must not be empty");
+  if (max_payload < 64 || max_payload > kMaxUdpPayload) {
+    reject(section, "max_payload", fmt::format("{} outside 64..{}", max_payload, kMaxUdpPayload));
+  }
+  if (batch == 0 || batch > 1024) reject(section, "batch", fmt::format("{} outside 1..1024", batch));
+  if (buffers == 0 || buffers > 65536) reject(section, "buffers", fmt::format("{} outside 1..65536", buffers));
+  if (socket_buffer_bytes < 0) reject(section, "socket_buffer_bytes", "must not be negative");
+}
+
+void DpdkTransportConfig::validate(const std::string& section) const {
+  if (local_ip.empty()) reject(section, "local_ip", "required (this host's IPv4 address on the DPDK port)");
+  if (!is_ipv4(local_ip)) reject(section, "local_ip", fmt::format("\"{}\" is not an IPv4 address", local_ip));
+  if (local_port == 0) reject(section, "local_port", "must be a UDP port (1..65535); queue q uses local_port + q");
+  for (const DpdkNeighbour& neighbour : neighbours) {
+    if (!is_ipv4(neighbour.ip)) {
+      reject(section, "neighbours", fmt::format("ip \"{}\" is not an IPv4 address", neighbour.ip));
+    }
+    if (!is_mac(neighbour.mac)) {
+      reject(section, "neighbours", fmt::format("mac \"{}\" is not aa:bb:cc:dd:ee:ff", neighbour.mac));
+    }
+  }
+  if (mtu < 576 || mtu > 9600) reject(section, "mtu", fmt::format("{} outside 576..9600", mtu));
+  if (rx_descriptors < 32 || tx_descriptors < 32) {
+    reject(section, rx_descriptors < 32 ? "rx_descriptors" : "tx_descriptors", "must be at least 32");
+  }
+  if (burst == 0 || burst > 512) reject(section, "burst", fmt::format("{} outside 1..512", burst));
+  if (mbufs < 2u * burst + 64) {
+    reject(section, "mbufs", fmt::format("{} is too few for burst {} (at least 2 * burst + 64)", mbufs, burst));
+  }
+  if (tx_flush.count() < 0) reject(section, "tx_flush_us", "must not be negative");
+  if (!file_prefix.empty() && file_prefix.find('/') != std::string::npos) {
+    reject(section, "file_prefix", "must be a plain name (no '/')");
+  }
+}
+
+}  // namespace dpa
