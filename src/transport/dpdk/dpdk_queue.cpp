@@ -78,7 +78,7 @@ void DpdkQueue::classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& d
     return;
   }
   const std::uint16_t udp_bytes = rte_be_to_cpu_16(udp->dgram_len);
-  if (udp_bytes < kUdpBytes || kEthernetBytes + kIpv4Bytes + udp_bytes > length) {
+  if (udp_bytes < kUdpBytes || static_cast<std::uint32_t>(kEthernetBytes + kIpv4Bytes + udp_bytes) > length) {
     ++counters_.rx_dropped;
     rte_pktmbuf_free(mbuf);
     return;

@@ -20,8 +20,8 @@ class NeighbourTable {
       const std::uint32_t key = slots_[slot].ip.load(std::memory_order_acquire);
       if (key == 0) return std::nullopt;
       if (key == ip) {
-        const std::uint64_t mac = slots_[slot].mac.load(std::memory_order_acquire);
-        return mac == 0 ? std::nullopt : std::optional(mac);
+        const std::uint64_t entry = slots_[slot].mac.load(std::memory_order_acquire);
+        return (entry & kValid) == 0 ? std::nullopt : std::optional(entry & ~kValid);
       }
     }
     return std::nullopt;
@@ -29,12 +29,12 @@ class NeighbourTable {
 
   // False only when the table is full.
   bool learn(std::uint32_t ip, std::uint64_t mac) {
-    if (ip == 0 || mac == 0) return false;
+    if (ip == 0) return false;
     for (std::size_t i = 0, slot = hash(ip); i < kSlots; ++i, slot = (slot + 1) & (kSlots - 1)) {
       std::uint32_t key = slots_[slot].ip.load(std::memory_order_acquire);
       if (key == 0 && slots_[slot].ip.compare_exchange_strong(key, ip, std::memory_order_acq_rel)) key = ip;
       if (key == ip) {
-        slots_[slot].mac.store(mac, std::memory_order_release);
+        slots_[slot].mac.store(mac | kValid, std::memory_order_release);
         return true;
       }
     }
@@ -42,6 +42,9 @@ class NeighbourTable {
   }
 
  private:
+  // Set in a stored entry: an all-zero MAC (some virtual devices have one) is still an answer.
+  static constexpr std::uint64_t kValid = 1ULL << 63;
+
   struct Slot {
     std::atomic<std::uint32_t> ip{0};
     std::atomic<std::uint64_t> mac{0};

@@ -1,0 +1,397 @@
+// One suite for every transport (as Gloo runs its tests over every transport): each case talks
+// to an echo peer through two local queues. UDP on loopback, UDP through the fault injector
+// (reordering and delay, no loss, so counts stay exact), DPDK net_ring in this process, and
+// DPDK net_memif to a peer process. DPDK cases skip with the reason when DPDK is absent.
+#include <dlfcn.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dpa/error.hpp"
+#include "transport/factory.hpp"
+#include "transport/fault_injector.hpp"
+#include "transport_echo.hpp"
+
+#ifdef DPA_HAVE_DPDK
+#include <rte_eal.h>
+#include <rte_ring.h>
+
+#include "transport/dpdk/eal.hpp"
+#endif
+
+namespace dpa::transport {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kQueues = 2;
+
+enum class Kind { udp, udp_with_faults, dpdk_ring, dpdk_memif };
+
+std::string kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::udp: return "Udp";
+    case Kind::udp_with_faults: return "UdpWithFaults";
+    case Kind::dpdk_ring: return "DpdkRing";
+    case Kind::dpdk_memif: return "DpdkMemif";
+  }
+  return "?";
+}
+
+std::string test_prefix() { return "dpa-transport-test-" + std::to_string(getpid()); }
+std::string memif_socket() { return "/tmp/" + test_prefix() + ".sock"; }
+
+// Removes what a DPDK process with `prefix` leaves on disk (its runtime directory).
+void remove_dpdk_files(const std::string& prefix) {
+  std::error_code ignored;
+  std::filesystem::remove_all("/var/run/dpdk/" + prefix, ignored);
+  if (const char* runtime = std::getenv("XDG_RUNTIME_DIR")) {
+    std::filesystem::remove_all(std::string(runtime) + "/dpdk/" + prefix, ignored);
+  }
+}
+
+#ifdef DPA_HAVE_DPDK
+DpdkTransportConfig dpdk_base(const std::string& port, const std::string& ip, std::uint16_t udp_port) {
+  DpdkTransportConfig config;
+  config.vdevs = {"net_memif0,role=server,socket-abstract=no,mac=02:00:00:00:00:01,socket=" + memif_socket()};
+  config.file_prefix = test_prefix();
+  config.no_huge = true;
+  config.memory_mb = 512;
+  config.eal_args = {"--no-pci", "--log-level=lib.eal:error"};
+  config.port = port;
+  config.local_ip = ip;
+  config.local_port = udp_port;
+  config.mbufs = 2047;
+  return config;
+}
+
+// Two ring ports wired to each other: what "dpa_ring_a" sends on queue q, "dpa_ring_b"
+// receives on queue q. rte_eth_from_rings lives in the net_ring driver, which the EAL loaded
+// as a plugin; it is looked up there rather than linked (a second copy would register twice).
+void create_ring_ports() {
+  using FromRings = int (*)(const char*, rte_ring* const[], unsigned, rte_ring* const[], unsigned, unsigned);
+  void* driver = dlopen("librte_net_ring.so.23", RTLD_NOW | RTLD_NOLOAD);
+  if (driver == nullptr) driver = dlopen("librte_net_ring.so", RTLD_NOW);
+  ASSERT_NE(driver, nullptr) << "net_ring driver not loaded: " << dlerror();
+  auto from_rings = reinterpret_cast<FromRings>(dlsym(driver, "rte_eth_from_rings"));
+  ASSERT_NE(from_rings, nullptr);
+  std::array<rte_ring*, kQueues> a_to_b{};
+  std::array<rte_ring*, kQueues> b_to_a{};
+  for (std::size_t q = 0; q < kQueues; ++q) {
+    a_to_b[q] = rte_ring_create(("dpa_ab" + std::to_string(q)).c_str(), 4096, SOCKET_ID_ANY, 0);
+    b_to_a[q] = rte_ring_create(("dpa_ba" + std::to_string(q)).c_str(), 4096, SOCKET_ID_ANY, 0);
+    ASSERT_TRUE(a_to_b[q] != nullptr && b_to_a[q] != nullptr);
+  }
+  ASSERT_GE(from_rings("dpa_ring_a", b_to_a.data(), kQueues, a_to_b.data(), kQueues, SOCKET_ID_ANY), 0);
+  ASSERT_GE(from_rings("dpa_ring_b", a_to_b.data(), kQueues, b_to_a.data(), kQueues, SOCKET_ID_ANY), 0);
+}
+#endif
+
+class TransportTest : public ::testing::TestWithParam<Kind> {
+ protected:
+  void SetUp() override {
+    const Kind kind = GetParam();
+    if (kind == Kind::udp || kind == Kind::udp_with_faults) {
+      UdpTransportConfig config;
+      config.bind_host = "127.0.0.1";
+      config.buffers = 512;
+      open_local(config, "127.0.0.1");
+      start_echo_thread(config, 1us);
+    } else {
+#ifndef DPA_HAVE_DPDK
+      GTEST_SKIP() << "DPDK transport not built: libdpdk was not found by pkg-config at configure time "
+                      "(scripts/install-deps.sh --with-dpdk)";
+#else
+      dpdk::start_eal(dpdk_base("", "10.99.0.1", 6000));
+      if (kind == Kind::dpdk_ring) {
+        create_ring_ports();
+        if (HasFatalFailure()) return;
+        // No static neighbours: the first packets wait for ARP in both directions.
+        open_local(dpdk_base("net_ring_dpa_ring_a", "10.99.0.1", 6000), "10.99.0.1");
+        start_echo_thread(dpdk_base("net_ring_dpa_ring_b", "10.99.0.2", 7000), 0ns);
+      } else {
+        DpdkTransportConfig config = dpdk_base("net_memif0", "10.99.0.1", 6000);
+        config.neighbours = {{"10.99.0.2", "02:00:00:00:00:02"}};
+        open_local(config, "10.99.0.1");
+        start_echo_process();
+      }
+#endif
+    }
+    if (!HasFatalFailure()) wait_until_echoing();
+  }
+
+  void TearDown() override {
+    stop_.store(true);
+    if (echo_thread_.joinable()) echo_thread_.join();
+    if (peer_pid_ > 0) {
+      kill(peer_pid_, SIGTERM);
+      int status = 0;
+      const auto deadline = Clock::now() + 5s;
+      while (waitpid(peer_pid_, &status, WNOHANG) == 0) {
+        if (Clock::now() > deadline) {
+          kill(peer_pid_, SIGKILL);
+          waitpid(peer_pid_, &status, 0);
+          break;
+        }
+        std::this_thread::yield();
+      }
+      remove_dpdk_files(peer_prefix_);
+    }
+    queues_.clear();
+    local_.reset();
+    peer_queues_.clear();
+    peer_device_.reset();
+    std::error_code ignored;
+    std::filesystem::remove(memif_socket(), ignored);
+    remove_dpdk_files(test_prefix());
+  }
+
+  template <class DeviceConfig>
+  void open_local(const DeviceConfig& config, const std::string& ip) {
+    local_ = open_device(config, kQueues);
+    for (std::size_t q = 0; q < kQueues; ++q) {
+      auto queue = local_->open_queue(q);
+      if (GetParam() == Kind::udp_with_faults) {
+        FaultOptions faults;
+        faults.reorder = 0.2;
+        faults.delay = 0.1;
+        faults.delay_time = 300us;
+        faults.seed = 7 + q;
+        queue = with_faults(std::move(queue), faults);
+      }
+      queues_.push_back(std::move(queue));
+    }
+    local_ip_ = Endpoint::resolve(ip, 0, "ip").address;
+  }
+
+  template <class DeviceConfig>
+  void start_echo_thread(const DeviceConfig& config, std::chrono::nanoseconds poll) {
+    peer_device_ = open_device(config, kQueues);
+    for (std::size_t q = 0; q < kQueues; ++q) {
+      peer_queues_.push_back(peer_device_->open_queue(q));
+      peer_.push_back(peer_queues_.back()->local_endpoint());
+    }
+    echo_thread_ = std::thread([this, poll] { test::run_echo(peer_queues_, stop_, poll); });
+  }
+
+  void start_echo_process() {
+    peer_prefix_ = test_prefix() + "-peer";
+    peer_pid_ = fork();
+    ASSERT_GE(peer_pid_, 0);
+    if (peer_pid_ == 0) {
+      const std::string program = std::string(DPA_BINARY_DIR) + "/tests/transport_echo_peer";
+      execl(program.c_str(), program.c_str(), memif_socket().c_str(), peer_prefix_.c_str(),
+            std::to_string(kQueues).c_str(), nullptr);
+      _exit(127);
+    }
+    for (std::size_t q = 0; q < kQueues; ++q) {
+      peer_.push_back(Endpoint{Endpoint::resolve("10.99.0.2", 0, "ip").address, static_cast<std::uint16_t>(7000 + q)});
+    }
+  }
+
+  // Sends `payloads` from local queue `from` to the peer endpoint(s) and frees the buffers
+  // right after sending (a buffer in flight must survive its release).
+  void send_payloads(std::size_t from, const std::vector<std::vector<std::byte>>& payloads, const Endpoint& to) {
+    for (const auto& payload : payloads) {
+      TxBuffer buffer;
+      ASSERT_EQ(queues_[from]->allocate(std::span(&buffer, 1)), 1u);
+      std::memcpy(buffer.payload, payload.data(), payload.size());
+      buffer.size = static_cast<std::uint32_t>(payload.size());
+      const TxRequest request{&buffer, to};
+      const auto deadline = Clock::now() + 2s;
+      while (queues_[from]->send(std::span(&request, 1)) == 0) {
+        ASSERT_LT(Clock::now(), deadline) << "queue never took the packet";
+        poll_all();
+      }
+      queues_[from]->release(std::span(&buffer, 1));
+    }
+    for (auto& queue : queues_) queue->flush();
+  }
+
+  // Polls every local queue (a queue moves packets meant for another one only while it polls),
+  // recording what each received, until `count` packets or the deadline.
+  std::size_t collect(std::size_t count, std::chrono::milliseconds limit = 5000ms) {
+    const auto deadline = Clock::now() + limit;
+    std::size_t total = 0;
+    for (const auto& per_queue : received_) total += per_queue.second.size();
+    while (total < count && Clock::now() < deadline) total += poll_all();
+    return total;
+  }
+
+  std::size_t poll_all() {
+    std::size_t got = 0;
+    std::array<RxPacket, 32> batch;
+    for (std::size_t q = 0; q < kQueues; ++q) {
+      const std::size_t n = queues_[q]->receive(batch, 200us);
+      for (std::size_t i = 0; i < n; ++i) {
+        received_[q].push_back({batch[i].data.begin(), batch[i].data.end()});
+        senders_[q].push_back(batch[i].from);
+      }
+      got += n;
+    }
+    return got;
+  }
+
+  // Probes until the peer answers (ARP, memif connection), then forgets the probes.
+  void wait_until_echoing() {
+    const std::vector<std::vector<std::byte>> probe{{std::byte{0xEE}}};
+    const auto deadline = Clock::now() + 20s;
+    for (std::size_t q = 0; q < kQueues; ++q) {
+      while (received_[q].empty()) {
+        ASSERT_LT(Clock::now(), deadline) << "no echo from the peer on queue " << q;
+        send_payloads(q, probe, peer_[q]);
+        if (HasFatalFailure()) return;
+        collect(q + 1, 50ms);
+      }
+    }
+    // Late duplicates of the probes (several were in flight) would confuse exact counts.
+    const auto settle = Clock::now() + 100ms;
+    while (Clock::now() < settle) poll_all();
+    received_.clear();
+    senders_.clear();
+  }
+
+  static std::vector<std::byte> pattern(std::uint32_t index, std::size_t size) {
+    std::vector<std::byte> bytes(size);
+    for (std::size_t i = 0; i < size; ++i) bytes[i] = static_cast<std::byte>((index * 31 + i * 7) & 0xff);
+    std::memcpy(bytes.data(), &index, std::min(size, sizeof index));
+    return bytes;
+  }
+
+  std::unique_ptr<Device> local_;
+  std::vector<std::unique_ptr<Queue>> queues_;
+  std::uint32_t local_ip_ = 0;
+  std::unique_ptr<Device> peer_device_;
+  std::vector<std::unique_ptr<Queue>> peer_queues_;
+  std::vector<Endpoint> peer_;
+  std::thread echo_thread_;
+  std::atomic<bool> stop_{false};
+  pid_t peer_pid_ = 0;
+  std::string peer_prefix_;
+  std::map<std::size_t, std::vector<std::vector<std::byte>>> received_;
+  std::map<std::size_t, std::vector<Endpoint>> senders_;
+};
+
+TEST_P(TransportTest, PropertiesDescribeTheDevice) {
+  const DeviceProperties properties = local_->properties();
+  EXPECT_EQ(properties.queues, kQueues);
+  EXPECT_GE(properties.max_payload, 1400u);
+  EXPECT_FALSE(properties.name.empty());
+  for (std::size_t q = 0; q < kQueues; ++q) {
+    EXPECT_EQ(queues_[q]->local_endpoint().address, local_ip_);
+    EXPECT_EQ(queues_[q]->max_payload(), properties.max_payload);
+  }
+  EXPECT_NE(queues_[0]->local_endpoint().port, queues_[1]->local_endpoint().port);
+  EXPECT_THROW(local_->open_queue(0), Error);
+  EXPECT_THROW(local_->open_queue(kQueues), Error);
+}
+
+TEST_P(TransportTest, RoundTripKeepsEveryByte) {
+  std::vector<std::vector<std::byte>> sent;
+  const std::uint32_t largest = queues_[0]->max_payload();
+  for (std::uint32_t i = 0; i < 300; ++i) sent.push_back(pattern(i, 1 + (i * 97) % largest));
+  sent.push_back(pattern(300, largest));
+  send_payloads(0, sent, peer_[0]);
+  ASSERT_EQ(collect(sent.size()), sent.size());
+  auto echoed = received_[0];
+  std::sort(echoed.begin(), echoed.end());
+  std::sort(sent.begin(), sent.end());
+  EXPECT_EQ(echoed, sent);
+  for (const Endpoint& from : senders_[0]) EXPECT_EQ(from, peer_[0]);
+}
+
+TEST_P(TransportTest, RepliesReachTheQueueTheyAreAddressedTo) {
+  // Queue 1 talks to the peer's queue 0: the echo comes back addressed to queue 1's port, on
+  // whichever device queue the link delivers it to, and must end up at queue 1.
+  std::vector<std::vector<std::byte>> sent;
+  for (std::uint32_t i = 0; i < 64; ++i) sent.push_back(pattern(i, 200));
+  send_payloads(1, sent, peer_[0]);
+  send_payloads(0, sent, peer_[1]);
+  ASSERT_EQ(collect(2 * sent.size()), 2 * sent.size());
+  EXPECT_EQ(received_[0].size(), sent.size());
+  EXPECT_EQ(received_[1].size(), sent.size());
+  for (const Endpoint& from : senders_[1]) EXPECT_EQ(from, peer_[0]);
+  for (const Endpoint& from : senders_[0]) EXPECT_EQ(from, peer_[1]);
+}
+
+TEST_P(TransportTest, RetransmissionSendsTheSameBufferAgain) {
+  TxBuffer buffer;
+  ASSERT_EQ(queues_[0]->allocate(std::span(&buffer, 1)), 1u);
+  const std::vector<std::byte> payload = pattern(42, 1000);
+  std::memcpy(buffer.payload, payload.data(), payload.size());
+  buffer.size = static_cast<std::uint32_t>(payload.size());
+  const std::byte* const where = buffer.payload;
+  const TxRequest request{&buffer, peer_[0]};
+  for (int copy = 0; copy < 5; ++copy) {
+    ASSERT_EQ(queues_[0]->send(std::span(&request, 1)), 1u);
+    queues_[0]->flush();
+    EXPECT_EQ(buffer.payload, where);
+  }
+  ASSERT_EQ(collect(5), 5u);
+  queues_[0]->release(std::span(&buffer, 1));
+  for (const auto& echo : received_[0]) EXPECT_EQ(echo, payload);
+}
+
+TEST_P(TransportTest, SendToAllServesEveryEndpointFromOneBuffer) {
+  TxBuffer buffer;
+  ASSERT_EQ(queues_[0]->allocate(std::span(&buffer, 1)), 1u);
+  const std::vector<std::byte> payload = pattern(7, 1200);
+  std::memcpy(buffer.payload, payload.data(), payload.size());
+  buffer.size = static_cast<std::uint32_t>(payload.size());
+  const std::vector<Endpoint> everyone{peer_[0], peer_[1], peer_[0], peer_[1]};
+  for (int round = 0; round < 8; ++round) {
+    ASSERT_EQ(queues_[0]->send_to_all(buffer, everyone), everyone.size());
+  }
+  queues_[0]->flush();
+  queues_[0]->release(std::span(&buffer, 1));
+  ASSERT_EQ(collect(8 * everyone.size()), 8 * everyone.size());
+  for (const auto& echo : received_[0]) EXPECT_EQ(echo, payload);
+  EXPECT_EQ(std::count(senders_[0].begin(), senders_[0].end(), peer_[1]), 16);
+}
+
+TEST_P(TransportTest, AllocationStopsWhenThePoolIsEmptyAndRecovers) {
+  std::vector<TxBuffer> buffers(70000);
+  const std::size_t got = queues_[0]->allocate(buffers);
+  EXPECT_GT(got, 0u);
+  EXPECT_LT(got, buffers.size());
+  TxBuffer more;
+  EXPECT_EQ(queues_[0]->allocate(std::span(&more, 1)), 0u);
+  queues_[0]->release(std::span(buffers.data(), got));
+  EXPECT_EQ(queues_[0]->allocate(std::span(&more, 1)), 1u);
+  queues_[0]->release(std::span(&more, 1));
+}
+
+TEST_P(TransportTest, ReceiveWaitsForItsTimeoutWhenNothingArrives) {
+  std::array<RxPacket, 8> batch;
+  const auto start = Clock::now();
+  EXPECT_EQ(queues_[0]->receive(batch, 30ms), 0u);
+  EXPECT_GE(Clock::now() - start, 25ms);
+  EXPECT_EQ(queues_[0]->receive(batch, 0ns), 0u);
+}
+
+TEST_P(TransportTest, CountersCountWhatWasSentAndReceived) {
+  send_payloads(0, {pattern(1, 64), pattern(2, 64), pattern(3, 64)}, peer_[0]);
+  ASSERT_EQ(collect(3), 3u);
+  const QueueCounters counters = queues_[0]->counters();
+  EXPECT_GE(counters.tx_packets, 3u);
+  EXPECT_GE(counters.rx_packets, 3u);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryTransport, TransportTest,
+                         ::testing::Values(Kind::udp, Kind::udp_with_faults, Kind::dpdk_ring, Kind::dpdk_memif),
+                         [](const ::testing::TestParamInfo<Kind>& param) { return kind_name(param.param); });
+
+}  // namespace
+}  // namespace dpa::transport
