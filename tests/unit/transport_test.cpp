@@ -188,12 +188,13 @@ class TransportTest : public ::testing::TestWithParam<Kind> {
 
   void start_echo_process() {
     peer_prefix_ = test_prefix() + "-peer";
+    const std::string socket = memif_socket();  // named after this process, not the child
+    const std::string program = std::string(DPA_BINARY_DIR) + "/tests/transport_echo_peer";
+    const std::string queues = std::to_string(kQueues);
     peer_pid_ = fork();
     ASSERT_GE(peer_pid_, 0);
     if (peer_pid_ == 0) {
-      const std::string program = std::string(DPA_BINARY_DIR) + "/tests/transport_echo_peer";
-      execl(program.c_str(), program.c_str(), memif_socket().c_str(), peer_prefix_.c_str(),
-            std::to_string(kQueues).c_str(), nullptr);
+      execl(program.c_str(), program.c_str(), socket.c_str(), peer_prefix_.c_str(), queues.c_str(), nullptr);
       _exit(127);
     }
     for (std::size_t q = 0; q < kQueues; ++q) {
