@@ -45,7 +45,7 @@ std::unique_ptr<Transport> as_stream(std::unique_ptr<Queue> queue);
 struct UdpOptions {
   std::string bind_host = "0.0.0.0";
   std::uint16_t bind_port = 0;  // 0: ephemeral
-  std::size_t max_datagram = 16384;
+  std::size_t max_datagram = 65507;  // the largest UDP datagram
   std::size_t batch = 64;
   int socket_buffer_bytes = 16 << 20;
 };

@@ -7,6 +7,8 @@
 #include <numeric>
 #include <vector>
 
+#include "transport/fault_injector.hpp"
+#include "transport/socket/udp_device.hpp"
 #include "transport/transport.hpp"
 
 namespace dpa::transport {
@@ -15,10 +17,10 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-std::unique_ptr<Transport> loopback_transport() {
-  UdpOptions options;
-  options.bind_host = "127.0.0.1";
-  return make_udp_transport(options);
+std::unique_ptr<Queue> loopback_queue() {
+  UdpTransportConfig config;
+  config.bind_host = "127.0.0.1";
+  return socket::open_udp_queue(config);
 }
 
 struct Link {
@@ -28,10 +30,9 @@ struct Link {
 
 // A loopback pair with faults injected on the sending or the receiving side.
 Link faulty_link(const FaultOptions& faults, bool faulty_sender) {
-  Link link{loopback_transport(), loopback_transport()};
-  (faulty_sender ? link.sender : link.receiver) =
-      with_faults(std::move(faulty_sender ? link.sender : link.receiver), faults);
-  return link;
+  const FaultOptions none;
+  return Link{as_stream(with_faults(loopback_queue(), faulty_sender ? faults : none)),
+              as_stream(with_faults(loopback_queue(), faulty_sender ? none : faults))};
 }
 
 std::uint32_t index_of(const RxPacket& packet) {
@@ -88,8 +89,8 @@ FaultOptions faults_with_seed(std::uint64_t seed) {
 }
 
 TEST(FaultInjector, DisabledReturnsTheSameTransport) {
-  auto inner = loopback_transport();
-  Transport* const raw = inner.get();
+  auto inner = loopback_queue();
+  Queue* const raw = inner.get();
   EXPECT_EQ(with_faults(std::move(inner), FaultOptions{}).get(), raw);
 }
 

@@ -106,7 +106,7 @@ TEST(UdpTransport, RejectsInvalidOptions) {
   options.batch = 8;
   options.bind_host = "no-such-host.invalid";
   EXPECT_THAT([&] { make_udp_transport(options); },
-              ::testing::ThrowsMessage<ConfigError>(HasSubstr("bind host")));
+              ::testing::ThrowsMessage<ConfigError>(HasSubstr("udp.bind_host")));
 }
 
 TEST(UdpTransport, DeliversBatchesOfVariousSizesIntact) {
