@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "dpa/transport_config.hpp"
+
 namespace dpa {
 
 // Packet fault injection for tests; off by default. Probabilities are per packet in [0, 1].
@@ -33,8 +35,9 @@ struct Config {
   int window = 32;         // outstanding packets per thread
   std::uint32_t payload = 0;  // values per packet; 0 adopts the session's
 
-  std::string local_host = "0.0.0.0";
-  std::uint16_t local_port = 0;  // 0: ephemeral; otherwise thread t binds local_port + t
+  // How packets move: UDP sockets (default) or DPDK; queue t serves thread t (see
+  // transport_config.hpp; JSON sections "udp": {...} or "dpdk": {...}).
+  TransportConfig transport;
 
   std::chrono::microseconds retransmit_timeout{2000};       // first retransmission
   std::chrono::microseconds max_retransmit_timeout{16000};  // back-off cap (doubling)

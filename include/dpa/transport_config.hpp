@@ -56,6 +56,11 @@ struct DpdkTransportConfig {
   bool flow_steering = true;          // steer by UDP port with rte_flow when the port can
   bool checksum_offload = true;       // use the NIC's IPv4/UDP checksum when it has one
 
+  // NIC byte rates sampled to a CSV file (DPA_DPDK_MONITOR*), by a thread of the device.
+  bool monitor = false;
+  std::chrono::microseconds monitor_interval{100};
+  std::string monitor_output = "/tmp/nic_throughput.csv";
+
   void validate(const std::string& section) const;  // ConfigError naming "<section>.<key>"
 };
 

@@ -18,6 +18,7 @@
 
 #include "api/env.hpp"
 #include "api/json_fields.hpp"
+#include "api/transport_json.hpp"
 #include "dpa/error.hpp"
 #include "protocol/wire.hpp"
 
@@ -31,6 +32,7 @@ using detail::integer_range;
 using detail::json;
 using detail::read_json;
 using detail::read_object;
+using detail::read_transport_section;
 using detail::reader_for;
 using detail::require_object;
 
@@ -59,6 +61,7 @@ constexpr Range<std::int64_t> kBusyPollUs{0, 1'000'000};
 constexpr Range<int> kKs{0, protocol::kMaxWorld};  // 0: the session's default
 constexpr Range<double> kProbabilities{0.0, 1.0};
 constexpr Range<std::int64_t> kFaultDelayUs{0, 10'000'000};
+constexpr Range<std::int64_t> kMonitorIntervalUs{1, 60'000'000};
 
 template <class... Args>
 void require(bool ok, fmt::format_string<Args...> format, Args&&... args) {
@@ -119,8 +122,9 @@ const FieldReaders<Config>& config_readers() {
       {"threads", reader_for(&Config::threads)},
       {"window", reader_for(&Config::window)},
       {"payload", reader_for(&Config::payload)},
-      {"local_host", reader_for(&Config::local_host)},
-      {"local_port", reader_for(&Config::local_port)},
+      {"udp", [](const json& v, const std::string& w, Config& c) { read_transport_section(v, w, "udp", c.transport); }},
+      {"dpdk",
+       [](const json& v, const std::string& w, Config& c) { read_transport_section(v, w, "dpdk", c.transport); }},
       {"retransmit_timeout_us", reader_for(&Config::retransmit_timeout)},
       {"max_retransmit_timeout_us", reader_for(&Config::max_retransmit_timeout)},
       {"timeout_ms", reader_for(&Config::timeout)},
@@ -235,6 +239,41 @@ std::optional<bool> parse_flag(std::string_view text) {
 }
 
 
+// DPA_TRANSPORT picks the transport; the other variables set fields of the transport they name,
+// and naming the other transport's field is an error rather than a setting silently ignored.
+void apply_transport_env(TransportConfig& transport) {
+  if (const auto kind = detail::env_string("DPA_TRANSPORT")) {
+    if (*kind == "dpdk" && !std::holds_alternative<DpdkTransportConfig>(transport)) {
+      transport = DpdkTransportConfig{};
+    } else if (*kind == "udp" && !std::holds_alternative<UdpTransportConfig>(transport)) {
+      transport = UdpTransportConfig{};
+    } else if (*kind != "udp" && *kind != "dpdk") {
+      fail_env("DPA_TRANSPORT", *kind, "udp or dpdk");
+    }
+  }
+  const auto only_for = [](const char* name, const char* kind) {
+    if (detail::env_string(name)) {
+      fail(fmt::format("{} applies to the {} transport, but the config selects the other one (DPA_TRANSPORT, "
+                       "or the \"udp\"/\"dpdk\" section of DPA_CONFIG)",
+                       name, kind));
+    }
+  };
+  if (auto* udp = std::get_if<UdpTransportConfig>(&transport)) {
+    apply_env("DPA_LOCAL_HOST", udp->bind_host);
+    apply_env("DPA_LOCAL_PORT", udp->bind_port, kLocalPorts);
+    for (const char* name : {"DPA_DPDK_MONITOR", "DPA_DPDK_MONITOR_INTERVAL_US", "DPA_DPDK_MONITOR_OUTPUT"}) {
+      only_for(name, "dpdk");
+    }
+  } else {
+    auto& dpdk = std::get<DpdkTransportConfig>(transport);
+    only_for("DPA_LOCAL_HOST", "udp");
+    only_for("DPA_LOCAL_PORT", "udp");
+    apply_env("DPA_DPDK_MONITOR", dpdk.monitor);
+    apply_env("DPA_DPDK_MONITOR_INTERVAL_US", dpdk.monitor_interval, kMonitorIntervalUs);
+    apply_env("DPA_DPDK_MONITOR_OUTPUT", dpdk.monitor_output);
+  }
+}
+
 }  // namespace
 
 namespace detail {
@@ -258,6 +297,7 @@ bool env_flag(const char* name, bool fallback) {
 Config Config::from_json_file(const std::string& path) {
   const json root = detail::parse_json_object_file(path);
   Config config;
+  detail::require_one_transport_section(root, path + ": ");
   read_object(root, path + ": ", config_readers(), config);
   return config;
 }
@@ -286,8 +326,7 @@ Config Config::from_env() {
   apply_env("DPA_THREADS", config.threads, kThreads);
   apply_env("DPA_WINDOW", config.window, kWindows);
   apply_env("DPA_PAYLOAD", config.payload, kPayloads);
-  apply_env("DPA_LOCAL_HOST", config.local_host);
-  apply_env("DPA_LOCAL_PORT", config.local_port, kLocalPorts);
+  apply_transport_env(config.transport);
   apply_env("DPA_RTO_US", config.retransmit_timeout, kRetransmitUs);
   apply_env("DPA_MAX_RTO_US", config.max_retransmit_timeout, kRetransmitUs);
   apply_env("DPA_TIMEOUT_MS", config.timeout, kTimeoutMs);
@@ -335,9 +374,18 @@ void Config::validate() const {
   require_in(kProbabilities, faults.delay, "faults.delay", "DPA_FAULT_DELAY");
   require_in(kFaultDelayUs, std::chrono::microseconds(faults.delay_time).count(), "faults.delay_time_us",
              "DPA_FAULT_DELAY_US");
-  // Thread t binds local_port + t, so the last thread's port must exist too.
-  require(local_port == 0 || local_port + threads - 1 <= std::numeric_limits<std::uint16_t>::max(),
-          "local_port {} + threads {} - 1 exceeds 65535 (DPA_LOCAL_PORT, DPA_THREADS)", local_port, threads);
+  // Thread t uses the transport's base port + t, so the last thread's port must exist too.
+  if (const auto* udp = std::get_if<UdpTransportConfig>(&transport)) {
+    udp->validate("udp");
+    require(udp->bind_port == 0 || udp->bind_port + threads - 1 <= std::numeric_limits<std::uint16_t>::max(),
+            "udp.bind_port {} + threads {} - 1 exceeds 65535 (DPA_LOCAL_PORT, DPA_THREADS)", udp->bind_port,
+            threads);
+  } else {
+    const auto& dpdk = std::get<DpdkTransportConfig>(transport);
+    dpdk.validate("dpdk");
+    require(dpdk.local_port + threads - 1 <= std::numeric_limits<std::uint16_t>::max(),
+            "dpdk.local_port {} + threads {} - 1 exceeds 65535 (DPA_THREADS)", dpdk.local_port, threads);
+  }
 }
 
 }  // namespace dpa

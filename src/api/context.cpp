@@ -82,11 +82,8 @@ class ContextImpl {
   // Opens the device (one queue per thread), joins the session through thread 0's queue and
   // starts the engines. A rejoin opens the device afresh: its queues went with the old engines.
   void connect(std::uint32_t rejoin_token) {
-    UdpTransportConfig udp;
-    udp.bind_host = config_.local_host;
-    udp.bind_port = config_.local_port;
     device_.reset();
-    device_ = transport::open_device(udp, static_cast<std::size_t>(config_.threads));
+    device_ = transport::open_device(config_.transport, static_cast<std::size_t>(config_.threads));
     std::vector<std::unique_ptr<transport::Transport>> transports;
     std::vector<std::uint16_t> ports;
     for (int t = 0; t < config_.threads; ++t) {

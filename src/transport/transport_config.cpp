@@ -61,6 +61,8 @@ void DpdkTransportConfig::validate(const std::string& section) const {
     reject(section, "mbufs", fmt::format("{} is too few for burst {} (at least 2 * burst + 64)", mbufs, burst));
   }
   if (tx_flush.count() < 0) reject(section, "tx_flush_us", "must not be negative");
+  if (monitor && monitor_interval.count() <= 0) reject(section, "monitor_interval_us", "must be positive");
+  if (monitor && monitor_output.empty()) reject(section, "monitor_output", "must name a file");
   if (!file_prefix.empty() && file_prefix.find('/') != std::string::npos) {
     reject(section, "file_prefix", "must be a plain name (no '/')");
   }

@@ -175,8 +175,9 @@ int main(int argc, char** argv) {
   std::int64_t join_timeout_ms = c.join_timeout.count();
   app.add_option("--port", c.switch_port)->required();
   app.add_option("--host", c.switch_host);
-  app.add_option("--local-host", c.local_host);
-  app.add_option("--local-port", c.local_port);
+  auto& udp = std::get<dpa::UdpTransportConfig>(c.transport);
+  app.add_option("--local-host", udp.bind_host);
+  app.add_option("--local-port", udp.bind_port);
   app.add_option("--session", c.session);
   app.add_option("--rank", c.rank)->required();
   app.add_option("--world", c.world_size)->required();

@@ -83,7 +83,7 @@ std::string switch_json_error(const std::string& content) {
 TEST(WorkerJson, ReadsEveryKey) {
   const dpa::Config config = worker_from_json(R"({
     "rank": 2, "world_size": 8, "switch": "10.0.0.9:5000", "session": 7, "threads": 4,
-    "window": 64, "payload": 256, "local_host": "10.0.0.2", "local_port": 6000,
+    "window": 64, "payload": 256, "udp": {"bind_host": "10.0.0.2", "bind_port": 6000},
     "retransmit_timeout_us": 500, "max_retransmit_timeout_us": 8000, "timeout_ms": 3000,
     "join_timeout_ms": 4000, "busy_poll_us": 25, "k": 6, "preemptive": true, "syn_disable": true,
     "faults": {"drop": 0.1, "duplicate": 0.2, "reorder": 0.3, "delay": 0.4,
@@ -97,8 +97,8 @@ TEST(WorkerJson, ReadsEveryKey) {
   EXPECT_EQ(config.threads, 4);
   EXPECT_EQ(config.window, 64);
   EXPECT_EQ(config.payload, 256u);
-  EXPECT_EQ(config.local_host, "10.0.0.2");
-  EXPECT_EQ(config.local_port, 6000);
+  EXPECT_EQ(std::get<dpa::UdpTransportConfig>(config.transport).bind_host, "10.0.0.2");
+  EXPECT_EQ(std::get<dpa::UdpTransportConfig>(config.transport).bind_port, 6000);
   EXPECT_EQ(config.retransmit_timeout, 500us);
   EXPECT_EQ(config.max_retransmit_timeout, 8000us);
   EXPECT_EQ(config.timeout, 3000ms);
@@ -154,7 +154,10 @@ TEST(WorkerJson, WrongTypeNamesKeyAndExpectedType) {
       {R"({"threads": 1.5})", "threads: expected an integer, got number"},
       {R"({"session": true})", "session: expected a non-negative integer, got boolean"},
       {R"({"switch": 5})", "switch: expected a string, got number"},
-      {R"({"local_host": null})", "local_host: expected a string, got null"},
+      {R"({"udp": {"bind_host": null}})", "udp.bind_host: expected a string, got null"},
+      {R"({"dpdk": {"vdevs": "net_ring0"}})", "dpdk.vdevs: expected an array, got string"},
+      {R"({"dpdk": {"neighbours": [{"ip": 1}]}})", "dpdk.neighbours[0].ip: expected a string, got number"},
+      {R"({"dpdk": {"no_huge": 1}})", "dpdk.no_huge: expected a boolean, got number"},
       {R"({"preemptive": 1})", "preemptive: expected a boolean, got number"},
       {R"({"syn_disable": "yes"})", "syn_disable: expected a boolean, got string"},
       {R"({"timeout_ms": "10"})", "timeout_ms: expected an integer, got string"},
@@ -168,8 +171,10 @@ TEST(WorkerJson, WrongTypeNamesKeyAndExpectedType) {
 }
 
 TEST(WorkerJson, IntegerMustFitTheField) {
-  EXPECT_THAT(worker_json_error(R"({"local_port": 70000})"),
-              HasSubstr("local_port: 70000 is out of range [0, 65535]"));
+  EXPECT_THAT(worker_json_error(R"({"udp": {"bind_port": 70000}})"),
+              HasSubstr("udp.bind_port: 70000 is out of range [0, 65535]"));
+  EXPECT_THAT(worker_json_error(R"({"dpdk": {"local_port": 70000}})"),
+              HasSubstr("dpdk.local_port: 70000 is out of range [0, 65535]"));
   EXPECT_THAT(worker_json_error(R"({"session": -1})"), HasSubstr("session: -1 is out of range"));
   EXPECT_THAT(worker_json_error(R"({"window": 4294967296})"), HasSubstr("window: 4294967296 is out of range"));
 }
@@ -213,7 +218,7 @@ TEST(WorkerValidate, DefaultsAndBoundariesAreValid) {
   config.window = 4096;
   config.payload = dpa::protocol::kMaxPayload;
   config.max_retransmit_timeout = config.retransmit_timeout;
-  config.local_port = static_cast<std::uint16_t>(65536 - config.threads);
+  std::get<dpa::UdpTransportConfig>(config.transport).bind_port = static_cast<std::uint16_t>(65536 - config.threads);
   config.faults.drop = 1.0;
   config.faults.delay = 0.0;
   EXPECT_NO_THROW(config.validate());
@@ -257,8 +262,34 @@ TEST(WorkerValidate, EachInvalidSettingIsNamed) {
       {"faults.delay 2 out of range [0, 1] (DPA_FAULT_DELAY)", [](dpa::Config& c) { c.faults.delay = 2.0; }},
       {"faults.delay_time_us -1 out of range [0, 10000000] (DPA_FAULT_DELAY_US)",
        [](dpa::Config& c) { c.faults.delay_time = -1us; }},
-      {"local_port 65535 + threads 2 - 1 exceeds 65535 (DPA_LOCAL_PORT, DPA_THREADS)",
-       [](dpa::Config& c) { c.local_port = 65535; c.threads = 2; }},
+      {"udp.bind_port 65535 + threads 2 - 1 exceeds 65535 (DPA_LOCAL_PORT, DPA_THREADS)",
+       [](dpa::Config& c) { std::get<dpa::UdpTransportConfig>(c.transport).bind_port = 65535; c.threads = 2; }},
+      {"udp.batch: 0 outside 1..1024", [](dpa::Config& c) { std::get<dpa::UdpTransportConfig>(c.transport).batch = 0; }},
+      {"dpdk.local_ip: required", [](dpa::Config& c) { c.transport = dpa::DpdkTransportConfig{}; }},
+      {"dpdk.local_ip: \"10.0.0\" is not an IPv4 address",
+       [](dpa::Config& c) { c.transport = dpa::DpdkTransportConfig{.local_ip = "10.0.0"}; }},
+      {"dpdk.neighbours: mac \"02:00\" is not aa:bb:cc:dd:ee:ff",
+       [](dpa::Config& c) {
+         dpa::DpdkTransportConfig dpdk;
+         dpdk.local_ip = "10.0.0.1";
+         dpdk.neighbours = {{"10.0.0.2", "02:00"}};
+         c.transport = dpdk;
+       }},
+      {"dpdk.mbufs: 10 is too few for burst 32",
+       [](dpa::Config& c) {
+         dpa::DpdkTransportConfig dpdk;
+         dpdk.local_ip = "10.0.0.1";
+         dpdk.mbufs = 10;
+         c.transport = dpdk;
+       }},
+      {"dpdk.local_port 65535 + threads 2 - 1 exceeds 65535",
+       [](dpa::Config& c) {
+         dpa::DpdkTransportConfig dpdk;
+         dpdk.local_ip = "10.0.0.1";
+         dpdk.local_port = 65535;
+         c.transport = dpdk;
+         c.threads = 2;
+       }},
   };
   for (const InvalidCase& invalid : cases) {
     dpa::Config config;
@@ -279,7 +310,8 @@ class EnvTest : public ::testing::Test {
       "DPA_LOCAL_HOST",  "DPA_LOCAL_PORT",   "DPA_RTO_US",     "DPA_MAX_RTO_US",      "DPA_TIMEOUT_MS",
       "DPA_JOIN_TIMEOUT_MS", "DPA_BUSY_POLL_US", "DPA_K",        "DPA_PREEMPTIVE", "DPA_SYN_DISABLE",     "DPA_FAULT_DROP",
       "DPA_FAULT_DUPLICATE", "DPA_FAULT_REORDER", "DPA_FAULT_DELAY", "DPA_FAULT_DELAY_US", "DPA_FAULT_SEED",
-      "DPA_LOG",         "DPA_SIMD",         "DPA_TEST_FLAG",
+      "DPA_LOG",         "DPA_SIMD",         "DPA_TEST_FLAG",    "DPA_TRANSPORT",
+      "DPA_DPDK_MONITOR", "DPA_DPDK_MONITOR_INTERVAL_US", "DPA_DPDK_MONITOR_OUTPUT",
   };
 
   void SetUp() override {
@@ -349,8 +381,8 @@ TEST_F(EnvTest, ReadsEveryVariable) {
   EXPECT_EQ(config.threads, 2);
   EXPECT_EQ(config.window, 48);
   EXPECT_EQ(config.payload, 512u);
-  EXPECT_EQ(config.local_host, "10.1.1.5");
-  EXPECT_EQ(config.local_port, 7000);
+  EXPECT_EQ(std::get<dpa::UdpTransportConfig>(config.transport).bind_host, "10.1.1.5");
+  EXPECT_EQ(std::get<dpa::UdpTransportConfig>(config.transport).bind_port, 7000);
   EXPECT_EQ(config.retransmit_timeout, 300us);
   EXPECT_EQ(config.max_retransmit_timeout, 9000us);
   EXPECT_EQ(config.timeout, 1500ms);
@@ -875,3 +907,69 @@ TEST(OpStats, MinContributorsIgnoresZero) {
 }
 
 }  // namespace
+
+// ---- Transport sections ----------------------------------------------------------------------
+
+TEST(WorkerJson, ReadsEveryDpdkKey) {
+  const dpa::Config config = worker_from_json(R"({
+    "dpdk": {"cores": "2-3", "allow": ["0000:3b:00.0"], "vdevs": ["net_memif0,role=client"],
+             "file_prefix": "w0", "no_huge": true, "memory_mb": 512, "eal_args": ["--no-pci"],
+             "port": "0000:3b:00.0", "local_ip": "10.0.0.2", "local_port": 6000,
+             "neighbours": [{"ip": "10.0.0.1", "mac": "02:00:00:00:00:01"}], "mtu": 9000,
+             "rx_descriptors": 2048, "tx_descriptors": 512, "mbufs": 16383, "burst": 64,
+             "tx_flush_us": 50, "flow_steering": false, "checksum_offload": false,
+             "monitor": true, "monitor_interval_us": 1000, "monitor_output": "/tmp/x.csv"}
+  })");
+  const auto& dpdk = std::get<dpa::DpdkTransportConfig>(config.transport);
+  EXPECT_EQ(dpdk.cores, "2-3");
+  EXPECT_EQ(dpdk.allow, std::vector<std::string>{"0000:3b:00.0"});
+  EXPECT_EQ(dpdk.vdevs, std::vector<std::string>{"net_memif0,role=client"});
+  EXPECT_EQ(dpdk.file_prefix, "w0");
+  EXPECT_TRUE(dpdk.no_huge);
+  EXPECT_EQ(dpdk.memory_mb, 512u);
+  EXPECT_EQ(dpdk.eal_args, std::vector<std::string>{"--no-pci"});
+  EXPECT_EQ(dpdk.port, "0000:3b:00.0");
+  EXPECT_EQ(dpdk.local_ip, "10.0.0.2");
+  EXPECT_EQ(dpdk.local_port, 6000);
+  ASSERT_EQ(dpdk.neighbours.size(), 1u);
+  EXPECT_EQ(dpdk.neighbours[0].ip, "10.0.0.1");
+  EXPECT_EQ(dpdk.neighbours[0].mac, "02:00:00:00:00:01");
+  EXPECT_EQ(dpdk.mtu, 9000u);
+  EXPECT_EQ(dpdk.rx_descriptors, 2048);
+  EXPECT_EQ(dpdk.tx_descriptors, 512);
+  EXPECT_EQ(dpdk.mbufs, 16383u);
+  EXPECT_EQ(dpdk.burst, 64);
+  EXPECT_EQ(dpdk.tx_flush, 50us);
+  EXPECT_FALSE(dpdk.flow_steering);
+  EXPECT_FALSE(dpdk.checksum_offload);
+  EXPECT_TRUE(dpdk.monitor);
+  EXPECT_EQ(dpdk.monitor_interval, 1000us);
+  EXPECT_EQ(dpdk.monitor_output, "/tmp/x.csv");
+  EXPECT_NO_THROW(config.validate());
+}
+
+TEST(WorkerJson, OneTransportSectionOnly) {
+  EXPECT_THAT(worker_json_error(R"({"udp": {}, "dpdk": {}})"), HasSubstr("give one transport section, not both"));
+  EXPECT_THAT(worker_json_error(R"({"dpdk": {"cores": "0", "lcores": "0"}})"), HasSubstr("dpdk.lcores: unknown key"));
+}
+
+TEST_F(EnvTest, TransportVariablesSelectAndFillTheSection) {
+  set("DPA_TRANSPORT", "dpdk");
+  set("DPA_DPDK_MONITOR", "1");
+  set("DPA_DPDK_MONITOR_INTERVAL_US", "250");
+  set("DPA_DPDK_MONITOR_OUTPUT", "/tmp/rates.csv");
+  const dpa::Config config = dpa::Config::from_env();
+  const auto& dpdk = std::get<dpa::DpdkTransportConfig>(config.transport);
+  EXPECT_TRUE(dpdk.monitor);
+  EXPECT_EQ(dpdk.monitor_interval, 250us);
+  EXPECT_EQ(dpdk.monitor_output, "/tmp/rates.csv");
+  set("DPA_LOCAL_PORT", "7000");
+  EXPECT_THAT(config_error([] { dpa::Config::from_env(); }), HasSubstr("DPA_LOCAL_PORT applies to the udp transport"));
+  set("DPA_TRANSPORT", "rdma");
+  EXPECT_THAT(config_error([] { dpa::Config::from_env(); }), HasSubstr("DPA_TRANSPORT=\"rdma\": expected udp or dpdk"));
+}
+
+TEST_F(EnvTest, DpdkMonitorWithUdpIsAnError) {
+  set("DPA_DPDK_MONITOR", "1");
+  EXPECT_THAT(config_error([] { dpa::Config::from_env(); }), HasSubstr("DPA_DPDK_MONITOR applies to the dpdk transport"));
+}

@@ -13,6 +13,7 @@
 #include "transport/dpdk/dpdk_queue.hpp"
 #include "transport/dpdk/eal.hpp"
 #include "transport/dpdk/flow_steering.hpp"
+#include "transport/dpdk/nic_monitor.hpp"
 
 namespace dpa::transport::dpdk {
 namespace {
@@ -174,12 +175,14 @@ class DpdkDevice final : public Device {
       state.hardware_steering = steering_->installed();
     }
     drain_receive_queues();
+    if (config.monitor) monitor_ = std::make_unique<NicMonitor>(port_id, config.monitor_interval, config.monitor_output);
   }
 
   DpdkDevice(const DpdkDevice&) = delete;
   DpdkDevice& operator=(const DpdkDevice&) = delete;
 
   ~DpdkDevice() override {
+    monitor_.reset();
     steering_.reset();
     drain_receive_queues();
     rte_eth_dev_stop(state_->port_id);
@@ -218,6 +221,7 @@ class DpdkDevice final : public Device {
   std::shared_ptr<PortState> state_;
   std::vector<rte_mempool*> pools_;
   std::unique_ptr<FlowSteering> steering_;
+  std::unique_ptr<NicMonitor> monitor_;
 };
 
 }  // namespace

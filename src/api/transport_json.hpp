@@ -1,0 +1,19 @@
+// JSON readers for the typed transport sections ("udp": {...}, "dpdk": {...}), shared by the
+// worker config and the switch config. Messages name the file and the key ("w.json: dpdk.mtu").
+#pragma once
+
+#include <string>
+
+#include "api/json_fields.hpp"
+#include "dpa/transport_config.hpp"
+
+namespace dpa::detail {
+
+// Reads section `key` ("udp" or "dpdk") into `transport`.
+void read_transport_section(const json& value, const std::string& where, const std::string& key,
+                            TransportConfig& transport);
+
+// A process runs one transport: fails naming `where` when `root` has both sections.
+void require_one_transport_section(const json& root, const std::string& where);
+
+}  // namespace dpa::detail
