@@ -267,7 +267,11 @@ TEST(WorkerValidate, EachInvalidSettingIsNamed) {
       {"udp.batch: 0 outside 1..1024", [](dpa::Config& c) { std::get<dpa::UdpTransportConfig>(c.transport).batch = 0; }},
       {"dpdk.local_ip: required", [](dpa::Config& c) { c.transport = dpa::DpdkTransportConfig{}; }},
       {"dpdk.local_ip: \"10.0.0\" is not an IPv4 address",
-       [](dpa::Config& c) { c.transport = dpa::DpdkTransportConfig{.local_ip = "10.0.0"}; }},
+       [](dpa::Config& c) {
+         dpa::DpdkTransportConfig dpdk;
+         dpdk.local_ip = "10.0.0";
+         c.transport = dpdk;
+       }},
       {"dpdk.neighbours: mac \"02:00\" is not aa:bb:cc:dd:ee:ff",
        [](dpa::Config& c) {
          dpa::DpdkTransportConfig dpdk;
