@@ -178,6 +178,10 @@ int main(int argc, char** argv) {
   auto& udp = std::get<dpa::UdpTransportConfig>(c.transport);
   app.add_option("--local-host", udp.bind_host);
   app.add_option("--local-port", udp.bind_port);
+  std::string transport_config;
+  app.add_option("--transport-config", transport_config,
+                 "JSON file whose \"udp\" or \"dpdk\" section replaces the transport")
+      ->check(CLI::ExistingFile);
   app.add_option("--session", c.session);
   app.add_option("--rank", c.rank)->required();
   app.add_option("--world", c.world_size)->required();
@@ -210,6 +214,7 @@ int main(int argc, char** argv) {
   app.add_option("--count-override", o.count_override);
   app.add_option("--dtype-override-rank", o.dtype_override_rank);
   CLI11_PARSE(app, argc, argv);
+  if (!transport_config.empty()) c.transport = dpa::Config::from_json_file(transport_config).transport;
   c.retransmit_timeout = std::chrono::microseconds(rto_us);
   c.max_retransmit_timeout = std::max(c.max_retransmit_timeout, c.retransmit_timeout);
   c.timeout = std::chrono::milliseconds(timeout_ms);

@@ -67,7 +67,9 @@ std::uint16_t find_port(const DpdkTransportConfig& config) {
 rte_mempool* queue_pool(std::uint16_t port_id, std::uint16_t queue, const DpdkTransportConfig& config) {
   const std::string name = fmt::format("dpa_p{}_q{}", port_id, queue);
   if (rte_mempool* existing = rte_mempool_lookup(name.c_str())) return existing;
-  const auto data_room = static_cast<std::uint16_t>(RTE_PKTMBUF_HEADROOM + kEthernetBytes + config.mtu);
+  // At least DPDK's default room: some drivers (af_packet) size their frames by it.
+  const auto data_room = static_cast<std::uint16_t>(
+      std::max<std::uint32_t>(RTE_MBUF_DEFAULT_BUF_SIZE, RTE_PKTMBUF_HEADROOM + kEthernetBytes + config.mtu));
   rte_mempool* pool = rte_pktmbuf_pool_create(name.c_str(), config.mbufs, std::min(kPoolCache, config.mbufs / 4), 0,
                                               data_room, rte_eth_dev_socket_id(port_id));
   if (pool == nullptr) {
@@ -135,8 +137,12 @@ class DpdkDevice final : public Device {
     if ((info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0) {
       conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
     }
-    rte_eth_dev_stop(port_id);  // a device reopened in this process: reconfigure from stopped
-    if (const int status = rte_eth_dev_configure(port_id, queues, queues, &conf); status != 0) {
+    int configured = rte_eth_dev_configure(port_id, queues, queues, &conf);
+    if (configured == -EBUSY) {  // still started by an earlier device of this process
+      rte_eth_dev_stop(port_id);
+      configured = rte_eth_dev_configure(port_id, queues, queues, &conf);
+    }
+    if (const int status = configured; status != 0) {
       throw Error(fmt::format("dpdk.port {} ({}): configure with {} queues: {}", port_id, driver, queues,
                               rte_strerror(-status)));
     }
