@@ -6,8 +6,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "dpa/transport_config.hpp"
 
 namespace dpa {
 
@@ -40,11 +43,15 @@ struct SessionConfig {
 };
 
 struct SwitchConfig {
+  // UDP sockets (the default transport): thread i listens on host:port + i.
   std::string host = "127.0.0.1";
-  std::uint16_t port = 4242;  // thread i listens on port + i; 0 binds ephemeral ports
+  std::uint16_t port = 4242;  // 0 binds ephemeral ports
   int threads = 1;
   std::size_t batch = 64;
   int socket_buffer_bytes = 32 << 20;
+  // Set: the switch runs on DPDK instead, thread i on queue i of the port (dpdk.local_ip,
+  // UDP dpdk.local_port + i); host, port, batch and socket_buffer_bytes do not apply.
+  std::optional<DpdkTransportConfig> dpdk;
   std::chrono::microseconds busy_poll{0};  // spin before blocking in receive (0: never)
   // Limits that every session, whether configured at start or added at run time, must fit:
   // at most max_sessions sessions holding at most max_memory_mb MiB of slots in all.

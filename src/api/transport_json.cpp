@@ -77,6 +77,11 @@ const FieldReaders<DpdkTransportConfig>& dpdk_readers() {
 
 }  // namespace
 
+void read_dpdk_section(const json& value, const std::string& where, DpdkTransportConfig& dpdk) {
+  require_object(value, where);
+  read_object(value, where + ".", dpdk_readers(), dpdk);
+}
+
 void require_one_transport_section(const json& root, const std::string& where) {
   if (root.contains("udp") && root.contains("dpdk")) {
     fail(fmt::format("{}udp, dpdk: give one transport section, not both", where));
@@ -92,7 +97,7 @@ void read_transport_section(const json& value, const std::string& where, const s
     transport = udp;
   } else {
     DpdkTransportConfig dpdk;
-    read_object(value, where + ".", dpdk_readers(), dpdk);
+    read_dpdk_section(value, where, dpdk);
     transport = dpdk;
   }
 }

@@ -13,6 +13,9 @@ namespace dpa::detail {
 void read_transport_section(const json& value, const std::string& where, const std::string& key,
                             TransportConfig& transport);
 
+// Reads a "dpdk" section on its own (the switch config's optional DPDK transport).
+void read_dpdk_section(const json& value, const std::string& where, DpdkTransportConfig& dpdk);
+
 // A process runs one transport: fails naming `where` when `root` has both sections.
 void require_one_transport_section(const json& root, const std::string& where);
 

@@ -18,6 +18,7 @@
 #include "switch/session.hpp"
 #include "switch/session_memory.hpp"
 #include "switch/slot.hpp"
+#include "transport/factory.hpp"
 #include "transport/transport.hpp"
 
 namespace dpa {
@@ -46,7 +47,15 @@ class SwitchImpl {
  public:
   explicit SwitchImpl(const SwitchConfig& config) : config_(config) {
     config_.validate();
-    for (int i = 0; i < config_.threads; ++i) {
+    if (config_.dpdk) {
+      // Thread i drives queue i of the port; its UDP port is dpdk.local_port + i.
+      device_ = transport::open_device(*config_.dpdk, static_cast<std::size_t>(config_.threads));
+      for (int i = 0; i < config_.threads; ++i) {
+        transports_.push_back(transport::as_stream(device_->open_queue(static_cast<std::size_t>(i))));
+        ports_.push_back(transports_.back()->local_endpoint().port);
+      }
+    }
+    for (int i = 0; !config_.dpdk && i < config_.threads; ++i) {
       transport::UdpOptions options;
       options.bind_host = config_.host;
       options.bind_port = config_.port == 0 ? 0 : static_cast<std::uint16_t>(config_.port + i);
@@ -62,8 +71,9 @@ class SwitchImpl {
     for (std::size_t i = 0; i < transports_.size(); ++i) {
       threads_.emplace_back([this, i] { run(i); });
     }
-    log().info("dpa-switch listening on {}:{} ({} thread{})", config_.host, ports_[0],
-               ports_.size(), ports_.size() == 1 ? "" : "s");
+    log().info("dpa-switch listening on {}:{} ({} thread{}{})", config_.dpdk ? config_.dpdk->local_ip : config_.host,
+               ports_[0], ports_.size(), ports_.size() == 1 ? "" : "s",
+               device_ ? ", " + device_->properties().name : std::string());
   }
 
   ~SwitchImpl() { stop(); }
@@ -486,6 +496,7 @@ class SwitchImpl {
   }
 
   SwitchConfig config_;
+  std::unique_ptr<transport::Device> device_;  // DPDK only; outlives the queues below
   std::vector<std::unique_ptr<transport::Transport>> transports_;
   std::vector<std::uint16_t> ports_;
   std::vector<std::thread> threads_;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/json_fields.hpp"
+#include "api/transport_json.hpp"
 #include "dpa/error.hpp"
 #include "dpa/switch.hpp"
 #include "protocol/wire.hpp"
@@ -102,6 +103,10 @@ const FieldReaders<SwitchConfig>& switch_readers() {
       {"busy_poll_us", reader_for(&SwitchConfig::busy_poll)},
       {"max_sessions", reader_for(&SwitchConfig::max_sessions)},
       {"max_memory_mb", reader_for(&SwitchConfig::max_memory_mb)},
+      {"dpdk",
+       [](const json& value, const std::string& where, SwitchConfig& config) {
+         detail::read_dpdk_section(value, where, config.dpdk.emplace());
+       }},
   };
   return readers;
 }
@@ -194,6 +199,11 @@ void SwitchConfig::validate() const {
           max_sessions, kMaxSessions);
   require(max_memory_mb >= 1 && max_memory_mb <= kMaxMemoryMb, "switch.max_memory_mb {} out of range [1, {}]",
           max_memory_mb, kMaxMemoryMb);
+  if (dpdk) {
+    dpdk->validate("switch.dpdk");
+    require(dpdk->local_port + threads - 1 <= std::numeric_limits<std::uint16_t>::max(),
+            "switch.dpdk.local_port {} + threads {} - 1 exceeds 65535", dpdk->local_port, threads);
+  }
   std::set<std::uint32_t> ids;
   std::uint64_t bytes = 0;
   for (const SessionConfig& session : sessions) {

@@ -50,6 +50,11 @@ int main(int argc, char** argv) {
   std::int64_t control_idle_timeout_ms = control_options.idle_timeout.count();
 
   app.add_option("-c,--config", config_path, "Switch config JSON (configs/softswitch.json)");
+  std::string transport;
+  app.add_option("--transport", transport,
+                 "udp (sockets) or dpdk (the \"dpdk\" section of --config: configs/switch-dpdk.json); "
+                 "default: dpdk when the config has that section")
+      ->check(CLI::IsMember({"udp", "dpdk"}));
   app.add_option("--host", config.host, "Address to listen on")->capture_default_str();
   app.add_option("--port", config.port, "First UDP port (thread i uses port + i; 0: ephemeral)")
       ->capture_default_str();
@@ -109,7 +114,13 @@ int main(int argc, char** argv) {
       if (app.count("--max-memory-mb") == 0) config.max_memory_mb = from_file.max_memory_mb;
       config.batch = from_file.batch;
       config.socket_buffer_bytes = from_file.socket_buffer_bytes;
+      config.dpdk = from_file.dpdk;
       config.sessions = from_file.sessions;
+    }
+    if (transport == "udp") config.dpdk.reset();
+    if (transport == "dpdk" && !config.dpdk) {
+      throw dpa::ConfigError("--transport dpdk: the switch config (--config) has no \"dpdk\" section in \"switch\" "
+                             "(see configs/switch-dpdk.json)");
     }
     if (app.count("--busy-poll-us") > 0) config.busy_poll = std::chrono::microseconds(busy_poll_us);
     if (world_size > 0) {

@@ -977,3 +977,26 @@ TEST_F(EnvTest, DpdkMonitorWithUdpIsAnError) {
   set("DPA_DPDK_MONITOR", "1");
   EXPECT_THAT(config_error([] { dpa::Config::from_env(); }), HasSubstr("DPA_DPDK_MONITOR applies to the dpdk transport"));
 }
+
+TEST(SwitchJson, ShippedDpdkConfigsParseAndValidate) {
+  const dpa::Config worker = dpa::Config::from_json_file(kSourceDir + "/configs/worker-dpdk.json");
+  EXPECT_NO_THROW(worker.validate());
+  const auto& dpdk = std::get<dpa::DpdkTransportConfig>(worker.transport);
+  EXPECT_EQ(dpdk.local_ip, "10.0.0.1");
+  EXPECT_EQ(dpdk.allow, std::vector<std::string>{"0000:3b:00.0"});
+  ASSERT_EQ(dpdk.neighbours.size(), 1u);
+
+  const dpa::SwitchConfig switch_config = dpa::SwitchConfig::from_json_file(kSourceDir + "/configs/switch-dpdk.json");
+  EXPECT_NO_THROW(switch_config.validate());
+  ASSERT_TRUE(switch_config.dpdk.has_value());
+  EXPECT_EQ(switch_config.dpdk->local_ip, "10.0.0.100");
+  EXPECT_EQ(switch_config.dpdk->local_port, 4242);
+  EXPECT_EQ(switch_config.threads, 2);
+}
+
+TEST(SwitchJson, DpdkSectionErrorsNameTheKey) {
+  EXPECT_THAT(config_error([] { switch_from_json(R"({"switch": {"dpdk": {"local_ip": "10.0.0.1", "burst": 0}}})").validate(); }),
+              HasSubstr("switch.dpdk.burst: 0 outside 1..512"));
+  EXPECT_THAT(switch_json_error(R"({"switch": {"dpdk": {"mtu": "big"}}})"),
+              HasSubstr("switch.dpdk.mtu: expected a non-negative integer, got string"));
+}
