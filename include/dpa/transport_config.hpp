@@ -29,7 +29,8 @@ struct DpdkNeighbour {
   std::string mac;  // "aa:bb:cc:dd:ee:ff"
 };
 
-// DPDK poll-mode driver on one Ethernet port; one RX/TX queue pair per queue (thread).
+// DPDK poll-mode driver on one or more Ethernet ports; one RX/TX queue pair per queue (thread)
+// on each port.
 struct DpdkTransportConfig {
   // EAL (started once per process, by the first DPDK device).
   std::string cores;                  // EAL core list (-l), e.g. "2-5"; empty: EAL's default
@@ -41,7 +42,10 @@ struct DpdkTransportConfig {
   std::vector<std::string> eal_args;  // anything else, passed as given
 
   // Port and addresses.
-  std::string port;                   // ethdev name (PCI address or vdev name); empty: port 0
+  // Ethernet ports by ethdev name (PCI address or vdev name); empty: the first port. Several
+  // ports (one memif per worker, say) act as one: replies leave by the port their peer was
+  // learned on.
+  std::vector<std::string> ports;
   std::string local_ip;               // this host's IPv4 address on the port (required)
   std::uint16_t local_port = 5000;    // queue q receives on UDP local_port + q
   std::vector<DpdkNeighbour> neighbours;  // static ARP entries; others are resolved by ARP

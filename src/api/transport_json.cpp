@@ -45,7 +45,7 @@ const FieldReaders<DpdkTransportConfig>& dpdk_readers() {
       {"no_huge", reader_for(&C::no_huge)},
       {"memory_mb", reader_for(&C::memory_mb)},
       {"eal_args", [](const json& v, const std::string& w, C& c) { read_strings(v, w, c.eal_args); }},
-      {"port", reader_for(&C::port)},
+      {"ports", [](const json& v, const std::string& w, C& c) { read_strings(v, w, c.ports); }},
       {"local_ip", reader_for(&C::local_ip)},
       {"local_port", reader_for(&C::local_port)},
       {"neighbours",

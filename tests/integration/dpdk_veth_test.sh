@@ -49,7 +49,7 @@ for dtype in int32 float32; do
     cat >"$work/rank$rank.json" <<JSON
 {"dpdk": {"vdevs": ["net_af_packet0,iface=veth_w,qpairs=1"], "no_huge": true, "memory_mb": 256,
           "file_prefix": "dpa-veth-$id-$rank", "eal_args": ["--no-pci", "--log-level=lib.eal:error"],
-          "port": "net_af_packet0", "local_ip": "10.98.0.1", "local_port": $((6000 + 100 * rank)),
+          "ports": ["net_af_packet0"], "local_ip": "10.98.0.1", "local_port": $((6000 + 100 * rank)),
           "mbufs": 2047}}
 JSON
     ip netns exec "$ns_workers" "$worker_bin" --host 10.98.0.2 --port 4242 --rank "$rank" --world "$world" \

@@ -918,7 +918,7 @@ TEST(WorkerJson, ReadsEveryDpdkKey) {
   const dpa::Config config = worker_from_json(R"({
     "dpdk": {"cores": "2-3", "allow": ["0000:3b:00.0"], "vdevs": ["net_memif0,role=client"],
              "file_prefix": "w0", "no_huge": true, "memory_mb": 512, "eal_args": ["--no-pci"],
-             "port": "0000:3b:00.0", "local_ip": "10.0.0.2", "local_port": 6000,
+             "ports": ["0000:3b:00.0"], "local_ip": "10.0.0.2", "local_port": 6000,
              "neighbours": [{"ip": "10.0.0.1", "mac": "02:00:00:00:00:01"}], "mtu": 9000,
              "rx_descriptors": 2048, "tx_descriptors": 512, "mbufs": 16383, "burst": 64,
              "tx_flush_us": 50, "flow_steering": false, "checksum_offload": false,
@@ -932,7 +932,7 @@ TEST(WorkerJson, ReadsEveryDpdkKey) {
   EXPECT_TRUE(dpdk.no_huge);
   EXPECT_EQ(dpdk.memory_mb, 512u);
   EXPECT_EQ(dpdk.eal_args, std::vector<std::string>{"--no-pci"});
-  EXPECT_EQ(dpdk.port, "0000:3b:00.0");
+  EXPECT_EQ(dpdk.ports, std::vector<std::string>{"0000:3b:00.0"});
   EXPECT_EQ(dpdk.local_ip, "10.0.0.2");
   EXPECT_EQ(dpdk.local_port, 6000);
   ASSERT_EQ(dpdk.neighbours.size(), 1u);

@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
     config.no_huge = true;
     config.memory_mb = 256;
     config.eal_args = {"--no-pci", "--log-level=lib.eal:error"};
-    config.port = "net_memif0";
+    config.ports = {"net_memif0"};
     config.local_ip = "10.99.0.2";
     config.local_port = 7000;
     config.mbufs = 2047;

@@ -70,7 +70,7 @@ DpdkTransportConfig dpdk_base(const std::string& port, const std::string& ip, st
   config.no_huge = true;
   config.memory_mb = 512;
   config.eal_args = {"--no-pci", "--log-level=lib.eal:error"};
-  config.port = port;
+  config.ports = {port};
   config.local_ip = ip;
   config.local_port = udp_port;
   config.mbufs = 2047;

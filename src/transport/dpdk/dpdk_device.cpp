@@ -5,6 +5,7 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -47,19 +48,27 @@ std::string port_names() {
   return names.empty() ? "none" : names;
 }
 
-std::uint16_t find_port(const DpdkTransportConfig& config) {
-  std::uint16_t id = 0;
-  if (config.port.empty()) {
-    for (; id < RTE_MAX_ETHPORTS; ++id) {
-      if (rte_eth_dev_is_valid_port(id)) return id;
+std::vector<std::uint16_t> find_ports(const DpdkTransportConfig& config) {
+  if (config.ports.empty()) {
+    for (std::uint16_t id = 0; id < RTE_MAX_ETHPORTS; ++id) {
+      if (rte_eth_dev_is_valid_port(id)) return {id};
     }
-    throw ConfigError("dpdk.port: no DPDK port exists (bind a NIC to vfio-pci, or add dpdk.vdevs; "
+    throw ConfigError("dpdk.ports: no DPDK port exists (bind a NIC to vfio-pci, or add dpdk.vdevs; "
                       "see scripts/dpa-worker-check.sh)");
   }
-  if (rte_eth_dev_get_port_by_name(config.port.c_str(), &id) != 0) {
-    throw ConfigError(fmt::format("dpdk.port: no port named \"{}\" (ports: {})", config.port, port_names()));
+  std::vector<std::uint16_t> ids;
+  for (const std::string& name : config.ports) {
+    std::uint16_t id = 0;
+    if (rte_eth_dev_get_port_by_name(name.c_str(), &id) != 0) {
+      throw ConfigError(fmt::format("dpdk.ports: no port named \"{}\" (ports: {})", name, port_names()));
+    }
+    if (std::find(ids.begin(), ids.end(), id) != ids.end()) {
+      throw ConfigError(fmt::format("dpdk.ports: \"{}\" is listed twice", name));
+    }
+    ids.push_back(id);
   }
-  return id;
+  if (ids.size() > 255) throw ConfigError("dpdk.ports: at most 255 ports");
+  return ids;
 }
 
 // Mempools and inbox rings outlive devices: another port's RX ring may still hold our mbufs
@@ -94,94 +103,70 @@ class DpdkDevice final : public Device {
  public:
   DpdkDevice(const DpdkTransportConfig& config, std::uint16_t queues) : config_(config) {
     start_eal(config);
-    const std::uint16_t port_id = find_port(config);
-    rte_eth_dev_info info{};
-    if (const int status = rte_eth_dev_info_get(port_id, &info); status != 0) {
-      throw Error(fmt::format("dpdk.port {}: no device information: {}", port_id, rte_strerror(-status)));
-    }
-    if (info.max_rx_queues < queues || info.max_tx_queues < queues) {
-      throw ConfigError(fmt::format("dpdk.port {} ({}): {} queues requested (one per thread), the device has {} RX "
-                                    "and {} TX",
-                                    port_id, info.driver_name, queues, info.max_rx_queues, info.max_tx_queues));
-    }
-    const char* driver = info.driver_name != nullptr ? info.driver_name : "?";
-    char port_name[RTE_ETH_NAME_MAX_LEN]{};
-    rte_eth_dev_get_name_by_port(port_id, port_name);
-    name_ = fmt::format("dpdk {} ({})", port_name, driver);
-
+    const std::vector<std::uint16_t> port_ids = find_ports(config);
     state_ = std::make_shared<PortState>(queues);
     PortState& state = *state_;
-    state.port_id = port_id;
+    state.link_of_port.fill(-1);
     state.local_ip = parse_ipv4(config.local_ip);
     state.base_port = config.local_port;
     state.queues = queues;
     state.burst = config.burst;
     state.tx_flush_cycles = static_cast<std::uint64_t>(static_cast<double>(config.tx_flush.count()) * 1e-6 *
                                                        static_cast<double>(rte_get_tsc_hz()));
-    state.max_payload = std::min<std::uint32_t>(config.mtu - kIpv4Bytes - kUdpBytes,
-                                                info.max_rx_pktlen > kFrameHeaderBytes
-                                                    ? info.max_rx_pktlen - kFrameHeaderBytes
-                                                    : config.mtu - kIpv4Bytes - kUdpBytes);
+    state.max_payload = config.mtu - kIpv4Bytes - kUdpBytes;
+    state.checksum_offload = config.checksum_offload;
+    state.chained_transmit = true;
     if (static_cast<std::uint32_t>(config.local_port) + queues - 1 > 65535) {
       throw ConfigError(fmt::format("dpdk.local_port {} + {} queues exceeds port 65535", config.local_port, queues));
     }
-
+    // Offloads every port has: queues build one kind of frame whichever port it leaves by.
+    std::vector<rte_eth_dev_info> infos(port_ids.size());
     constexpr std::uint64_t kChecksums = RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
-    state.checksum_offload = config.checksum_offload && (info.tx_offload_capa & kChecksums) == kChecksums;
-    // net_ring hands mbufs over by pointer, so chains arrive intact without the capability bit.
-    state.chained_transmit = (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0 ||
-                             std::string_view(driver) == "net_ring";
-
-    rte_eth_conf conf{};
-    if (state.checksum_offload) conf.txmode.offloads |= kChecksums;
-    if ((info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0) {
-      conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+    for (std::size_t i = 0; i < port_ids.size(); ++i) {
+      rte_eth_dev_info& info = infos[i];
+      if (const int status = rte_eth_dev_info_get(port_ids[i], &info); status != 0) {
+        throw Error(fmt::format("dpdk.ports: port {} has no device information: {}", port_ids[i], rte_strerror(-status)));
+      }
+      const char* driver = info.driver_name != nullptr ? info.driver_name : "?";
+      if (info.max_rx_queues < queues || info.max_tx_queues < queues) {
+        throw ConfigError(fmt::format("dpdk.ports: port {} ({}) has {} RX and {} TX queues; {} requested (one per thread)",
+                                      port_ids[i], driver, info.max_rx_queues, info.max_tx_queues, queues));
+      }
+      state.checksum_offload = state.checksum_offload && (info.tx_offload_capa & kChecksums) == kChecksums;
+      // net_ring hands mbufs over by pointer, so chains arrive intact without the capability bit.
+      state.chained_transmit = state.chained_transmit && ((info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0 ||
+                                                          std::string_view(driver) == "net_ring");
+      if (info.max_rx_pktlen > kFrameHeaderBytes) {
+        state.max_payload = std::min<std::uint32_t>(state.max_payload, info.max_rx_pktlen - kFrameHeaderBytes);
+      }
+      char port_name[RTE_ETH_NAME_MAX_LEN]{};
+      rte_eth_dev_get_name_by_port(port_ids[i], port_name);
+      name_ += fmt::format("{}{} ({})", name_.empty() ? "dpdk " : ", ", port_name, driver);
     }
-    int configured = rte_eth_dev_configure(port_id, queues, queues, &conf);
-    if (configured == -EBUSY) {  // still started by an earlier device of this process
-      rte_eth_dev_stop(port_id);
-      configured = rte_eth_dev_configure(port_id, queues, queues, &conf);
-    }
-    if (const int status = configured; status != 0) {
-      throw Error(fmt::format("dpdk.port {} ({}): configure with {} queues: {}", port_id, driver, queues,
-                              rte_strerror(-status)));
-    }
-    std::uint16_t rx_descriptors = config.rx_descriptors;
-    std::uint16_t tx_descriptors = config.tx_descriptors;
-    rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &rx_descriptors, &tx_descriptors);
-    const int socket = rte_eth_dev_socket_id(port_id);
     for (std::uint16_t queue = 0; queue < queues; ++queue) {
-      pools_.push_back(queue_pool(port_id, queue, config));
-      state.inboxes.push_back(queue_inbox(port_id, queue));
-      rte_eth_txconf txconf = info.default_txconf;
-      txconf.offloads = conf.txmode.offloads;
-      if (const int status = rte_eth_rx_queue_setup(port_id, queue, rx_descriptors, static_cast<unsigned>(socket),
-                                                    nullptr, pools_.back());
-          status != 0) {
-        throw Error(fmt::format("dpdk.rx_descriptors: RX queue {} setup: {}", queue, rte_strerror(-status)));
-      }
-      if (const int status =
-              rte_eth_tx_queue_setup(port_id, queue, tx_descriptors, static_cast<unsigned>(socket), &txconf);
-          status != 0) {
-        throw Error(fmt::format("dpdk.tx_descriptors: TX queue {} setup: {}", queue, rte_strerror(-status)));
-      }
+      pools_.push_back(queue_pool(port_ids[0], queue, config));
+      state.inboxes.push_back(queue_inbox(port_ids[0], queue));
     }
-    rte_eth_dev_set_mtu(port_id, static_cast<std::uint16_t>(config.mtu));  // vdevs may not support it
-    if (const int status = rte_eth_dev_start(port_id); status != 0) {
-      throw Error(fmt::format("dpdk.port {} ({}): start: {}", port_id, driver, rte_strerror(-status)));
+    for (std::size_t i = 0; i < port_ids.size(); ++i) {
+      const std::uint64_t mac = start_port(port_ids[i], infos[i], config, queues);
+      state.link_of_port[port_ids[i]] = static_cast<std::int16_t>(i);
+      state.links.push_back(PortState::Link{port_ids[i], mac});
     }
-    rte_ether_addr mac{};
-    rte_eth_macaddr_get(port_id, &mac);
-    state.local_mac = mac_to_u64(mac);
     for (const DpdkNeighbour& neighbour : config.neighbours) {
-      state.neighbours.learn(parse_ipv4(neighbour.ip), parse_mac(neighbour.mac));
+      state.neighbours.learn(parse_ipv4(neighbour.ip), NeighbourTable::Entry{parse_mac(neighbour.mac), 0});
     }
     if (config.flow_steering && queues > 1) {
-      steering_ = std::make_unique<FlowSteering>(port_id, config.local_port, queues);
-      state.hardware_steering = steering_->installed();
+      bool all_steered = true;
+      for (const PortState::Link& link : state.links) {
+        steering_.push_back(std::make_unique<FlowSteering>(link.port_id, config.local_port, queues));
+        all_steered = all_steered && steering_.back()->installed();
+      }
+      state.hardware_steering = all_steered;
     }
     drain_receive_queues();
-    if (config.monitor) monitor_ = std::make_unique<NicMonitor>(port_id, config.monitor_interval, config.monitor_output);
+    if (config.monitor) {
+      monitor_ = std::make_unique<NicMonitor>(state.links[0].port_id, config.monitor_interval, config.monitor_output);
+    }
   }
 
   DpdkDevice(const DpdkDevice&) = delete;
@@ -189,9 +174,9 @@ class DpdkDevice final : public Device {
 
   ~DpdkDevice() override {
     monitor_.reset();
-    steering_.reset();
+    steering_.clear();
     drain_receive_queues();
-    rte_eth_dev_stop(state_->port_id);
+    for (const PortState::Link& link : state_->links) rte_eth_dev_stop(link.port_id);
   }
 
   [[nodiscard]] DeviceProperties properties() const override {
@@ -212,12 +197,54 @@ class DpdkDevice final : public Device {
   }
 
  private:
+  // Configures, sets up and starts one port with `queues` queue pairs; returns its MAC.
+  std::uint64_t start_port(std::uint16_t port_id, const rte_eth_dev_info& info, const DpdkTransportConfig& config,
+                           std::uint16_t queues) {
+    const char* driver = info.driver_name != nullptr ? info.driver_name : "?";
+    rte_eth_conf conf{};
+    if (state_->checksum_offload) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
+    if ((info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+    int configured = rte_eth_dev_configure(port_id, queues, queues, &conf);
+    if (configured == -EBUSY) {  // still started by an earlier device of this process
+      rte_eth_dev_stop(port_id);
+      configured = rte_eth_dev_configure(port_id, queues, queues, &conf);
+    }
+    if (configured != 0) {
+      throw Error(fmt::format("dpdk.ports: port {} ({}): configure with {} queues: {}", port_id, driver, queues,
+                              rte_strerror(-configured)));
+    }
+    std::uint16_t rx_descriptors = config.rx_descriptors;
+    std::uint16_t tx_descriptors = config.tx_descriptors;
+    rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &rx_descriptors, &tx_descriptors);
+    const auto socket = static_cast<unsigned>(rte_eth_dev_socket_id(port_id));
+    for (std::uint16_t queue = 0; queue < queues; ++queue) {
+      rte_eth_txconf txconf = info.default_txconf;
+      txconf.offloads = conf.txmode.offloads;
+      if (const int status = rte_eth_rx_queue_setup(port_id, queue, rx_descriptors, socket, nullptr, pools_[queue]);
+          status != 0) {
+        throw Error(fmt::format("dpdk.rx_descriptors: port {} RX queue {} setup: {}", port_id, queue, rte_strerror(-status)));
+      }
+      if (const int status = rte_eth_tx_queue_setup(port_id, queue, tx_descriptors, socket, &txconf); status != 0) {
+        throw Error(fmt::format("dpdk.tx_descriptors: port {} TX queue {} setup: {}", port_id, queue, rte_strerror(-status)));
+      }
+    }
+    rte_eth_dev_set_mtu(port_id, static_cast<std::uint16_t>(config.mtu));  // vdevs may not support it
+    if (const int status = rte_eth_dev_start(port_id); status != 0) {
+      throw Error(fmt::format("dpdk.ports: port {} ({}): start: {}", port_id, driver, rte_strerror(-status)));
+    }
+    rte_ether_addr mac{};
+    rte_eth_macaddr_get(port_id, &mac);
+    return mac_to_u64(mac);
+  }
+
   // Frames left from an earlier user of the port (a previous device in this process).
   void drain_receive_queues() {
     std::array<rte_mbuf*, 64> stale{};
-    for (std::uint16_t queue = 0; queue < state_->queues; ++queue) {
-      while (const std::uint16_t n = rte_eth_rx_burst(state_->port_id, queue, stale.data(), stale.size())) {
-        rte_pktmbuf_free_bulk(stale.data(), n);
+    for (const PortState::Link& link : state_->links) {
+      for (std::uint16_t queue = 0; queue < state_->queues; ++queue) {
+        while (const std::uint16_t n = rte_eth_rx_burst(link.port_id, queue, stale.data(), stale.size())) {
+          rte_pktmbuf_free_bulk(stale.data(), n);
+        }
       }
     }
   }
@@ -226,7 +253,7 @@ class DpdkDevice final : public Device {
   std::string name_;
   std::shared_ptr<PortState> state_;
   std::vector<rte_mempool*> pools_;
-  std::unique_ptr<FlowSteering> steering_;
+  std::vector<std::unique_ptr<FlowSteering>> steering_;
   std::unique_ptr<NicMonitor> monitor_;
 };
 

@@ -22,13 +22,18 @@ std::byte* frame_of(rte_mbuf* mbuf) { return rte_pktmbuf_mtod(mbuf, std::byte*);
 }  // namespace
 
 DpdkQueue::DpdkQueue(std::shared_ptr<PortState> port, std::uint16_t queue, rte_mempool* pool)
-    : port_(std::move(port)), queue_(queue), pool_(pool) {}
+    : port_(std::move(port)), queue_(queue), pool_(pool), tx_(port_->links.size()) {}
 
 DpdkQueue::~DpdkQueue() {
   flush();
   rte_pktmbuf_free_bulk(held_.data(), static_cast<unsigned>(held_count_));
-  rte_pktmbuf_free_bulk(tx_.data(), static_cast<unsigned>(tx_count_));
+  for (TxBurst& burst : tx_) rte_pktmbuf_free_bulk(burst.packets.data(), static_cast<unsigned>(burst.count));
   port_->opened[queue_].store(false);
+}
+
+std::uint8_t DpdkQueue::link_of(const rte_mbuf* mbuf) const {
+  const std::int16_t link = mbuf->port < RTE_MAX_ETHPORTS ? port_->link_of_port[mbuf->port] : -1;
+  return static_cast<std::uint8_t>(link < 0 ? 0 : link);
 }
 
 std::size_t DpdkQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds timeout) {
@@ -39,14 +44,22 @@ std::size_t DpdkQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds
   const std::uint64_t start = rte_rdtsc();
   const std::uint64_t wait = timeout.count() > 0 ? cycles_for(timeout) : 0;
   std::size_t delivered = 0;
+  const std::size_t links = port_->links.size();
   for (;;) {
-    if (tx_count_ > 0 && rte_rdtsc() - tx_oldest_ >= port_->tx_flush_cycles) flush();
+    for (std::size_t link = 0; link < links; ++link) {
+      if (tx_[link].count > 0 && rte_rdtsc() - tx_[link].oldest >= port_->tx_flush_cycles) {
+        flush_link(static_cast<std::uint8_t>(link));
+      }
+    }
     // Packets other queues received for this one first: they have waited longest.
-    const unsigned from_inbox = rte_ring_sc_dequeue_burst(port_->inboxes[queue_], reinterpret_cast<void**>(rx_.data()),
-                                                          static_cast<unsigned>(capacity), nullptr);
-    const std::uint16_t from_port = rte_eth_rx_burst(port_->port_id, queue_, rx_.data() + from_inbox,
-                                                     static_cast<std::uint16_t>(capacity - from_inbox));
-    for (std::size_t i = 0; i < from_inbox + from_port; ++i) classify(rx_[i], out, delivered);
+    std::size_t taken = rte_ring_sc_dequeue_burst(port_->inboxes[queue_], reinterpret_cast<void**>(rx_.data()),
+                                                  static_cast<unsigned>(capacity), nullptr);
+    for (std::size_t i = 0; i < links && taken < capacity; ++i) {
+      const PortState::Link& link = port_->links[(next_link_ + i) % links];
+      taken += rte_eth_rx_burst(link.port_id, queue_, rx_.data() + taken, static_cast<std::uint16_t>(capacity - taken));
+    }
+    next_link_ = (next_link_ + 1) % links;  // no port starves the others when bursts are full
+    for (std::size_t i = 0; i < taken; ++i) classify(rx_[i], out, delivered);
     if (delivered > 0 || rte_rdtsc() - start >= wait) break;
   }
   counters_.rx_packets += delivered;
@@ -64,7 +77,7 @@ void DpdkQueue::classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& d
   const auto* ethernet = reinterpret_cast<const rte_ether_hdr*>(frame);
   const std::uint16_t type = length >= kEthernetBytes ? rte_be_to_cpu_16(ethernet->ether_type) : 0;
   if (type == RTE_ETHER_TYPE_ARP && length >= kEthernetBytes + sizeof(rte_arp_hdr)) {
-    answer_arp(*reinterpret_cast<const rte_arp_hdr*>(frame + kEthernetBytes));
+    answer_arp(*reinterpret_cast<const rte_arp_hdr*>(frame + kEthernetBytes), link_of(mbuf));
     rte_pktmbuf_free(mbuf);
     return;
   }
@@ -95,10 +108,10 @@ void DpdkQueue::classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& d
     return;
   }
   const std::uint32_t source_ip = rte_be_to_cpu_32(ip->src_addr);
-  const std::uint64_t source_mac = mac_to_u64(ethernet->src_addr);
-  // Replies go back to whoever sent: learn the sender's MAC unless it is already known.
-  if (const auto known = port_->neighbours.find(source_ip); !known || *known != source_mac) {
-    port_->neighbours.learn(source_ip, source_mac);
+  const NeighbourTable::Entry sender{mac_to_u64(ethernet->src_addr), link_of(mbuf)};
+  // Replies go back to whoever sent, by the port it came in on: learn it unless already known.
+  if (const auto known = port_->neighbours.find(source_ip); !known || *known != sender) {
+    port_->neighbours.learn(source_ip, sender);
   }
   held_[held_count_++] = mbuf;
   out[delivered++] = RxPacket{
@@ -106,22 +119,22 @@ void DpdkQueue::classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& d
       Endpoint{source_ip, rte_be_to_cpu_16(udp->src_port)}};
 }
 
-void DpdkQueue::answer_arp(const rte_arp_hdr& arp) {
+void DpdkQueue::answer_arp(const rte_arp_hdr& arp, std::uint8_t link) {
   if (arp.arp_hardware != rte_cpu_to_be_16(RTE_ARP_HRD_ETHER) ||
       arp.arp_protocol != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4)) {
     ++counters_.rx_dropped;
     return;
   }
   const std::uint32_t sender_ip = rte_be_to_cpu_32(arp.arp_data.arp_sip);
-  const std::uint64_t sender_mac = mac_to_u64(arp.arp_data.arp_sha);
+  const NeighbourTable::Entry sender{mac_to_u64(arp.arp_data.arp_sha), link};
   const bool for_us = rte_be_to_cpu_32(arp.arp_data.arp_tip) == port_->local_ip;
-  if (for_us || port_->neighbours.find(sender_ip)) port_->neighbours.learn(sender_ip, sender_mac);
+  if (for_us || port_->neighbours.find(sender_ip)) port_->neighbours.learn(sender_ip, sender);
   if (!for_us || arp.arp_opcode != rte_cpu_to_be_16(RTE_ARP_OP_REQUEST)) return;
   rte_mbuf* reply = rte_pktmbuf_alloc(pool_);
   if (reply == nullptr) return;
   auto* ethernet = rte_pktmbuf_mtod(reply, rte_ether_hdr*);
   ethernet->dst_addr = arp.arp_data.arp_sha;
-  ethernet->src_addr = u64_to_mac(port_->local_mac);
+  ethernet->src_addr = u64_to_mac(port_->links[link].mac);
   ethernet->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP);
   auto* answer = reinterpret_cast<rte_arp_hdr*>(ethernet + 1);
   *answer = arp;
@@ -132,32 +145,35 @@ void DpdkQueue::answer_arp(const rte_arp_hdr& arp) {
   answer->arp_data.arp_sip = rte_cpu_to_be_32(port_->local_ip);
   reply->data_len = static_cast<std::uint16_t>(kEthernetBytes + sizeof(rte_arp_hdr));
   reply->pkt_len = reply->data_len;
-  if (!enqueue(reply)) rte_pktmbuf_free(reply);
+  if (!enqueue(link, reply)) rte_pktmbuf_free(reply);
 }
 
 void DpdkQueue::request_arp(std::uint32_t ip) {
   const std::uint64_t now = rte_rdtsc();
   if (now - last_arp_request_ < rte_get_tsc_hz() / 1000000 * kArpIntervalUs) return;
   last_arp_request_ = now;
-  rte_mbuf* request = rte_pktmbuf_alloc(pool_);
-  if (request == nullptr) return;
-  auto* ethernet = rte_pktmbuf_mtod(request, rte_ether_hdr*);
-  ethernet->dst_addr = u64_to_mac(kBroadcastMac);
-  ethernet->src_addr = u64_to_mac(port_->local_mac);
-  ethernet->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP);
-  auto* arp = reinterpret_cast<rte_arp_hdr*>(ethernet + 1);
-  arp->arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER);
-  arp->arp_protocol = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
-  arp->arp_hlen = RTE_ETHER_ADDR_LEN;
-  arp->arp_plen = 4;
-  arp->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REQUEST);
-  arp->arp_data.arp_sha = ethernet->src_addr;
-  arp->arp_data.arp_sip = rte_cpu_to_be_32(port_->local_ip);
-  arp->arp_data.arp_tha = rte_ether_addr{};
-  arp->arp_data.arp_tip = rte_cpu_to_be_32(ip);
-  request->data_len = static_cast<std::uint16_t>(kEthernetBytes + sizeof(rte_arp_hdr));
-  request->pkt_len = request->data_len;
-  if (!enqueue(request)) rte_pktmbuf_free(request);
+  // The neighbour may sit behind any port: ask on all of them.
+  for (std::size_t link = 0; link < port_->links.size(); ++link) {
+    rte_mbuf* request = rte_pktmbuf_alloc(pool_);
+    if (request == nullptr) return;
+    auto* ethernet = rte_pktmbuf_mtod(request, rte_ether_hdr*);
+    ethernet->dst_addr = u64_to_mac(kBroadcastMac);
+    ethernet->src_addr = u64_to_mac(port_->links[link].mac);
+    ethernet->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP);
+    auto* arp = reinterpret_cast<rte_arp_hdr*>(ethernet + 1);
+    arp->arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER);
+    arp->arp_protocol = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+    arp->arp_hlen = RTE_ETHER_ADDR_LEN;
+    arp->arp_plen = 4;
+    arp->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REQUEST);
+    arp->arp_data.arp_sha = ethernet->src_addr;
+    arp->arp_data.arp_sip = rte_cpu_to_be_32(port_->local_ip);
+    arp->arp_data.arp_tha = rte_ether_addr{};
+    arp->arp_data.arp_tip = rte_cpu_to_be_32(ip);
+    request->data_len = static_cast<std::uint16_t>(kEthernetBytes + sizeof(rte_arp_hdr));
+    request->pkt_len = request->data_len;
+    if (!enqueue(static_cast<std::uint8_t>(link), request)) rte_pktmbuf_free(request);
+  }
 }
 
 std::size_t DpdkQueue::allocate(std::span<TxBuffer> out) {
@@ -180,15 +196,17 @@ void DpdkQueue::release(std::span<TxBuffer> buffers) {
   }
 }
 
-bool DpdkQueue::addresses_for(const Endpoint& to, FrameAddresses& addresses) {
-  const auto mac = port_->neighbours.find(to.address);
-  if (!mac) {
+bool DpdkQueue::addresses_for(const Endpoint& to, FrameAddresses& addresses, std::uint8_t& link) {
+  const auto neighbour = port_->neighbours.find(to.address);
+  if (!neighbour) {
     ++counters_.tx_unresolved;
     request_arp(to.address);
     return false;
   }
-  addresses = FrameAddresses{port_->local_mac, *mac,    port_->local_ip,
-                             to.address,       static_cast<std::uint16_t>(port_->base_port + queue_), to.port};
+  link = neighbour->link;
+  addresses = FrameAddresses{port_->links[link].mac, neighbour->mac,
+                             port_->local_ip,        to.address,
+                             static_cast<std::uint16_t>(port_->base_port + queue_), to.port};
   return true;
 }
 
@@ -202,7 +220,8 @@ std::size_t DpdkQueue::send(std::span<const TxRequest> packets) {
   for (const TxRequest& request : packets) {
     auto* mbuf = static_cast<rte_mbuf*>(request.buffer->native);
     FrameAddresses addresses;
-    if (!addresses_for(request.to, addresses)) {
+    std::uint8_t link = 0;
+    if (!addresses_for(request.to, addresses, link)) {
       ++taken;  // consumed: dropped until ARP answers; the protocol retransmits
       continue;
     }
@@ -228,7 +247,7 @@ std::size_t DpdkQueue::send(std::span<const TxRequest> packets) {
         std::memcpy(rte_pktmbuf_append(head, kFrameHeaderBytes), header.data(), kFrameHeaderBytes);
         rte_pktmbuf_chain(head, body);
         finish_frame(head);
-        if (!enqueue(head)) {
+        if (!enqueue(link, head)) {
           rte_pktmbuf_free(head);
           break;
         }
@@ -241,7 +260,7 @@ std::size_t DpdkQueue::send(std::span<const TxRequest> packets) {
     finish_frame(mbuf);
     // The TX ring holds its own reference, so the caller can retransmit or release at will.
     rte_mbuf_refcnt_update(outgoing, 1);
-    if (!enqueue(outgoing)) {
+    if (!enqueue(link, outgoing)) {
       rte_mbuf_refcnt_update(outgoing, -1);
       break;
     }
@@ -256,7 +275,8 @@ std::size_t DpdkQueue::send_to_all(const TxBuffer& buffer, std::span<const Endpo
   std::size_t served = 0;
   for (const Endpoint& endpoint : to) {
     FrameAddresses addresses;
-    if (!addresses_for(endpoint, addresses)) {
+    std::uint8_t link = 0;
+    if (!addresses_for(endpoint, addresses, link)) {
       ++served;
       continue;
     }
@@ -280,7 +300,7 @@ std::size_t DpdkQueue::send_to_all(const TxBuffer& buffer, std::span<const Endpo
       std::memcpy(rte_pktmbuf_append(head, payload_bytes), buffer.payload, payload_bytes);
     }
     finish_frame(head);
-    if (!enqueue(head)) {
+    if (!enqueue(link, head)) {
       rte_pktmbuf_free(head);
       break;
     }
@@ -289,23 +309,31 @@ std::size_t DpdkQueue::send_to_all(const TxBuffer& buffer, std::span<const Endpo
   return served;
 }
 
-bool DpdkQueue::enqueue(rte_mbuf* mbuf) {
-  const std::size_t burst = std::min<std::size_t>(port_->burst, kMaxBurst);
-  if (tx_count_ == burst) flush();
-  if (tx_count_ == burst) return false;
-  if (tx_count_ == 0) tx_oldest_ = rte_rdtsc();
-  tx_[tx_count_++] = mbuf;
-  if (tx_count_ == burst) flush();
+bool DpdkQueue::enqueue(std::uint8_t link, rte_mbuf* mbuf) {
+  TxBurst& burst = tx_[link];
+  const std::size_t limit = std::min<std::size_t>(port_->burst, kMaxBurst);
+  if (burst.count == limit) flush_link(link);
+  if (burst.count == limit) return false;
+  if (burst.count == 0) burst.oldest = rte_rdtsc();
+  burst.packets[burst.count++] = mbuf;
+  if (burst.count == limit) flush_link(link);
   return true;
 }
 
 void DpdkQueue::flush() {
-  if (tx_count_ == 0) return;
-  const std::uint16_t sent = rte_eth_tx_burst(port_->port_id, queue_, tx_.data(), static_cast<std::uint16_t>(tx_count_));
+  for (std::size_t link = 0; link < tx_.size(); ++link) flush_link(static_cast<std::uint8_t>(link));
+}
+
+void DpdkQueue::flush_link(std::uint8_t link) {
+  TxBurst& burst = tx_[link];
+  if (burst.count == 0) return;
+  const std::uint16_t sent = rte_eth_tx_burst(port_->links[link].port_id, queue_, burst.packets.data(),
+                                              static_cast<std::uint16_t>(burst.count));
   counters_.tx_packets += sent;
-  std::copy(tx_.begin() + sent, tx_.begin() + static_cast<std::ptrdiff_t>(tx_count_), tx_.begin());
-  tx_count_ -= sent;
-  if (tx_count_ > 0) tx_oldest_ = rte_rdtsc();
+  std::copy(burst.packets.begin() + sent, burst.packets.begin() + static_cast<std::ptrdiff_t>(burst.count),
+            burst.packets.begin());
+  burst.count -= sent;
+  if (burst.count > 0) burst.oldest = rte_rdtsc();
 }
 
 }  // namespace dpa::transport::dpdk

@@ -1,5 +1,6 @@
-// One thread's RX/TX queue pair on a DPDK port: burst RX (plus the inbox other queues dispatch
-// to), TX buffered up to a burst and flushed after tx_flush, mbufs from the queue's own pool.
+// One thread's RX/TX queue pair on each port of a DPDK device: burst RX (plus the inbox other
+// queues dispatch to), TX buffered per port up to a burst and flushed after tx_flush, mbufs from
+// the queue's own pool.
 // Busy-polls; nothing on the packet path allocates from the heap or takes a lock.
 #pragma once
 
@@ -7,6 +8,7 @@
 
 #include <array>
 #include <memory>
+#include <vector>
 
 #include "transport/dpdk/frame.hpp"
 #include "transport/dpdk/port_state.hpp"
@@ -38,14 +40,23 @@ class DpdkQueue final : public Queue {
 
  private:
   // Sorts one received frame: ours (appended to `out`), another queue's, ARP, or not for us.
+  struct TxBurst {
+    std::array<rte_mbuf*, kMaxBurst> packets{};
+    std::size_t count = 0;
+    std::uint64_t oldest = 0;  // TSC when the oldest packet was queued
+  };
+
   void classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& delivered);
-  void answer_arp(const rte_arp_hdr& arp);
+  void answer_arp(const rte_arp_hdr& arp, std::uint8_t link);
   void request_arp(std::uint32_t ip);
-  // Takes one frame into the TX burst; false when the burst is full and the port takes none.
-  bool enqueue(rte_mbuf* mbuf);
-  // The frame header's addresses for `to`, or nothing when its MAC is unknown (ARP asked).
-  bool addresses_for(const Endpoint& to, FrameAddresses& addresses);
+  // Takes one frame into the link's TX burst; false when it is full and the port takes none.
+  bool enqueue(std::uint8_t link, rte_mbuf* mbuf);
+  void flush_link(std::uint8_t link);
+  // The frame header's addresses for `to` and the link that reaches it, or false when its MAC is
+  // unknown (ARP asked).
+  bool addresses_for(const Endpoint& to, FrameAddresses& addresses, std::uint8_t& link);
   void finish_frame(rte_mbuf* first_segment);
+  std::uint8_t link_of(const rte_mbuf* mbuf) const;
 
   std::shared_ptr<PortState> port_;
   std::uint16_t queue_;
@@ -53,9 +64,8 @@ class DpdkQueue final : public Queue {
   std::array<rte_mbuf*, kMaxBurst> rx_{};
   std::array<rte_mbuf*, kMaxBurst> held_{};  // delivered by the last receive(), freed by the next
   std::size_t held_count_ = 0;
-  std::array<rte_mbuf*, kMaxBurst> tx_{};
-  std::size_t tx_count_ = 0;
-  std::uint64_t tx_oldest_ = 0;  // TSC when the oldest packet in tx_ was queued
+  std::vector<TxBurst> tx_;  // one per link
+  std::size_t next_link_ = 0;  // RX polls the links in turn, starting here
   std::uint64_t last_arp_request_ = 0;
   QueueCounters counters_;
 };

@@ -1,9 +1,11 @@
-// What a DPDK device's queues share: the port, its addresses and offloads, the neighbour table
+// What a DPDK device's queues share: the ports, their addresses and offloads, the neighbour table
 // and each queue's inbox for packets that arrived on another queue (software dispatch).
 #pragma once
 
+#include <rte_ethdev.h>
 #include <rte_ring.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <vector>
@@ -13,8 +15,12 @@
 namespace dpa::transport::dpdk {
 
 struct PortState {
-  std::uint16_t port_id = 0;
-  std::uint64_t local_mac = 0;
+  struct Link {
+    std::uint16_t port_id = 0;
+    std::uint64_t mac = 0;
+  };
+  std::vector<Link> links;  // the device's ports, in config order
+  std::array<std::int16_t, RTE_MAX_ETHPORTS> link_of_port{};  // port id -> index in links, or -1
   std::uint32_t local_ip = 0;      // host byte order
   std::uint16_t base_port = 0;     // queue q receives on base_port + q
   std::uint16_t queues = 0;
