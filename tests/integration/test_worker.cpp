@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <string>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
@@ -178,6 +179,10 @@ int main(int argc, char** argv) {
   auto& udp = std::get<dpa::UdpTransportConfig>(c.transport);
   app.add_option("--local-host", udp.bind_host);
   app.add_option("--local-port", udp.bind_port);
+  bool hold = false;
+  app.add_flag("--hold", hold,
+               "After the operations, print \"holding\" and keep the context (idle) until stdin closes, so a "
+               "test can stop the switch before the ranks' transports go away");
   std::string transport_config;
   app.add_option("--transport-config", transport_config,
                  "JSON file whose \"udp\" or \"dpdk\" section replaces the transport")
@@ -228,6 +233,16 @@ int main(int argc, char** argv) {
   };
   try {
     dpa::Context context(c);
+    // Destroyed before the context: the ranks stay joined, their engines idle, until released.
+    struct HoldUntilEof {
+      bool hold;
+      ~HoldUntilEof() {
+        if (!hold) return;
+        std::cout << "holding" << std::endl;
+        for (std::string line; std::getline(std::cin, line);) {
+        }
+      }
+    } const holder{hold};
     const auto run_all = [&](const Options& options) {
       const bool other_type = c.rank == options.dtype_override_rank;
       if ((options.dtype == "int32") != other_type) return run<std::int32_t>(context, options, int_input);
