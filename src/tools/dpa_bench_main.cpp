@@ -59,6 +59,8 @@ struct Settings {
   std::string modes;  // comma list of full, reactive, preemptive
   std::string json_path;
   bool verify = false;
+  std::string transport = "udp";
+  std::string transport_config;  // JSON with a "udp" or "dpdk" section; "{rank}" becomes the rank
   // Worker mode.
   bool worker = false;
   std::string mode = "full";
@@ -90,6 +92,30 @@ std::pair<std::string, std::uint16_t> split_address(const std::string& address) 
   return {address.substr(0, colon), port};
 }
 
+// The transport section of --transport-config for `rank`: "{rank}" in its strings becomes the
+// rank, so one file serves every local rank (its own memif socket, file prefix, address, core).
+dpa::TransportConfig rank_transport(const Settings& s, int rank) {
+  dpa::TransportConfig transport = dpa::Config::from_json_file(s.transport_config).transport;
+  const auto for_rank = [rank](std::string& text) {
+    for (std::size_t at; (at = text.find("{rank}")) != std::string::npos;) text.replace(at, 6, std::to_string(rank));
+  };
+  if (auto* dpdk = std::get_if<dpa::DpdkTransportConfig>(&transport)) {
+    for (auto* list : {&dpdk->vdevs, &dpdk->ports, &dpdk->eal_args, &dpdk->allow}) {
+      for (std::string& text : *list) for_rank(text);
+    }
+    for_rank(dpdk->file_prefix);
+    for_rank(dpdk->local_ip);
+    for_rank(dpdk->cores);
+  } else {
+    for_rank(std::get<dpa::UdpTransportConfig>(transport).bind_host);
+  }
+  if ((s.transport == "dpdk") != std::holds_alternative<dpa::DpdkTransportConfig>(transport)) {
+    throw dpa::ConfigError("--transport " + s.transport + ": " + s.transport_config + " has no \"" + s.transport +
+                           "\" section");
+  }
+  return transport;
+}
+
 // The worker config: DPA_CONFIG and the DPA_* variables, then the flags given, then the mode,
 // which decides K and preemption. Validated.
 dpa::Config worker_config(const Settings& s) {
@@ -115,6 +141,7 @@ dpa::Config worker_config(const Settings& s) {
     config.k = std::max(1, config.world_size - 1);
   }
   config.preemptive = s.mode == "preemptive";
+  if (!s.transport_config.empty()) config.transport = rank_transport(s, config.rank);
   config.validate();
   return config;
 }
@@ -264,6 +291,9 @@ std::vector<std::string> worker_argv(const Settings& s, int ranks, int rank, con
   forward("--join-timeout-ms", s.join_timeout_ms);
   forward("--payload", s.payload);
   if (s.verify) argv.emplace_back("--verify");
+  if (!s.transport_config.empty()) {
+    argv.insert(argv.end(), {"--transport", s.transport, "--transport-config", s.transport_config});
+  }
   std::string sizes;
   for (const std::string& size : s.sizes) sizes += (sizes.empty() ? "" : ",") + size;
   argv.insert(argv.end(), {"--sizes", sizes});
@@ -381,9 +411,22 @@ int main(int argc, char** argv) {
   app.add_flag("--worker", s.worker, "Run as one rank (used by the launcher and for multi-host runs)");
   app.add_option("--rank", s.rank, "This worker's rank (DPA_RANK)");
   app.add_option("--mode", s.mode)->check(CLI::IsMember({"full", "reactive", "preemptive"}));
+  app.add_option("--transport", s.transport,
+                 "Workers' transport: udp, or dpdk (needs --transport-config and --switch: start "
+                 "dpa-switch --transport dpdk first)")
+      ->check(CLI::IsMember({"udp", "dpdk"}))
+      ->capture_default_str();
+  app.add_option("--transport-config", s.transport_config,
+                 "JSON file with the workers' \"udp\" or \"dpdk\" section (it replaces DPA_CONFIG's); "
+                 "\"{rank}\" in its strings becomes the rank (see scripts/dpa-bench-memif.sh)")
+      ->check(CLI::ExistingFile);
   CLI11_PARSE(app, argc, argv);
 
   try {
+    if (s.transport == "dpdk" && (s.transport_config.empty() || !s.switch_address)) {
+      throw dpa::ConfigError("--transport dpdk needs --transport-config FILE and --switch HOST:PORT (the switch "
+                             "embedded here runs on sockets; start dpa-switch --transport dpdk)");
+    }
     if (s.worker) return run_worker(s);
     s.ranks = launcher_ranks(s, dpa::Config::from_env());
     if (s.straggler_delay_ms > 0 && s.straggler_rank < 0) s.straggler_rank = *s.ranks - 1;
