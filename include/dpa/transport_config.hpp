@@ -15,9 +15,9 @@ namespace dpa {
 struct UdpTransportConfig {
   std::string bind_host = "0.0.0.0";
   std::uint16_t bind_port = 0;      // queue q binds bind_port + q; 0: ephemeral ports
-  std::uint32_t max_payload = 16384;  // largest datagram sent or received (bytes)
+  std::uint32_t max_payload = 65507;  // largest datagram sent or received (bytes): UDP's limit
   std::size_t batch = 64;           // datagrams per recvmmsg/sendmmsg
-  std::size_t buffers = 256;        // transmit buffers per queue
+  std::size_t buffers = 64;         // transmit buffers per queue (max_payload bytes each)
   int socket_buffer_bytes = 16 << 20;  // SO_RCVBUF/SO_SNDBUF (forced when running as root)
 
   void validate(const std::string& section) const;  // ConfigError naming "<section>.<key>"

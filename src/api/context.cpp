@@ -9,6 +9,7 @@
 #include "engine/join.hpp"
 #include "engine/operation.hpp"
 #include "engine/engine_runner.hpp"
+#include "protocol/wire.hpp"
 #include "transport/factory.hpp"
 #include "transport/fault_injector.hpp"
 #include "transport/transport.hpp"
@@ -79,6 +80,16 @@ class ContextImpl {
   [[nodiscard]] std::uint32_t payload() const { return session_.payload; }
 
  private:
+  // A data packet the transport cannot carry would be dropped on every send: say so instead.
+  static void require_packet_fits(std::uint32_t payload, std::uint32_t max_packet) {
+    const std::size_t bytes = protocol::kHeaderSize + 4 * static_cast<std::size_t>(payload);
+    if (bytes > max_packet) {
+      throw ConfigError("payload " + std::to_string(payload) + " needs " + std::to_string(bytes) +
+                        "-byte packets; the transport carries at most " + std::to_string(max_packet) +
+                        " (udp.max_payload, or dpdk.mtu and the device's frame limit)");
+    }
+  }
+
   // Opens the device (one queue per thread), joins the session through thread 0's queue and
   // starts the engines. A rejoin opens the device afresh: its queues went with the old engines.
   void connect(std::uint32_t rejoin_token) {
@@ -95,11 +106,14 @@ class ContextImpl {
       transports.push_back(transport::as_stream(transport::with_faults(std::move(queue), faults)));
     }
 
+    const std::uint32_t max_packet = device_->properties().max_payload;
+    if (config_.payload != 0) require_packet_fits(config_.payload, max_packet);
     session_ = join_session(config_, *transports[0], switch_endpoint_, ports, rejoin_token);
     if (session_.world_size != config_.world_size) {
       throw ConfigError("world_size " + std::to_string(config_.world_size) +
                         " differs from the session's " + std::to_string(session_.world_size));
     }
+    require_packet_fits(session_.payload, max_packet);
     for (int t = 0; t < config_.threads; ++t) {
       engines_.push_back(std::make_unique<EngineRunner>(static_cast<std::uint32_t>(t), config_,
                                                         session_, std::move(transports[t])));

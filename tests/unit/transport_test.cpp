@@ -106,6 +106,7 @@ class TransportTest : public ::testing::TestWithParam<Kind> {
     if (kind == Kind::udp || kind == Kind::udp_with_faults) {
       UdpTransportConfig config;
       config.bind_host = "127.0.0.1";
+      config.max_payload = 9000;
       config.buffers = 512;
       open_local(config, "127.0.0.1");
       start_echo_thread(config, 1us);
