@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -319,6 +320,18 @@ TEST(Integration, WorldSizeAndPayloadMismatchAreRejected) {
   scenario.world = 2;
   scenario.worker_args = {"--payload", "512", "--expect-error", "payload 512 differs"};
   expect_all_succeeded(run(session_config(2), scenario));
+}
+
+TEST(Integration, PayloadLargerThanTheTransportCarriesIsAConfigError) {
+  // The session's packets (48 + 4 * 2048 bytes) do not fit the ranks' 4000-byte UDP buffers.
+  const std::string path = std::string(DPA_BINARY_DIR) + "/small-udp-" + std::to_string(getpid()) + ".json";
+  std::ofstream(path) << R"({"udp": {"bind_host": "127.0.0.1", "max_payload": 4000}})";
+  Scenario scenario;
+  scenario.worker_args = {"--transport-config", path, "--expect-error",
+                          "payload 2048 needs 8240-byte packets; the transport carries at most 4000"};
+  const auto results = run(session_config(2, 2048), scenario);
+  std::filesystem::remove(path);
+  expect_all_succeeded(results);
 }
 
 TEST(Integration, ElementCountMismatchIsDetected) {
