@@ -13,6 +13,8 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <map>
 #include <string>
 #include <thread>
@@ -25,6 +27,7 @@
 
 #ifdef DPA_HAVE_DPDK
 #include <rte_eal.h>
+#include <rte_ethdev.h>
 #include <rte_ring.h>
 
 #include "transport/dpdk/eal.hpp"
@@ -52,6 +55,7 @@ std::string kind_name(Kind kind) {
 
 std::string test_prefix() { return "dpa-transport-test-" + std::to_string(getpid()); }
 std::string memif_socket() { return "/tmp/" + test_prefix() + ".sock"; }
+std::string monitor_output() { return "/tmp/" + test_prefix() + "-rates.csv"; }
 
 // Removes what a DPDK process with `prefix` leaves on disk (its runtime directory).
 void remove_dpdk_files(const std::string& prefix) {
@@ -81,6 +85,8 @@ DpdkTransportConfig dpdk_base(const std::string& port, const std::string& ip, st
 // receives on queue q. rte_eth_from_rings lives in the net_ring driver, which the EAL loaded
 // as a plugin; it is looked up there rather than linked (a second copy would register twice).
 void create_ring_ports() {
+  std::uint16_t existing = 0;
+  if (rte_eth_dev_get_port_by_name("net_ring_dpa_ring_a", &existing) == 0) return;  // an earlier test's
   using FromRings = int (*)(const char*, rte_ring* const[], unsigned, rte_ring* const[], unsigned, unsigned);
   void* driver = dlopen("librte_net_ring.so.23", RTLD_NOW | RTLD_NOLOAD);
   if (driver == nullptr) driver = dlopen("librte_net_ring.so", RTLD_NOW);
@@ -98,6 +104,18 @@ void create_ring_ports() {
   ASSERT_GE(from_rings("dpa_ring_b", a_to_b.data(), kQueues, b_to_a.data(), kQueues, SOCKET_ID_ANY), 0);
 }
 #endif
+
+// The EAL and its memif server socket live as long as the process: they go when the tests end
+// (a failed test included), not after each test.
+class ProcessFiles : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove(memif_socket(), ignored);
+    remove_dpdk_files(test_prefix());
+  }
+};
+[[maybe_unused]] const auto* const process_files = ::testing::AddGlobalTestEnvironment(new ProcessFiles);
 
 class TransportTest : public ::testing::TestWithParam<Kind> {
  protected:
@@ -120,7 +138,11 @@ class TransportTest : public ::testing::TestWithParam<Kind> {
         create_ring_ports();
         if (HasFatalFailure()) return;
         // No static neighbours: the first packets wait for ARP in both directions.
-        open_local(dpdk_base("net_ring_dpa_ring_a", "10.99.0.1", 6000), "10.99.0.1");
+        DpdkTransportConfig config = dpdk_base("net_ring_dpa_ring_a", "10.99.0.1", 6000);
+        config.monitor = true;  // DPA_DPDK_MONITOR: the local device samples its port's rates
+        config.monitor_interval = 1ms;
+        config.monitor_output = monitor_output();
+        open_local(config, "10.99.0.1");
         start_echo_thread(dpdk_base("net_ring_dpa_ring_b", "10.99.0.2", 7000), 0ns);
       } else {
         DpdkTransportConfig config = dpdk_base("net_memif0", "10.99.0.1", 6000);
@@ -155,8 +177,7 @@ class TransportTest : public ::testing::TestWithParam<Kind> {
     peer_queues_.clear();
     peer_device_.reset();
     std::error_code ignored;
-    std::filesystem::remove(memif_socket(), ignored);
-    remove_dpdk_files(test_prefix());
+    std::filesystem::remove(monitor_output(), ignored);
   }
 
   template <class DeviceConfig>
@@ -389,6 +410,36 @@ TEST_P(TransportTest, CountersCountWhatWasSentAndReceived) {
   const QueueCounters counters = queues_[0]->counters();
   EXPECT_GE(counters.tx_packets, 3u);
   EXPECT_GE(counters.rx_packets, 3u);
+}
+
+TEST_P(TransportTest, NicMonitorWritesTheRatesItSampled) {
+  if (GetParam() != Kind::dpdk_ring) GTEST_SKIP() << "the NIC monitor is a DPDK device's (run on net_ring)";
+  // Traffic for longer than a few sampling intervals, then the device goes (the file is complete).
+  const auto until = Clock::now() + 20ms;
+  std::size_t sent = 0;
+  while (Clock::now() < until) {
+    send_payloads(0, {pattern(static_cast<std::uint32_t>(sent), 1000)}, peer_[0]);
+    ++sent;
+    ASSERT_EQ(collect(sent), sent);
+  }
+  queues_.clear();
+  local_.reset();
+  std::ifstream csv(monitor_output());
+  std::string line;
+  ASSERT_TRUE(std::getline(csv, line));
+  EXPECT_EQ(line, "time_us,rx_gbps,tx_gbps,rx_mpps,tx_mpps,rx_missed");
+  std::size_t rows = 0;
+  double tx_mpps_total = 0;  // net_ring counts packets, not bytes
+  while (std::getline(csv, line)) {
+    ++rows;
+    std::istringstream fields(line);
+    std::string field;
+    for (int column = 0; column < 5 && std::getline(fields, field, ','); ++column) {
+      if (column == 4) tx_mpps_total += std::stod(field);
+    }
+  }
+  EXPECT_GE(rows, 2u);
+  EXPECT_GT(tx_mpps_total, 0.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryTransport, TransportTest,
