@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -410,6 +411,34 @@ TEST_P(TransportTest, CountersCountWhatWasSentAndReceived) {
   const QueueCounters counters = queues_[0]->counters();
   EXPECT_GE(counters.tx_packets, 3u);
   EXPECT_GE(counters.rx_packets, 3u);
+}
+
+TEST_P(TransportTest, BadDeviceSettingsAreNamed) {
+  if (GetParam() == Kind::udp || GetParam() == Kind::udp_with_faults) {
+    UdpTransportConfig taken;
+    taken.bind_host = "127.0.0.1";
+    taken.bind_port = queues_[0]->local_endpoint().port;
+    EXPECT_THAT([&] { open_device(taken, 1)->open_queue(0); },
+                ::testing::ThrowsMessage<Error>(::testing::HasSubstr("cannot bind UDP 127.0.0.1:")));
+    taken.bind_host = "not-a-host.invalid";
+    EXPECT_THAT([&] { open_device(taken, 1)->open_queue(0); },
+                ::testing::ThrowsMessage<ConfigError>(::testing::HasSubstr("udp.bind_host")));
+    return;
+  }
+#ifdef DPA_HAVE_DPDK
+  DpdkTransportConfig config = dpdk_base("no-such-port", "10.99.0.9", 9000);
+  EXPECT_THAT([&] { open_device(config, 1); },
+              ::testing::ThrowsMessage<ConfigError>(::testing::HasSubstr("dpdk.ports: no port named \"no-such-port\"")));
+  config.ports = {"net_memif0", "net_memif0"};
+  EXPECT_THAT([&] { open_device(config, 1); },
+              ::testing::ThrowsMessage<ConfigError>(::testing::HasSubstr("is listed twice")));
+  config.ports = {"net_memif0"};
+  EXPECT_THAT([&] { open_device(config, 1000); },
+              ::testing::ThrowsMessage<ConfigError>(::testing::HasSubstr("1000 requested (one per thread)")));
+  config.local_ip = "10.99.0";
+  EXPECT_THAT([&] { open_device(config, 1); },
+              ::testing::ThrowsMessage<ConfigError>(::testing::HasSubstr("dpdk.local_ip")));
+#endif
 }
 
 TEST_P(TransportTest, NicMonitorWritesTheRatesItSampled) {
