@@ -181,7 +181,12 @@ Config JobSizing::small_config(const Config& wide) const {
   small.threads = 1;
   small.window = small_window;
   small.payload = small_payload;
-  if (wide.local_port != 0) small.local_port = static_cast<std::uint16_t>(wide.local_port + wide.threads);
+  // The small context's queues take the ports after the wide one's.
+  if (auto* udp = std::get_if<UdpTransportConfig>(&small.transport); udp != nullptr && udp->bind_port != 0) {
+    udp->bind_port = static_cast<std::uint16_t>(udp->bind_port + wide.threads);
+  } else if (auto* dpdk = std::get_if<DpdkTransportConfig>(&small.transport)) {
+    dpdk->local_port = static_cast<std::uint16_t>(dpdk->local_port + wide.threads);
+  }
   return small;
 }
 
