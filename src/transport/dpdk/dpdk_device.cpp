@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <mutex>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -99,11 +101,54 @@ rte_ring* queue_inbox(std::uint16_t port_id, std::uint16_t queue) {
   return ring;
 }
 
+// Ports held by a live device of this process: a second device would reconfigure them under the
+// first one's queues.
+class PortClaims {
+ public:
+  static void claim(const std::vector<std::uint16_t>& ports) {
+    std::lock_guard lock(mutex());
+    for (const std::uint16_t port : ports) {
+      if (held().contains(port)) {
+        throw ConfigError(fmt::format("dpdk.ports: port {} is already used by another DPDK device of this process "
+                                      "(one device per port: give each context its own port)",
+                                      port));
+      }
+    }
+    held().insert(ports.begin(), ports.end());
+  }
+  static void release(const std::vector<std::uint16_t>& ports) {
+    std::lock_guard lock(mutex());
+    for (const std::uint16_t port : ports) held().erase(port);
+  }
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex instance;
+    return instance;
+  }
+  static std::set<std::uint16_t>& held() {
+    static std::set<std::uint16_t> instance;
+    return instance;
+  }
+};
+
 class DpdkDevice final : public Device {
  public:
   DpdkDevice(const DpdkTransportConfig& config, std::uint16_t queues) : config_(config) {
     start_eal(config);
     const std::vector<std::uint16_t> port_ids = find_ports(config);
+    PortClaims::claim(port_ids);
+    claimed_ = port_ids;
+    try {
+      set_up(config, queues, port_ids);
+    } catch (...) {
+      PortClaims::release(claimed_);
+      throw;
+    }
+  }
+
+ private:
+  void set_up(const DpdkTransportConfig& config, std::uint16_t queues, const std::vector<std::uint16_t>& port_ids) {
     state_ = std::make_shared<PortState>(queues);
     PortState& state = *state_;
     state.link_of_port.fill(-1);
@@ -169,6 +214,7 @@ class DpdkDevice final : public Device {
     }
   }
 
+ public:
   DpdkDevice(const DpdkDevice&) = delete;
   DpdkDevice& operator=(const DpdkDevice&) = delete;
 
@@ -177,6 +223,7 @@ class DpdkDevice final : public Device {
     steering_.clear();
     drain_receive_queues();
     for (const PortState::Link& link : state_->links) rte_eth_dev_stop(link.port_id);
+    PortClaims::release(claimed_);
   }
 
   [[nodiscard]] DeviceProperties properties() const override {
@@ -250,6 +297,7 @@ class DpdkDevice final : public Device {
   }
 
   DpdkTransportConfig config_;
+  std::vector<std::uint16_t> claimed_;
   std::string name_;
   std::shared_ptr<PortState> state_;
   std::vector<rte_mempool*> pools_;
