@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <map>
-#include <sstream>
 #include <thread>
 
 #include "dpa/error.hpp"
@@ -133,20 +132,24 @@ void JobSizing::apply_overrides() {
     busy_poll = std::chrono::microseconds(env_value("DPA_BUSY_POLL_US", 0, 1000000));
 }
 
+// Plain string building, no iostreams: a toolchain that links libstdc++ statically into the
+// extension (seen on the GPU host's /opt/gcc) crashed in its private copy's stream locale.
 std::string JobSizing::to_text() const {
-  std::ostringstream text;
-  text << "threads=" << threads << " window=" << window << " payload=" << payload
-       << " small_payload=" << small_payload << " small_window=" << small_window
-       << " switch_threads=" << switch_threads << " switch_buffer_bytes=" << switch_buffer_bytes
-       << " busy_poll_us=" << busy_poll.count();
-  return text.str();
+  return "threads=" + std::to_string(threads) + " window=" + std::to_string(window) +
+         " payload=" + std::to_string(payload) + " small_payload=" + std::to_string(small_payload) +
+         " small_window=" + std::to_string(small_window) +
+         " switch_threads=" + std::to_string(switch_threads) +
+         " switch_buffer_bytes=" + std::to_string(switch_buffer_bytes) +
+         " busy_poll_us=" + std::to_string(busy_poll.count());
 }
 
 JobSizing JobSizing::from_text(const std::string& text) {
   std::map<std::string, long long> fields;
-  std::istringstream stream(text);
-  std::string field;
-  while (stream >> field) {
+  for (std::size_t begin = 0; begin < text.size();) {
+    const std::size_t end = std::min(text.find(' ', begin), text.size());
+    const std::string field = text.substr(begin, end - begin);
+    begin = end + 1;
+    if (field.empty()) continue;
     const auto equals = field.find('=');
     if (equals == std::string::npos) throw Error("dpa: malformed job sizing from rank 0: " + text);
     fields[field.substr(0, equals)] = std::stoll(field.substr(equals + 1));
