@@ -32,25 +32,22 @@
 #include "protocol/wire.hpp"
 #include "quant/quant.hpp"
 #include "transport/transport.hpp"
+#include "engine_test_packets.hpp"
 
 namespace dpa::detail {
 namespace {
+
+using namespace engine_test;
 
 using namespace std::chrono_literals;
 using protocol::Header;
 using transport::Endpoint;
 namespace flag = protocol::flag;
 
-constexpr std::uint32_t kSession = 7;
-constexpr std::uint32_t kPayload = 4;  // values per packet
-constexpr int kWorld = 2;              // this rank is 0, the switch plays rank 1 as well
-constexpr std::uint32_t kPoolBase = 100;
-constexpr std::uint32_t kOpId = 5;
 constexpr std::size_t kDataSize = protocol::kHeaderSize + 4 * kPayload;
 constexpr std::chrono::milliseconds kPacketWait{2000};  // bound on waiting for one packet
 constexpr std::chrono::milliseconds kOpWait{3000};      // bound on waiting for an operation
 
-const Endpoint kSwitch{0x7f000001, 4242};
 const Endpoint kStranger{0x7f000001, 4243};
 const Endpoint kLocal{0x7f000001, 40000};
 
@@ -59,7 +56,6 @@ const Endpoint kLocal{0x7f000001, 40000};
 std::uint32_t slot_of(std::uint32_t e, std::uint64_t round) {
   return kPoolBase + 2 * e + static_cast<std::uint32_t>(round & 1);
 }
-std::uint32_t seq_of(std::uint64_t round) { return static_cast<std::uint32_t>(round / 2 + 1); }
 
 // ---- The wire between the engine and the test's switch ------------------------------------------
 
@@ -264,39 +260,9 @@ Job<float> float_job(std::size_t count, std::uint32_t op_id = kOpId) {
 // What the switch adds for rank 1 in int32 operations.
 std::int32_t other_rank(std::size_t element) { return 1000 + static_cast<std::int32_t>(element); }
 
-std::vector<std::byte> encode_packet(const Header& h, std::span<const std::int32_t> values = {}) {
-  std::vector<std::byte> bytes(protocol::kHeaderSize + 4 * values.size());
-  protocol::encode(h, bytes.data());
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    protocol::store_be32(bytes.data() + protocol::kHeaderSize + 4 * i,
-                         static_cast<std::uint32_t>(values[i]));
-  }
-  return bytes;
-}
-
-Header make_header(std::uint16_t flags, std::uint32_t slot, std::uint32_t seq,
-                   std::uint32_t offset = 0, std::uint16_t count = 0, std::uint8_t contributors = 2,
-                   std::uint64_t bitmap = 0b11, std::uint32_t op_id = kOpId) {
-  Header h;
-  h.flags = flags;
-  h.session = kSession;
-  h.op_id = op_id;
-  h.slot = slot;
-  h.seq = seq;
-  h.offset = offset;
-  h.count = count;
-  h.contributors = contributors;
-  h.bitmap = bitmap;
-  return h;
-}
-
 // The header of the result a switch sends for the round of packet p.
 Header result_for(const Sent& p, std::uint16_t flags = flag::kResult) {
-  Header h = make_header(static_cast<std::uint16_t>(flags | (p.h.flags & flag::kFloat)), p.h.slot,
-                         p.h.seq, p.h.offset, p.h.count, 2, 0b11, p.h.op_id);
-  h.exp_used = p.h.exp_used;
-  h.exp_next = p.h.exp_next;
-  return h;
+  return engine_test::result_for(p.h, flags);
 }
 
 std::vector<std::byte> to_wire(std::span<const std::int32_t> values) {

@@ -27,24 +27,21 @@
 #include "protocol/wire.hpp"
 #include "quant/quant.hpp"
 #include "transport/transport.hpp"
+#include "engine_test_packets.hpp"
 
 namespace dpa::detail {
 namespace {
+
+using namespace engine_test;
 
 using namespace std::chrono_literals;
 using protocol::Header;
 using transport::Endpoint;
 namespace flag = protocol::flag;
 
-constexpr std::uint32_t kSession = 7;
-constexpr std::uint32_t kPayload = 4;  // values per packet
-constexpr int kWorld = 2;              // this rank is 0; the test's switch plays rank 1 as well
-constexpr std::uint32_t kPoolBase = 100;
-constexpr std::uint32_t kOpId = 5;
 constexpr std::uint64_t kMs = 1'000'000;  // nanoseconds
 constexpr std::uint64_t kStart = 1000 * kMs;
 
-const Endpoint kSwitch{0x7f000001, 4242};
 const Endpoint kStranger{0x7f000001, 4243};
 
 // Slot and sequence number of round r of window entry e of thread t (window 2 unless a test
@@ -53,7 +50,6 @@ std::uint32_t slot_of(std::uint32_t e, std::uint64_t round, std::uint32_t thread
                       std::uint32_t window = 2) {
   return kPoolBase + thread * 2 * window + 2 * e + static_cast<std::uint32_t>(round & 1);
 }
-std::uint32_t seq_of(std::uint64_t round) { return static_cast<std::uint32_t>(round / 2 + 1); }
 
 // ---- Packets ------------------------------------------------------------------------------------
 
@@ -86,39 +82,9 @@ struct Sent {
   }
 };
 
-Header make_header(std::uint16_t flags, std::uint32_t slot, std::uint32_t seq,
-                   std::uint32_t offset = 0, std::uint16_t count = 0, std::uint8_t contributors = 2,
-                   std::uint64_t bitmap = 0b11, std::uint32_t op_id = kOpId) {
-  Header h;
-  h.flags = flags;
-  h.session = kSession;
-  h.op_id = op_id;
-  h.slot = slot;
-  h.seq = seq;
-  h.offset = offset;
-  h.count = count;
-  h.contributors = contributors;
-  h.bitmap = bitmap;
-  return h;
-}
-
 // The header of the result a switch sends for the round of packet p.
 Header result_for(const Sent& p, std::uint16_t flags = flag::kResult) {
-  Header h = make_header(static_cast<std::uint16_t>(flags | (p.h.flags & flag::kFloat)), p.h.slot,
-                         p.h.seq, p.h.offset, p.h.count, 2, 0b11, p.h.op_id);
-  h.exp_used = p.h.exp_used;
-  h.exp_next = p.h.exp_next;
-  return h;
-}
-
-std::vector<std::byte> encode_packet(const Header& h, std::span<const std::int32_t> values) {
-  std::vector<std::byte> bytes(protocol::kHeaderSize + 4 * values.size());
-  protocol::encode(h, bytes.data());
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    protocol::store_be32(bytes.data() + protocol::kHeaderSize + 4 * i,
-                         static_cast<std::uint32_t>(values[i]));
-  }
-  return bytes;
+  return engine_test::result_for(p.h, flags);
 }
 
 // ---- Operations ---------------------------------------------------------------------------------
