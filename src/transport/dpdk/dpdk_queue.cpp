@@ -210,6 +210,16 @@ bool DpdkQueue::addresses_for(const Endpoint& to, FrameAddresses& addresses, std
   return true;
 }
 
+bool DpdkQueue::chain_payload(rte_mbuf* head, rte_mbuf* buffer, std::uint16_t payload_bytes) {
+  rte_mbuf* body = rte_pktmbuf_clone(buffer, pool_);  // shares the payload by reference count
+  if (body == nullptr) return false;
+  body->data_off = static_cast<std::uint16_t>(buffer->data_off + kFrameHeaderBytes);
+  body->data_len = payload_bytes;
+  body->pkt_len = payload_bytes;
+  rte_pktmbuf_chain(head, body);
+  return true;
+}
+
 void DpdkQueue::finish_frame(rte_mbuf* first_segment) {
   first_segment->ol_flags = 0;
   if (port_->checksum_offload) request_checksum_offload(first_segment);
@@ -236,16 +246,12 @@ std::size_t DpdkQueue::send(std::span<const TxRequest> packets) {
       } else {
         // Still in flight with another header: send the payload under a header of its own.
         rte_mbuf* head = rte_pktmbuf_alloc(pool_);
-        rte_mbuf* body = head != nullptr ? rte_pktmbuf_clone(mbuf, pool_) : nullptr;
-        if (body == nullptr) {
+        if (head == nullptr) break;
+        std::memcpy(rte_pktmbuf_append(head, kFrameHeaderBytes), header.data(), kFrameHeaderBytes);
+        if (!chain_payload(head, mbuf, payload_bytes)) {
           rte_pktmbuf_free(head);
           break;
         }
-        body->data_off = static_cast<std::uint16_t>(mbuf->data_off + kFrameHeaderBytes);
-        body->data_len = payload_bytes;
-        body->pkt_len = payload_bytes;
-        std::memcpy(rte_pktmbuf_append(head, kFrameHeaderBytes), header.data(), kFrameHeaderBytes);
-        rte_pktmbuf_chain(head, body);
         finish_frame(head);
         if (!enqueue(link, head)) {
           rte_pktmbuf_free(head);
@@ -286,15 +292,10 @@ std::size_t DpdkQueue::send_to_all(const TxBuffer& buffer, std::span<const Endpo
     write_frame_header(header, addresses, payload_bytes, port_->checksum_offload);
     if (port_->chained_transmit) {
       // One payload, N small headers: the payload is shared by reference count.
-      rte_mbuf* body = rte_pktmbuf_clone(mbuf, pool_);
-      if (body == nullptr) {
+      if (!chain_payload(head, mbuf, payload_bytes)) {
         rte_pktmbuf_free(head);
         break;
       }
-      body->data_off = static_cast<std::uint16_t>(mbuf->data_off + kFrameHeaderBytes);
-      body->data_len = payload_bytes;
-      body->pkt_len = payload_bytes;
-      rte_pktmbuf_chain(head, body);
     } else {
       // The port cannot send chained mbufs: the payload has to be in the frame.
       std::memcpy(rte_pktmbuf_append(head, payload_bytes), buffer.payload, payload_bytes);

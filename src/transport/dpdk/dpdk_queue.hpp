@@ -55,6 +55,9 @@ class DpdkQueue final : public Queue {
   // The frame header's addresses for `to` and the link that reaches it, or false when its MAC is
   // unknown (ARP asked).
   bool addresses_for(const Endpoint& to, FrameAddresses& addresses, std::uint8_t& link);
+  // Appends `buffer`'s payload (past its frame header) to `head` as a second segment that
+  // shares the data; false when the pool is empty.
+  bool chain_payload(rte_mbuf* head, rte_mbuf* buffer, std::uint16_t payload_bytes);
   void finish_frame(rte_mbuf* first_segment);
   std::uint8_t link_of(const rte_mbuf* mbuf) const;
 
