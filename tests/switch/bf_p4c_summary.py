@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Prints the resource summary of one bf-p4c output directory (compiled with -g): per MAU stage
+the logical tables, SRAMs, map RAMs, TCAMs and stateful (meter) ALUs from logs/resources.json,
+and the PHV containers allocated per type and width from logs/phv.json.
+Usage: bf_p4c_summary.py OUT_DIR"""
+import collections
+import json
+import pathlib
+import sys
+
+
+def find_log(out_dir, name):
+    matches = sorted(out_dir.glob(f"**/logs/{name}"))
+    if not matches:
+        sys.exit(f"{out_dir}: no logs/{name} (was the program compiled with -g?)")
+    return matches[0]
+
+
+def count(stage, key, items):
+    return len(stage.get(key, {}).get(items, []))
+
+
+def print_stages(resources):
+    mau = resources["resources"]["mau"]
+    rows = []
+    for stage in mau["mau_stages"]:
+        rows.append((stage["stage_number"], count(stage, "logical_tables", "ids"),
+                     count(stage, "rams", "srams"), count(stage, "map_rams", "maprams"),
+                     count(stage, "tcams", "tcams"), count(stage, "meter_alus", "meters")))
+    used = [row for row in rows if any(row[1:])]
+    print(f"  MAU stages used: {len(used)} of {mau['nStages']}")
+    print("  stage  tables  SRAMs  map RAMs  TCAMs  stateful ALUs")
+    for row in used:
+        print("  {:>5} {:>7} {:>6} {:>9} {:>6} {:>14}".format(*row))
+    totals = [sum(column) for column in zip(*(row[1:] for row in rows))]
+    print("  total {:>7} {:>6} {:>9} {:>6} {:>14}".format(*totals))
+
+
+def print_phv(phv):
+    used = collections.Counter()
+    for container in phv["containers"]:
+        used[(container["container_type"], container["bit_width"], container["gress"])] += 1
+    for kind in ("normal", "tagalong", "mocha", "dark"):
+        widths = sorted({width for (k, width, _) in used if k == kind})
+        if widths:
+            text = ", ".join(
+                f"{width}-bit {used[(kind, width, 'ingress')]} ingress + "
+                f"{used[(kind, width, 'egress')]} egress" for width in widths)
+            print(f"  PHV {kind} containers: {text}")
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: bf_p4c_summary.py OUT_DIR")
+    out_dir = pathlib.Path(sys.argv[1])
+    print_stages(json.loads(find_log(out_dir, "resources.json").read_text()))
+    print_phv(json.loads(find_log(out_dir, "phv.json").read_text()))
+
+
+if __name__ == "__main__":
+    main()
