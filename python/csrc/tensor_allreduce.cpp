@@ -124,11 +124,12 @@ void TensorAllreduce::stage_in(std::size_t index) {
   }
 }
 
-void TensorAllreduce::submit(std::size_t index, Context& context, const AllreduceOptions& options) {
+void TensorAllreduce::submit(std::size_t index, Context& context, const SubmitOrder::Turn& turn,
+                             const AllreduceOptions& options) {
   Chunk& chunk = chunks_.at(index);
   if (chunk.staged_in) wait_for(*chunk.staged_in);
   void* data = chunk.count == 0 ? nullptr : host_chunk(chunk).data_ptr();
-  chunk.handle = context.allreduce_async(data, data, chunk.count, wire_type_, options);
+  chunk.handle = context.allreduce_async(turn, data, data, chunk.count, wire_type_, options);
   chunk.in_flight = true;
 }
 
@@ -142,11 +143,7 @@ void TensorAllreduce::wait(std::size_t index) {
     throw;
   }
   chunk.in_flight = false;
-  for (ElementRange& range : chunk_stats.missed) {
-    range.begin += chunk.begin;
-    range.end += chunk.begin;
-  }
-  stats_ += chunk_stats;
+  stats_.merge(chunk_stats, chunk.begin);
 }
 
 void TensorAllreduce::stage_out(std::size_t index) {

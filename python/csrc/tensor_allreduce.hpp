@@ -50,8 +50,12 @@ class TensorAllreduce {
   [[nodiscard]] std::size_t chunk_count() const { return chunks_.size(); }
 
   void stage_in(std::size_t chunk);
-  void submit(std::size_t chunk, Context& context, const AllreduceOptions& options);
+  // In `turn` of the context's submit order.
+  void submit(std::size_t chunk, Context& context, const SubmitOrder::Turn& turn,
+              const AllreduceOptions& options);
   void wait(std::size_t chunk);  // throws the dpa::Error of a failed chunk
+  // The chunk's dpa operation, once submitted.
+  [[nodiscard]] Handle& handle(std::size_t chunk) { return chunks_.at(chunk).handle; }
   void stage_out(std::size_t chunk);
   void finish();
 

@@ -1,8 +1,9 @@
 #include "dpa/context.hpp"
 
+#include <atomic>
 #include <limits>
-#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/logging.hpp"
@@ -20,7 +21,7 @@ namespace detail {
 
 class ContextImpl {
  public:
-  explicit ContextImpl(const Config& config) : config_(config) {
+  ContextImpl(const Config& config, SubmitOrder order) : config_(config), order_(std::move(order)) {
     config_.validate();
     switch_endpoint_ =
         transport::Endpoint::resolve(config_.switch_host, config_.switch_port, "switch_host");
@@ -36,8 +37,12 @@ class ContextImpl {
     if (!engines_.empty()) leave_session(config_, session_, engines_[0]->transport(), switch_endpoint_);
   }
 
-  Handle submit(const void* in, void* out, std::size_t count, DataType type,
-                const AllreduceOptions& options) {
+  // The turn makes this thread the only one submitting to this context (it belongs to one order).
+  Handle submit(const SubmitOrder::Turn& turn, const void* in, void* out, std::size_t count,
+                DataType type, const AllreduceOptions& options) {
+    if (!order_.holds(turn)) {
+      throw Error("allreduce_async: the turn is not a current turn of this context's submit_order()");
+    }
     if (count > 0 && (in == nullptr || out == nullptr)) {
       throw ConfigError("allreduce: null buffer for " + std::to_string(count) + " elements");
     }
@@ -51,8 +56,6 @@ class ContextImpl {
                         std::to_string(config_.world_size));
     }
     auto op = std::make_shared<Operation>();
-    // Op ids and queue order must match across ranks, so submissions are serialised.
-    std::lock_guard lock(submit_mutex_);
     if (rejoin_needed_.load(std::memory_order_relaxed)) rejoin();
     op->rejoin_needed = &rejoin_needed_;
     op->in = static_cast<const std::byte*>(in);
@@ -78,6 +81,7 @@ class ContextImpl {
 
   [[nodiscard]] const Config& config() const { return config_; }
   [[nodiscard]] std::uint32_t payload() const { return session_.payload; }
+  [[nodiscard]] const SubmitOrder& order() const { return order_; }
 
  private:
   // A data packet the transport cannot carry would be dropped on every send: say so instead.
@@ -137,11 +141,12 @@ class ContextImpl {
   }
 
   Config config_;
+  // Op ids and queue order must match across ranks: submissions happen one at a time, in turns.
+  SubmitOrder order_;
   transport::Endpoint switch_endpoint_;
   std::unique_ptr<transport::Device> device_;  // outlives the engines and their queues
   SessionInfo session_;
   std::vector<std::unique_ptr<EngineRunner>> engines_;
-  std::mutex submit_mutex_;
   std::uint32_t next_op_id_ = 1;
   std::atomic<bool> rejoin_needed_{false};
   std::shared_ptr<Operation> last_op_;  // the engines run operations in submission order
@@ -166,24 +171,38 @@ const OpStats& Handle::wait() {
 
 bool Handle::done() const { return op_ && op_->complete(); }
 
-Context::Context(const Config& config) : impl_(std::make_unique<detail::ContextImpl>(config)) {}
+void Handle::on_complete(Completion callback) {
+  if (!op_) throw Error("on_complete() on an empty dpa::Handle");
+  if (!callback) throw Error("on_complete() with an empty callback");
+  op_->add_completion(std::move(callback));
+}
+
+Context::Context(const Config& config, SubmitOrder order)
+    : impl_(std::make_unique<detail::ContextImpl>(config, std::move(order))) {}
 Context::~Context() = default;
 
 OpStats Context::allreduce(const void* in, void* out, std::size_t count, DataType type,
                            const AllreduceOptions& options) {
-  Handle handle = impl_->submit(in, out, count, type, options);
+  Handle handle = allreduce_async(in, out, count, type, options);
   return handle.wait();
 }
 
 Handle Context::allreduce_async(const void* in, void* out, std::size_t count, DataType type,
                                 const AllreduceOptions& options) {
-  return impl_->submit(in, out, count, type, options);
+  const SubmitOrder::Turn turn = impl_->order().wait_turn();
+  return impl_->submit(turn, in, out, count, type, options);
+}
+
+Handle Context::allreduce_async(const SubmitOrder::Turn& turn, const void* in, void* out,
+                                std::size_t count, DataType type, const AllreduceOptions& options) {
+  return impl_->submit(turn, in, out, count, type, options);
 }
 
 int Context::rank() const { return impl_->config().rank; }
 int Context::world_size() const { return impl_->config().world_size; }
 std::uint32_t Context::payload() const { return impl_->payload(); }
 const Config& Context::config() const { return impl_->config(); }
+const SubmitOrder& Context::submit_order() const { return impl_->order(); }
 
 void Context::check_sizes(std::size_t in, std::size_t out) {
   if (in != out) {

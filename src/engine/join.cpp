@@ -44,8 +44,7 @@ std::uint32_t random_nonce() {
       throw ConfigError(who + ": payload " + std::to_string(config.payload) +
                         " differs from the session's payload " + std::to_string(expected));
     case ErrorCode::pool_too_small:
-      throw ConfigError(who + ": threads * 2 * window = " +
-                        std::to_string(2 * config.threads * config.window) +
+      throw ConfigError(who + ": threads * 2 * window = " + std::to_string(config.pool_slots()) +
                         " slots exceed the session's pool of " + std::to_string(expected));
     case ErrorCode::threads_mismatch:
     case ErrorCode::window_mismatch: {

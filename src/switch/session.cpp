@@ -173,7 +173,7 @@ JoinOutcome Session::join(const protocol::Header& header, const protocol::JoinRe
     return make_outcome(Kind::reject_sender, ErrorCode::payload_mismatch, config_.payload);
   }
   if (request.window == 0 ||
-      std::uint64_t{request.threads} * 2 * request.window > config_.pool_size) {
+      protocol::SlotLayout::pool_slots(request.threads, request.window) > config_.pool_size) {
     return make_outcome(Kind::reject_sender, ErrorCode::pool_too_small, config_.pool_size);
   }
 

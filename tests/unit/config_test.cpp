@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "api/env.hpp"
 #include "dpa/config.hpp"
+#include "dpa/env.hpp"
 #include "dpa/error.hpp"
 #include "dpa/switch.hpp"
 #include "dpa/types.hpp"
@@ -459,7 +459,7 @@ TEST_F(EnvTest, MalformedIntegers) {
       {{"DPA_FAULT_SEED", "0x10"}, "DPA_FAULT_SEED=\"0x10\": expected a non-negative integer"},
       {{"DPA_FAULT_DROP", "often"}, "DPA_FAULT_DROP=\"often\": expected a number"},
       {{"DPA_FAULT_DELAY", "0.5s"}, "DPA_FAULT_DELAY=\"0.5s\": expected a number"},
-      {{"DPA_SWITCH", "host:port"}, "DPA_SWITCH=\"host:port\": expected host or host:port"},
+      {{"DPA_SWITCH", "host:port"}, "DPA_SWITCH: \"host:port\": expected host or host:port"},
   };
   for (const auto& [variable, expected] : cases) {
     set(variable.first, variable.second);
@@ -592,20 +592,20 @@ TEST_F(EnvTest, BooleanSpellings) {
 }
 
 TEST_F(EnvTest, EnvHelpers) {
-  EXPECT_EQ(dpa::detail::env_string("DPA_TEST_FLAG"), std::nullopt);
-  EXPECT_TRUE(dpa::detail::env_flag("DPA_TEST_FLAG", true));
-  EXPECT_FALSE(dpa::detail::env_flag("DPA_TEST_FLAG", false));
+  EXPECT_EQ(dpa::env_string("DPA_TEST_FLAG"), std::nullopt);
+  EXPECT_TRUE(dpa::env_flag("DPA_TEST_FLAG", true));
+  EXPECT_FALSE(dpa::env_flag("DPA_TEST_FLAG", false));
 
   set("DPA_TEST_FLAG", "");  // empty counts as unset
-  EXPECT_EQ(dpa::detail::env_string("DPA_TEST_FLAG"), std::nullopt);
-  EXPECT_TRUE(dpa::detail::env_flag("DPA_TEST_FLAG", true));
+  EXPECT_EQ(dpa::env_string("DPA_TEST_FLAG"), std::nullopt);
+  EXPECT_TRUE(dpa::env_flag("DPA_TEST_FLAG", true));
 
   set("DPA_TEST_FLAG", "off");
-  EXPECT_EQ(dpa::detail::env_string("DPA_TEST_FLAG"), "off");
-  EXPECT_FALSE(dpa::detail::env_flag("DPA_TEST_FLAG", true));
+  EXPECT_EQ(dpa::env_string("DPA_TEST_FLAG"), "off");
+  EXPECT_FALSE(dpa::env_flag("DPA_TEST_FLAG", true));
 
   set("DPA_TEST_FLAG", "2");
-  EXPECT_THROW(dpa::detail::env_flag("DPA_TEST_FLAG", true), dpa::ConfigError);
+  EXPECT_THROW(dpa::env_flag("DPA_TEST_FLAG", true), dpa::ConfigError);
 }
 
 // ---- Switch config ------------------------------------------------------------------------
