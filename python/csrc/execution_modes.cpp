@@ -29,9 +29,6 @@ class BlockingQueue {
     }
     changed_.notify_one();
   }
-  void push(Item item) {
-    push(std::move(item), [](Item&) {});
-  }
 
   // Waits for an item; std::nullopt once closed.
   std::optional<Item> pop() {
@@ -237,10 +234,13 @@ class HybridExecutor final : public Executor {
       ++pending_;
     }
     submitted->operations_left = in_flight.tensors.size();
+    // Copies: once the last callback is registered, completing may clear in_flight.tensors.
+    std::vector<Handle> handles;
+    for (auto& tensor : in_flight.tensors) handles.push_back(tensor->handle(0));
     // Runs on the engine thread that finished the operation, or here if it already has: copying
     // the result out and completing the work there saves a hand-off to another thread.
-    for (auto& tensor : in_flight.tensors) {
-      tensor->handle(0).on_complete([this, submitted](const OpStats&, std::exception_ptr) {
+    for (Handle& handle : handles) {
+      handle.on_complete([this, submitted](const OpStats&, std::exception_ptr) {
         if (submitted->operations_left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
         const FinishOnExit finish{*this};
         runner_.complete(submitted->request, submitted->in_flight);

@@ -56,7 +56,7 @@ ProcessGroupDpa::ProcessGroupDpa(const c10::intrusive_ptr<c10d::Store>& store, i
   check_same_chunking_on_all_ranks(timeout);
   std::optional<Config> small;
   if (!switch_configured()) {
-    const JobSizing sizing = agree_job_sizing(*store_, rank, size, timeout);
+    const JobSizing sizing = agree_job_sizing(*store_, config_, timeout);
     sizing_ = sizing.to_text();
     sizing.configure_wide(config_);
     if (sizing.small_payload > 0) small = sizing.small_config(config_);

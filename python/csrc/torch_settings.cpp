@@ -13,8 +13,8 @@ ExecutionMode parse_mode(const std::string& text) {
   if (text == "pipeline" || text == "latency") return ExecutionMode::pipeline;
   if (text == "hybrid") return ExecutionMode::hybrid;
   if (text == "simple") return ExecutionMode::simple;
-  throw ConfigError("DPA_TORCH_MODE=\"" + text +
-                    "\": expected one of worksteal, pipeline, hybrid, simple");
+  throw ConfigError("DPA_TORCH_MODE='" + text +
+                    "' is not one of worksteal, pipeline, hybrid, simple");
 }
 
 }  // namespace

@@ -608,6 +608,30 @@ TEST_F(EnvTest, EnvHelpers) {
   EXPECT_THROW(dpa::env_flag("DPA_TEST_FLAG", true), dpa::ConfigError);
 }
 
+TEST_F(EnvTest, EnvInteger) {
+  EXPECT_EQ(dpa::env_integer("DPA_TEST_FLAG", 1, 10), std::nullopt);
+  set("DPA_TEST_FLAG", "10");
+  EXPECT_EQ(dpa::env_integer("DPA_TEST_FLAG", 1, 10), 10);
+  set("DPA_TEST_FLAG", "-3");
+  EXPECT_EQ(dpa::env_integer("DPA_TEST_FLAG", -5, 0), -3);
+  for (const char* bad : {"11", "0", "4k", " 4", "0x4", "99999999999999999999"}) {
+    set("DPA_TEST_FLAG", bad);
+    EXPECT_THAT(config_error([] { (void)dpa::env_integer("DPA_TEST_FLAG", 1, 10); }),
+                HasSubstr("DPA_TEST_FLAG=\"" + std::string(bad) + "\": expected an integer in [1, 10]"))
+        << bad;
+  }
+}
+
+TEST(ConfigPoolSlots, TwoSlotsPerWindowEntryOfEveryThread) {
+  dpa::Config config;
+  config.threads = 4;
+  config.window = 64;
+  EXPECT_EQ(config.pool_slots(), 512u);
+  config.threads = 64;
+  config.window = 4096;
+  EXPECT_EQ(config.pool_slots(), 524288u);
+}
+
 // ---- Switch config ------------------------------------------------------------------------
 
 TEST(SwitchJson, ShippedConfigsParseAndValidate) {
