@@ -12,8 +12,9 @@
 //
 // A turn comes once every earlier ticket's turn has ended or the ticket was dropped unused, and
 // lasts until the Turn is destroyed; it may submit any number of operations. Submissions without
-// a turn (Context::allreduce, allreduce_async) take a ticket when called and wait for its turn.
-// Contexts created with the same SubmitOrder share one sequence of tickets.
+// a turn (Context::allreduce, allreduce_async) take a ticket when called and wait for its turn, so
+// a thread that holds a Turn, or a ticket it has yet to use, must not make one: it would wait for
+// itself. Contexts created with the same SubmitOrder share one sequence of tickets.
 #pragma once
 
 #include <cstdint>

@@ -85,7 +85,7 @@ std::unique_ptr<SoftwareSwitch> place_switch(Config& config, std::optional<Confi
                 "); rank 0 starts the embedded switch unless DPA_SWITCH is set");
   }
   const HostPort published =
-      parse_host_port(address, "the switch address rank 0 published in the store", 0);
+      parse_host_port(address, "the switch address rank 0 published in the store, ", 0);
   config.switch_host = published.host;
   config.switch_port = published.port;
   if (small) {

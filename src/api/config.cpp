@@ -97,7 +97,7 @@ const FieldReaders<Config>& config_readers() {
        [](const json& value, const std::string& where, Config& config) {
          std::string text;
          read_json(value, where, text);
-         const HostPort address = parse_host_port(text, where, protocol::kDefaultPort);
+         const HostPort address = parse_host_port(text, where + ": ", protocol::kDefaultPort);
          config.switch_host = address.host;
          config.switch_port = address.port;
        }},
@@ -266,7 +266,7 @@ Config Config::from_env() {
     apply_env("WORLD_SIZE", config.world_size, kWorldSizes);
   }
   if (const auto text = env_string("DPA_SWITCH")) {
-    const HostPort address = parse_host_port(*text, "DPA_SWITCH", protocol::kDefaultPort, kSwitchPorts.min);
+    const HostPort address = parse_host_port(*text, "DPA_SWITCH=", protocol::kDefaultPort, kSwitchPorts.min);
     config.switch_host = address.host;
     config.switch_port = address.port;
   }

@@ -14,7 +14,7 @@ std::string HostPort::to_string() const { return host + ":" + std::to_string(por
 HostPort parse_host_port(std::string_view text, std::string_view source, std::uint16_t default_port,
                          std::uint16_t min_port) {
   const auto reject = [&]() -> HostPort {
-    throw ConfigError(fmt::format("{}: \"{}\": expected host or host:port with a port in [{}, 65535]", source,
+    throw ConfigError(fmt::format("{}\"{}\": expected host or host:port with a port in [{}, 65535]", source,
                                   text, min_port));
   };
   const auto colon = text.find(':');

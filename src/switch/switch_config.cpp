@@ -56,7 +56,7 @@ FieldReader<Target> reader_for(Field Target::*member) {
 WorkerAddress parse_worker(const json& value, const std::string& where) {
   std::string text;
   read_json(value, where, text);
-  const HostPort address = parse_host_port(text, where, 0, 0);
+  const HostPort address = parse_host_port(text, where + ": ", 0, 0);
   return WorkerAddress{address.host, address.port};
 }
 

@@ -110,7 +110,7 @@ dpa::Config worker_config(const Settings& s) {
   if (s.ranks) config.world_size = *s.ranks;
   if (s.rank) config.rank = *s.rank;
   if (s.switch_address) {
-    const dpa::HostPort address = dpa::parse_host_port(*s.switch_address, "--switch", config.switch_port);
+    const dpa::HostPort address = dpa::parse_host_port(*s.switch_address, "--switch ", config.switch_port);
     config.switch_host = address.host;
     config.switch_port = address.port;
   }

@@ -17,7 +17,7 @@ namespace {
 std::vector<dpa::WorkerAddress> parse_workers(const std::vector<std::string>& specs) {
   std::vector<dpa::WorkerAddress> workers;
   for (const std::string& spec : specs) {
-    const dpa::HostPort address = dpa::parse_host_port(spec, "--workers", 0, 0);
+    const dpa::HostPort address = dpa::parse_host_port(spec, "--workers ", 0, 0);
     workers.push_back(dpa::WorkerAddress{address.host, address.port});
   }
   return workers;

@@ -21,7 +21,7 @@ using ::testing::HasSubstr;
 
 std::string config_error(std::string_view text, std::uint16_t min_port = 1) {
   try {
-    dpa::parse_host_port(text, "DPA_SWITCH", 4242, min_port);
+    dpa::parse_host_port(text, "DPA_SWITCH=", 4242, min_port);
   } catch (const dpa::ConfigError& error) {
     return error.what();
   }
@@ -43,7 +43,7 @@ TEST(HostPort, ToStringIsWhatParseReads) {
 
 TEST(HostPort, RejectsMalformedTextNamingSourceAndRange) {
   EXPECT_EQ(config_error("host:http"),
-            "DPA_SWITCH: \"host:http\": expected host or host:port with a port in [1, 65535]");
+            "DPA_SWITCH=\"host:http\": expected host or host:port with a port in [1, 65535]");
   for (const char* text : {"host:", ":4242", "", "host:0", "host:65536", "host:-1", "host:+80", "host:80x",
                            "a:b:80", "::1"}) {
     EXPECT_THAT(config_error(text), HasSubstr("expected host or host:port with a port in [1, 65535]")) << text;

@@ -459,7 +459,7 @@ TEST_F(EnvTest, MalformedIntegers) {
       {{"DPA_FAULT_SEED", "0x10"}, "DPA_FAULT_SEED=\"0x10\": expected a non-negative integer"},
       {{"DPA_FAULT_DROP", "often"}, "DPA_FAULT_DROP=\"often\": expected a number"},
       {{"DPA_FAULT_DELAY", "0.5s"}, "DPA_FAULT_DELAY=\"0.5s\": expected a number"},
-      {{"DPA_SWITCH", "host:port"}, "DPA_SWITCH: \"host:port\": expected host or host:port"},
+      {{"DPA_SWITCH", "host:port"}, "DPA_SWITCH=\"host:port\": expected host or host:port"},
   };
   for (const auto& [variable, expected] : cases) {
     set(variable.first, variable.second);
