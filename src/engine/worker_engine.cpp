@@ -159,6 +159,7 @@ void WorkerEngine::start_entry(std::uint32_t e, std::uint64_t now) {
   entry.sent_ns = now;
   arm_rto(entry);
   entry.data_resent = false;
+  entry.probed = false;
   entry.expedited = false;
   entry.loss_probed = false;
   entry.counted_reply_ns = 0;
@@ -253,9 +254,11 @@ void WorkerEngine::arm_rto(Entry& entry) const {
   const std::uint64_t floor = to_ns(config_.retransmit_timeout);
   std::uint64_t base = std::clamp(round_rtt_.rto_ns(), floor, op_rto_ceiling_ns_);
   if (entry.round == entry.first_round) {
-    // The first round also waits for the ranks' arrival skew, which the later rounds of the
-    // entries that complete meanwhile do not reveal as a loss.
-    base = std::max(base, std::min(first_round_rtt_.rto_ns(), op_rto_ceiling_ns_));
+    // The first round also waits for the ranks' arrival skew, up to the back-off cap: a rank
+    // later than that is probed for (header-only probes) rather than waited for, so that a
+    // skewed operation (the first one after the join, a rank that computed longer) does not
+    // leave the next operations' lost first packets to a long timer.
+    base = std::max(base, std::min(first_round_rtt_.rto_ns(), op_max_rto_ns_));
   }
   entry.rto_cap_ns = std::max(base, op_max_rto_ns_);
   entry.rto_ns = std::min(base << backoff_shift_, entry.rto_cap_ns);
@@ -275,6 +278,7 @@ void WorkerEngine::move_to(std::uint32_t e, std::uint64_t round, std::uint64_t n
   entry.sent_ns = now;
   arm_rto(entry);
   entry.data_resent = false;
+  entry.probed = false;
   entry.expedited = false;
   entry.loss_probed = false;
   entry.counted_reply_ns = 0;
@@ -394,7 +398,7 @@ void WorkerEngine::apply(std::uint32_t e, const ReplyAction& action, const Heade
       // A sample is a multicast result (a copy answers a probe, which left at a timer's whim)
       // of a round this rank's first request completed: neither a resend nor reactive
       // fastest-K, whose wait is the straggler timeout, took part.
-      if (round == entry.round && !entry.data_resent && !entry.probing &&
+      if (round == entry.round && !entry.data_resent && !entry.probed && !entry.probing &&
           !h.has(flag::kRetransmit) && h.contributors >= session_.world_size) {
         (round == entry.first_round ? first_round_rtt_ : round_rtt_).sample(now - entry.sent_ns);
         backoff_shift_ = 0;
@@ -442,6 +446,7 @@ void WorkerEngine::check_timeouts(std::uint64_t now) {
     if (!entry.active || entry.deadline_ns > now) continue;
     if (now - entry.last_reply_ns >= give_up) throw_timeout(e, now);
     ++stats_.retransmissions;
+    entry.probed = true;
     if (entry.expedited) {
       entry.expedited = false;  // not a timeout: no back-off
     } else {

@@ -67,6 +67,7 @@ class WorkerEngine {
     std::uint64_t rto_cap_ns = 0;  // back-off cap of the current round
     std::uint64_t sent_ns = 0;    // first transmission of the current round
     bool data_resent = false;     // Karn: a result may answer the resend, so it is no sample
+    bool probed = false;          // a probe went: the wait may include another rank's recovery
     bool expedited = false;       // resend now: a reply showed the round is already complete
     std::uint64_t data_send = 0;  // this thread's data-send count when the round's data went out
     bool loss_probed = false;     // rounds sent after this one completed first: probed once
