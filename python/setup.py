@@ -72,6 +72,8 @@ def build_libdpa(build_dir):
     configure = [
         cmake, "-S", str(SOURCE_ROOT), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
         "-DDPA_TESTS=OFF", "-DDPA_BENCHMARKS=OFF",
+        # libdpa has no CUDA code; the extension compiles the kernels itself (extension()).
+        "-DDPA_CUDA=OFF",
         # The extension is built here by setuptools, not by the CMake target torch-plugin.
         "-DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON",
         # The bundled libdpa exports its own API only. Where the toolchain links static archives
