@@ -177,7 +177,7 @@ control Admission(inout headers_t hdr,
     table verdict {
         key = {
             hdr.dpa.version : exact;
-            hdr.dpa.error : exact;
+            hdr.dpa.error_code : exact;
             hdr.dpa.reserved : exact;
             hdr.dpa.flags : ternary;
             hdr.dpa.rank : ternary;

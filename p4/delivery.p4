@@ -62,7 +62,7 @@ control Delivery(inout headers_t hdr,
     action slot_view(bit<8> flags) {
         to_sender();
         hdr.dpa.flags = 7w0 ++ md.slot_meta[16:16] ++ flags;
-        hdr.dpa.error = 0;
+        hdr.dpa.error_code = 0;
         hdr.dpa.op_id = md.slot_op_id;
         hdr.dpa.offset = md.slot_offset;
         hdr.dpa.op_length = md.slot_op_length;
@@ -94,7 +94,7 @@ control Delivery(inout headers_t hdr,
     action error_view(bit<8> flags, bit<8> code, bit<32> expected) {
         to_sender();
         hdr.dpa.flags = 7w0 ++ hdr.dpa.flags[8:8] ++ flags;
-        hdr.dpa.error = code;
+        hdr.dpa.error_code = code;
         hdr.dpa.offset = expected;
         hdr.dpa.count = 0;
         hdr.dpa.contributors = 0;

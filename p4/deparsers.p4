@@ -31,7 +31,7 @@ control IngressDeparser(packet_out pkt,
 
 control EgressDeparser(packet_out pkt,
                        inout headers_t hdr,
-                       in metadata_t md,
+                       in egress_metadata_t md,
                        in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
     Checksum() ipv4_checksum;
 

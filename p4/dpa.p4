@@ -114,7 +114,7 @@ control Ingress(inout headers_t hdr,
 }
 
 control Egress(inout headers_t hdr,
-               inout metadata_t md,
+               inout egress_metadata_t md,
                in egress_intrinsic_metadata_t eg_intr_md,
                in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
                inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,

@@ -52,7 +52,7 @@ header udp_h {
 // words: the program uses the low one (32 ranks, §12) and keeps the high one zero in replies.
 header dpa_h {
     bit<8>  version;
-    bit<8>  error;
+    bit<8>  error_code;
     bit<16> flags;
     bit<32> session;
     bit<32> token;
@@ -204,6 +204,9 @@ struct headers_t {
 }
 
 // Per-pass scratch of the state pass (not carried between passes).
+// Zero at the start of the ingress, as the parser and state passes assume for every flag they
+// only set (bf-p4c otherwise leaves a field read before written uninitialised).
+@pa_auto_init_metadata
 struct metadata_t {
     bit<1>  is_probe;
     bit<1>  count_to_k;
@@ -266,5 +269,8 @@ struct metadata_t {
     bit<32> packet_meta;    // FLOAT bit << 16 | count, as the meta register stores it
     bit<32> packet_round;   // round_target << 8 | round_k, as the round register stores it
 }
+
+// The egress reads only headers and its intrinsic metadata: no user metadata to carry there.
+struct egress_metadata_t {}
 
 #endif

@@ -111,7 +111,7 @@ parser IngressParser(packet_in pkt,
 
 parser EgressParser(packet_in pkt,
                     out headers_t hdr,
-                    out metadata_t md,
+                    out egress_metadata_t md,
                     out egress_intrinsic_metadata_t eg_intr_md) {
     state start {
         pkt.extract(eg_intr_md);

@@ -16,6 +16,10 @@ namespace flag = protocol::flag;
 
 namespace {
 
+// Rounds sent later that may complete first before a round counts as lost: completions follow
+// the order of the last contributions, which each rank sends in the order its results came.
+constexpr std::uint64_t kReorderRounds = 3;
+
 std::uint64_t to_ns(std::chrono::nanoseconds d) { return static_cast<std::uint64_t>(d.count()); }
 
 // Reactive fastest-K completes a stuck slot when a retransmission arrives after the straggler
@@ -67,6 +71,12 @@ void WorkerEngine::start(Operation& op, std::uint64_t now_ns) {
   stats_.blocks = plan_.thread_blocks;
   const int k = op.k != 0 ? op.k : session_.k_default;
   op_max_rto_ns_ = k < session_.world_size ? fastest_k_max_rto_ns_ : max_rto_ns_;
+  // With K < N the straggler timeout bounds every timeout (reactive fastest-K runs on the
+  // counted ranks' probes); with K = N a measured round trip above the back-off cap raises the
+  // timeout with it, short of a quarter of the give-up timeout (which is checked at deadlines).
+  op_rto_ceiling_ns_ = k < session_.world_size
+                           ? op_max_rto_ns_
+                           : std::max(to_ns(config_.retransmit_timeout), to_ns(config_.timeout) / 4);
   for (std::uint32_t e = 0; e < entries_.size(); ++e) start_entry(e, now_ns);
   if (op.failed()) {
     // Another thread's part already failed: consume this part's rounds without sending them.
@@ -147,10 +157,12 @@ void WorkerEngine::start_entry(std::uint32_t e, std::uint64_t now) {
   if (entry.blocks == 0) return;
   entry.active = true;
   ++active_entries_;
-  entry.rto_ns = initial_rto();
   entry.sent_ns = now;
-  entry.retransmitted = false;
+  arm_rto(entry);
+  entry.data_resent = false;
+  entry.probed = false;
   entry.expedited = false;
+  entry.loss_probed = false;
   entry.counted_reply_ns = 0;
   build_data(e);
   queue_send(e, now);
@@ -238,27 +250,24 @@ void WorkerEngine::send_retransmit_probe(std::uint32_t e, std::uint64_t now) {
   tx_.push_back({entry.probe, static_cast<std::uint32_t>(protocol::kHeaderSize), switch_port_});
 }
 
-void WorkerEngine::sample_rtt(std::uint64_t rtt_ns) {
-  backoff_shift_ = 0;
-  if (srtt_ns_ == 0) {
-    srtt_ns_ = rtt_ns;
-    rttvar_ns_ = rtt_ns / 2;
-    return;
-  }
-  const std::uint64_t deviation = rtt_ns > srtt_ns_ ? rtt_ns - srtt_ns_ : srtt_ns_ - rtt_ns;
-  rttvar_ns_ = (3 * rttvar_ns_ + deviation) / 4;
-  srtt_ns_ = (7 * srtt_ns_ + rtt_ns) / 8;
-}
-
-std::uint64_t WorkerEngine::initial_rto() const {
+void WorkerEngine::arm_rto(Entry& entry) const {
   const std::uint64_t floor = to_ns(config_.retransmit_timeout);
-  return std::clamp((srtt_ns_ + 4 * rttvar_ns_) << backoff_shift_, floor,
-                    std::max(floor, op_max_rto_ns_));
+  std::uint64_t base = std::clamp(round_rtt_.rto_ns(), floor, op_rto_ceiling_ns_);
+  if (entry.round == entry.first_round) {
+    // The first round also waits for the ranks' arrival skew, up to the back-off cap: a rank
+    // later than that is probed for (header-only probes) rather than waited for, so that a
+    // skewed operation (the first one after the join, a rank that computed longer) does not
+    // leave the next operations' lost first packets to a long timer.
+    base = std::max(base, std::min(first_round_rtt_.rto_ns(), op_max_rto_ns_));
+  }
+  entry.rto_cap_ns = std::max(base, op_max_rto_ns_);
+  entry.rto_ns = std::min(base << backoff_shift_, entry.rto_cap_ns);
 }
 
 void WorkerEngine::queue_send(std::uint32_t e, std::uint64_t now) {
   Entry& entry = entries_[e];
   entry.deadline_ns = now + entry.rto_ns;
+  if (!entry.probing) entry.data_send = ++data_sends_;
   tx_.push_back({entry.packet, entry.packet_size, switch_port_});
 }
 
@@ -266,10 +275,12 @@ void WorkerEngine::move_to(std::uint32_t e, std::uint64_t round, std::uint64_t n
   Entry& entry = entries_[e];
   entry.round = round;
   entry.probing = false;
-  entry.rto_ns = initial_rto();
   entry.sent_ns = now;
-  entry.retransmitted = false;
+  arm_rto(entry);
+  entry.data_resent = false;
+  entry.probed = false;
   entry.expedited = false;
+  entry.loss_probed = false;
   entry.counted_reply_ns = 0;
   if (round >= entry.end_round) {
     entry.round = entry.end_round;
@@ -370,6 +381,7 @@ void WorkerEngine::apply(std::uint32_t e, const ReplyAction& action, const Heade
       return;
     case ReplyKind::resend_now:
       entry.counted_reply_ns = 0;
+      entry.data_resent = true;
       ++stats_.retransmissions;
       queue_send(e, now);
       return;
@@ -384,8 +396,16 @@ void WorkerEngine::apply(std::uint32_t e, const ReplyAction& action, const Heade
       finish_entry(e);
       return;
     case ReplyKind::deliver_result:
-      if (round == entry.round && !entry.retransmitted && !entry.probing) {
-        sample_rtt(now - entry.sent_ns);
+      // A sample is a multicast result (a copy answers a probe, which left at a timer's whim)
+      // of a round this rank's first request completed: neither a resend nor reactive
+      // fastest-K, whose wait is the straggler timeout, took part.
+      if (round == entry.round && !entry.data_resent && !entry.probed && !entry.probing &&
+          !h.has(flag::kRetransmit) && h.contributors >= session_.world_size) {
+        (round == entry.first_round ? first_round_rtt_ : round_rtt_).sample(now - entry.sent_ns);
+        backoff_shift_ = 0;
+      }
+      if (round == entry.round && !entry.probing) {
+        newest_completed_send_ = std::max(newest_completed_send_, entry.data_send);
       }
       miss_blocks(e, entry.round, round);
       deliver(e, round, h, payload);
@@ -401,7 +421,7 @@ void WorkerEngine::apply(std::uint32_t e, const ReplyAction& action, const Heade
       miss_blocks(e, entry.round, round);
       entry.round = round;
       entry.probing = true;
-      entry.rto_ns = initial_rto();
+      arm_rto(entry);
       build_probe(e);
       queue_send(e, now);
       return;
@@ -418,17 +438,22 @@ void WorkerEngine::check_timeouts(std::uint64_t now) {
   const std::uint64_t give_up = to_ns(config_.timeout);
   for (std::uint32_t e = 0; e < entries_.size(); ++e) {
     Entry& entry = entries_[e];
+    if (entry.active && !entry.probing && !entry.loss_probed &&
+        newest_completed_send_ >= entry.data_send + kReorderRounds) {
+      entry.loss_probed = true;
+      entry.expedited = true;
+      entry.deadline_ns = now;
+    }
     if (!entry.active || entry.deadline_ns > now) continue;
     if (now - entry.last_reply_ns >= give_up) throw_timeout(e, now);
     ++stats_.retransmissions;
-    entry.retransmitted = true;
+    entry.probed = true;
     if (entry.expedited) {
       entry.expedited = false;  // not a timeout: no back-off
     } else {
       ++stats_.timeouts;
       backoff_shift_ = std::min(backoff_shift_ + 1, 6u);
-      entry.rto_ns =
-          std::min(entry.rto_ns * 2, std::max(op_max_rto_ns_, to_ns(config_.retransmit_timeout)));
+      entry.rto_ns = std::min(entry.rto_ns * 2, entry.rto_cap_ns);
     }
     // Retransmit with a header-only probe: the switch answers with the result if the round is
     // complete, or says whether it counted this rank; the payload goes again only if it did not.

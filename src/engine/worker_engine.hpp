@@ -14,6 +14,7 @@
 #include "engine/join.hpp"
 #include "engine/operation.hpp"
 #include "engine/reply_classifier.hpp"
+#include "engine/rtt_estimator.hpp"
 #include "protocol/wire.hpp"
 #include "transport/transport.hpp"
 
@@ -63,9 +64,13 @@ class WorkerEngine {
     std::uint64_t deadline_ns = 0;
     std::uint64_t last_reply_ns = 0;
     std::uint64_t rto_ns = 0;
+    std::uint64_t rto_cap_ns = 0;  // back-off cap of the current round
     std::uint64_t sent_ns = 0;    // first transmission of the current round
-    bool retransmitted = false;   // Karn: no RTT sample from a retransmitted round
+    bool data_resent = false;     // Karn: a result may answer the resend, so it is no sample
+    bool probed = false;          // a probe went: the wait may include another rank's recovery
     bool expedited = false;       // resend now: a reply showed the round is already complete
+    std::uint64_t data_send = 0;  // this thread's data-send count when the round's data went out
+    bool loss_probed = false;     // rounds sent after this one completed first: probed once
     std::uint64_t counted_reply_ns = 0;  // last probe reply saying "counted, still open" (0: none)
     std::uint32_t packet_size = 0;
     std::byte* packet = nullptr;  // the current data packet (or the skip-forward SYN probe)
@@ -104,10 +109,8 @@ class WorkerEngine {
   // Block index within the entry for a round of the current operation (-1: exponent priming).
   [[nodiscard]] std::int64_t block_index(const Entry& entry, std::uint64_t round) const;
 
-  // Smoothed round-trip time of this thread's rounds (RFC 6298 style), which sets the first
-  // retransmission timeout of each round; the configured timeout is its floor.
-  void sample_rtt(std::uint64_t rtt_ns);
-  [[nodiscard]] std::uint64_t initial_rto() const;
+  // Sets the entry's timeout for a new round (or a skip-forward probe) from the estimates.
+  void arm_rto(Entry& entry) const;
 
   const std::uint32_t index_;
   const Config config_;
@@ -124,15 +127,25 @@ class WorkerEngine {
   std::vector<transport::TxPacket> tx_;
   std::size_t active_entries_ = 0;
 
-  std::uint64_t srtt_ns_ = 0;
-  std::uint64_t rttvar_ns_ = 0;
-  // Karn: a timeout doubles the timeout of later rounds too, until a round completes without
-  // a retransmission and gives a fresh sample. Keeps an overloaded path from a resend storm.
+  // Round trips of this thread's rounds, from a request to the multicast result that its
+  // round's completion sent, in two kinds: an entry's first round of an operation also waits
+  // for the ranks to reach the operation (their arrival skew), its later rounds only for the
+  // path (the switch, the other ranks' threads, the scheduler when cores are overcommitted).
+  RttEstimator round_rtt_;
+  RttEstimator first_round_rtt_;
+  // Karn: a timeout doubles the timeout of later rounds too, until a round completes and gives
+  // a fresh sample. Keeps an overloaded path from a resend storm.
   unsigned backoff_shift_ = 0;
+  // Loss detection without the timer: data sends numbered in order, and the newest number
+  // whose round completed. A round that kReorderRounds later rounds overtook is probed at once,
+  // so the timeout can follow slow rounds without slowing the recovery of lost ones.
+  std::uint64_t data_sends_ = 0;
+  std::uint64_t newest_completed_send_ = 0;
 
   // The running part (op_ null when idle).
   Operation* op_ = nullptr;
-  std::uint64_t op_max_rto_ns_ = 0;
+  std::uint64_t op_max_rto_ns_ = 0;      // back-off cap
+  std::uint64_t op_rto_ceiling_ns_ = 0;  // the estimates' ceiling
   BlockPlan plan_{0, 1, 0, 1};
   OpStats stats_;
 };
