@@ -686,8 +686,8 @@ TEST_F(EnginePackets, CallerExponentsAreAnnouncedAndTheWireResultIsDeliveredRaw)
 
   const OpStats stats = finish(job);
   for (std::size_t b = 0; b < 2; ++b) {
-    const std::vector<std::byte> wire = to_wire(sums[b]);
-    EXPECT_EQ(std::memcmp(job.out.data() + b * kPayload, wire.data(), 4 * kPayload), 0)
+    const std::vector<std::byte> on_wire = to_wire(sums[b]);
+    EXPECT_EQ(std::memcmp(job.out.data() + b * kPayload, on_wire.data(), 4 * kPayload), 0)
         << "block " << b << " holds the wire sums";
     EXPECT_EQ(blocks[b].divisor, 2u) << "AVG over both contributors, block " << b;
     EXPECT_EQ(blocks[b].exponent, exponents[b]) << "block " << b;
