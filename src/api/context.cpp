@@ -12,7 +12,6 @@
 #include "protocol/wire.hpp"
 #include "transport/factory.hpp"
 #include "transport/fault_injector.hpp"
-#include "transport/transport.hpp"
 
 namespace dpa {
 
@@ -33,7 +32,7 @@ class ContextImpl {
   ~ContextImpl() {
     for (auto& engine : engines_) engine->stop();
     // Frees the session for the next job now rather than after the switch's idle timeout.
-    if (!engines_.empty()) leave_session(config_, session_, engines_[0]->transport(), switch_endpoint_);
+    if (!engines_.empty()) leave_session(config_, session_, engines_[0]->queue(), switch_endpoint_);
   }
 
   Handle submit(const void* in, void* out, std::size_t count, DataType type,
@@ -119,7 +118,7 @@ class ContextImpl {
   void connect(std::uint32_t rejoin_token) {
     device_.reset();
     device_ = transport::open_device(config_.transport, static_cast<std::size_t>(config_.threads));
-    std::vector<std::unique_ptr<transport::Transport>> transports;
+    std::vector<std::unique_ptr<transport::Queue>> queues;
     std::vector<std::uint16_t> ports;
     for (int t = 0; t < config_.threads; ++t) {
       auto queue = device_->open_queue(static_cast<std::size_t>(t));
@@ -127,12 +126,12 @@ class ContextImpl {
       transport::FaultOptions faults = config_.faults;
       faults.seed = config_.faults.seed + static_cast<std::uint64_t>(config_.rank) * 1000 +
                     static_cast<std::uint64_t>(t) + 100 * session_.generation;
-      transports.push_back(transport::as_stream(transport::with_faults(std::move(queue), faults)));
+      queues.push_back(transport::with_faults(std::move(queue), faults));
     }
 
     const std::uint32_t max_packet = device_->properties().max_payload;
     if (config_.payload != 0) require_packet_fits(config_.payload, max_packet);
-    session_ = join_session(config_, *transports[0], switch_endpoint_, ports, rejoin_token);
+    session_ = join_session(config_, *queues[0], switch_endpoint_, ports, rejoin_token);
     if (session_.world_size != config_.world_size) {
       throw ConfigError("world_size " + std::to_string(config_.world_size) +
                         " differs from the session's " + std::to_string(session_.world_size));
@@ -140,7 +139,8 @@ class ContextImpl {
     require_packet_fits(session_.payload, max_packet);
     for (int t = 0; t < config_.threads; ++t) {
       engines_.push_back(std::make_unique<EngineRunner>(static_cast<std::uint32_t>(t), config_,
-                                                        session_, std::move(transports[t])));
+                                                        session_, std::move(queues[t]), *device_));
+      log().debug("rank {}: thread {} runs on {}", config_.rank, t, engines_.back()->where());
     }
   }
 

@@ -35,7 +35,7 @@ std::uint64_t fastest_k_max_rto(const Config& config, const SessionInfo& session
 }  // namespace
 
 WorkerEngine::WorkerEngine(std::uint32_t thread_index, const Config& config,
-                           const SessionInfo& session)
+                           const SessionInfo& session, transport::Queue& queue)
     : index_(thread_index),
       config_(config),
       session_(session),
@@ -49,13 +49,32 @@ WorkerEngine::WorkerEngine(std::uint32_t thread_index, const Config& config,
              .window = static_cast<std::uint32_t>(config.window),
              .rank = static_cast<std::uint8_t>(config.rank),
              .syn_disable = config.syn_disable},
-      entries_(static_cast<std::size_t>(config.window)),
-      packet_memory_(entries_.size() * (protocol::kHeaderSize + 4 * session.payload)),
-      probe_memory_(entries_.size() * protocol::kHeaderSize) {
-  tx_.reserve(entries_.size());
-  for (std::size_t e = 0; e < entries_.size(); ++e) {
-    entries_[e].packet = packet_memory_.data() + e * (protocol::kHeaderSize + 4 * session.payload);
-    entries_[e].probe = probe_memory_.data() + e * protocol::kHeaderSize;
+      queue_(queue),
+      entries_(static_cast<std::size_t>(config.window)) {
+  // Each entry queues at most its data packet and its probe per step; more only when a batch
+  // of replies moves one entry several times, which the vector absorbs once.
+  tx_.reserve(2 * entries_.size());
+}
+
+WorkerEngine::~WorkerEngine() {
+  for (Entry& entry : entries_) {
+    queue_.release(std::span(&entry.packet, 1));
+    queue_.release(std::span(&entry.probe, 1));
+  }
+}
+
+void WorkerEngine::renew(transport::TxBuffer& buffer) {
+  if (buffer.native != nullptr) queue_.release(std::span(&buffer, 1));
+  if (queue_.allocate(std::span(&buffer, 1)) == 0) {
+    throw Error("rank " + std::to_string(config_.rank) + ", thread " + std::to_string(index_) +
+                ": the transport queue has no transmit buffer left (a window of " +
+                std::to_string(entries_.size()) +
+                " holds up to twice as many, besides those in flight: raise dpdk.mbufs)");
+  }
+  const std::size_t largest = protocol::kHeaderSize + 4 * std::size_t{session_.payload};
+  if (buffer.capacity < largest) {
+    throw ConfigError("payload " + std::to_string(session_.payload) + " needs " + std::to_string(largest) +
+                      "-byte packets; the transport's buffers hold " + std::to_string(buffer.capacity));
   }
 }
 
@@ -77,7 +96,12 @@ void WorkerEngine::start(Operation& op, std::uint64_t now_ns) {
   op_rto_ceiling_ns_ = k < session_.world_size
                            ? op_max_rto_ns_
                            : std::max(to_ns(config_.retransmit_timeout), to_ns(config_.timeout) / 4);
-  for (std::uint32_t e = 0; e < entries_.size(); ++e) start_entry(e, now_ns);
+  try {
+    for (std::uint32_t e = 0; e < entries_.size(); ++e) start_entry(e, now_ns);
+  } catch (...) {
+    fail(std::current_exception());
+    return;
+  }
   if (op.failed()) {
     // Another thread's part already failed: consume this part's rounds without sending them.
     tx_.clear();
@@ -180,7 +204,9 @@ void WorkerEngine::build_data(std::uint32_t e) {
   const std::size_t window = entries_.size();
   const std::int64_t j = block_index(entry, entry.round);
   const std::size_t payload = session_.payload;
-  std::byte* values = entry.packet + protocol::kHeaderSize;
+  renew(entry.packet);
+  entry.probe_built = false;
+  std::byte* values = entry.packet.payload + protocol::kHeaderSize;
 
   Header h = request_header(e, entry.count_to_k ? flag::kCountToK : 0);
   const auto* in_floats = reinterpret_cast<const float*>(op.in);
@@ -212,8 +238,8 @@ void WorkerEngine::build_data(std::uint32_t e) {
     }
   }
   std::memset(values + 4 * valid, 0, 4 * (payload - valid));
-  protocol::encode(h, entry.packet);
-  entry.packet_size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * payload);
+  protocol::encode(h, entry.packet.payload);
+  entry.packet.size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * payload);
 }
 
 std::int8_t WorkerEngine::exponent_of(std::size_t begin) {
@@ -238,16 +264,24 @@ Header WorkerEngine::request_header(std::uint32_t e, std::uint16_t flags) const 
 
 void WorkerEngine::build_probe(std::uint32_t e) {
   Entry& entry = entries_[e];
-  protocol::encode(request_header(e, flag::kSyn), entry.packet);
-  entry.packet_size = protocol::kHeaderSize;
+  renew(entry.packet);
+  entry.probe_built = false;
+  protocol::encode(request_header(e, flag::kSyn), entry.packet.payload);
+  entry.packet.size = protocol::kHeaderSize;
   ++stats_.syn_probes;
 }
 
 void WorkerEngine::send_retransmit_probe(std::uint32_t e, std::uint64_t now) {
   Entry& entry = entries_[e];
-  protocol::encode(request_header(e, flag::kSyn), entry.probe);
+  // Every probe of a round is the same packet: built once, then the same buffer again.
+  if (!entry.probe_built) {
+    renew(entry.probe);
+    protocol::encode(request_header(e, flag::kSyn), entry.probe.payload);
+    entry.probe.size = protocol::kHeaderSize;
+    entry.probe_built = true;
+  }
   entry.deadline_ns = now + entry.rto_ns;
-  tx_.push_back({entry.probe, static_cast<std::uint32_t>(protocol::kHeaderSize), switch_port_});
+  tx_.push_back({&entry.probe, switch_port_});
 }
 
 void WorkerEngine::arm_rto(Entry& entry) const {
@@ -268,7 +302,7 @@ void WorkerEngine::queue_send(std::uint32_t e, std::uint64_t now) {
   Entry& entry = entries_[e];
   entry.deadline_ns = now + entry.rto_ns;
   if (!entry.probing) entry.data_send = ++data_sends_;
-  tx_.push_back({entry.packet, entry.packet_size, switch_port_});
+  tx_.push_back({&entry.packet, switch_port_});
 }
 
 void WorkerEngine::move_to(std::uint32_t e, std::uint64_t round, std::uint64_t now) {

@@ -1,8 +1,10 @@
 // The protocol side of one worker thread, as a step machine: its window of W entries over its
 // slot range, and what each packet and each expired deadline does to them (send, retransmit,
-// deliver, skip forward). No thread, no transport, no clock: the caller passes the time, feeds
-// received packets in and sends the packets it queues (EngineRunner on a std::thread; a DPDK
-// lcore loop alike; the unit tests with a fake clock).
+// deliver, skip forward). No thread, no clock, no I/O: the caller passes the time, feeds received
+// packets in and sends the packets it queues (EngineRunner on a std::thread or a DPDK lcore; the
+// unit tests with a fake clock). Packets are built in place in transmit buffers of the thread's
+// queue: each entry holds its current data packet (quantised straight into the buffer) and its
+// retransmission probe, and a retransmission queues the same buffer again.
 #pragma once
 
 #include <cstdint>
@@ -16,13 +18,17 @@
 #include "engine/reply_classifier.hpp"
 #include "engine/rtt_estimator.hpp"
 #include "protocol/wire.hpp"
-#include "transport/transport.hpp"
+#include "transport/queue.hpp"
 
 namespace dpa::detail {
 
 class WorkerEngine {
  public:
-  WorkerEngine(std::uint32_t thread_index, const Config& config, const SessionInfo& session);
+  // Transmit buffers come from `queue` (allocate and release only: the caller sends), which
+  // must outlive the engine.
+  WorkerEngine(std::uint32_t thread_index, const Config& config, const SessionInfo& session,
+               transport::Queue& queue);
+  ~WorkerEngine();
   WorkerEngine(const WorkerEngine&) = delete;
   WorkerEngine& operator=(const WorkerEngine&) = delete;
 
@@ -45,9 +51,10 @@ class WorkerEngine {
   [[nodiscard]] bool busy() const { return op_ != nullptr; }
   // The earliest retransmission deadline of the running part (UINT64_MAX when idle).
   [[nodiscard]] std::uint64_t next_deadline() const;
-  // Packets queued since the last clear, pointing into the engine's buffers, which stay
-  // unchanged until the next start/on_packet/poll call.
-  [[nodiscard]] std::span<const transport::TxPacket> outgoing() const { return tx_; }
+  // Packets queued since the last clear. They point at the entries' buffers, which stay
+  // unchanged until the next start/on_packet/poll call; the engine keeps its reference to each
+  // buffer (send them, never release them).
+  [[nodiscard]] std::span<const transport::TxRequest> outgoing() const { return tx_; }
   void clear_outgoing() { tx_.clear(); }
 
  private:
@@ -72,13 +79,16 @@ class WorkerEngine {
     std::uint64_t data_send = 0;  // this thread's data-send count when the round's data went out
     bool loss_probed = false;     // rounds sent after this one completed first: probed once
     std::uint64_t counted_reply_ns = 0;  // last probe reply saying "counted, still open" (0: none)
-    std::uint32_t packet_size = 0;
-    std::byte* packet = nullptr;  // the current data packet (or the skip-forward SYN probe)
-    std::byte* probe = nullptr;   // header-only retransmission probe for the current round
+    transport::TxBuffer packet;   // the current data packet (or the skip-forward SYN probe)
+    transport::TxBuffer probe;    // header-only retransmission probe for the current round
+    bool probe_built = false;     // `probe` holds the current round's probe
 
     [[nodiscard]] EntryView view() const { return {active, round, end_round, probing}; }
   };
 
+  // Swaps `buffer` for a fresh one of the queue: the old one may still be in flight (the
+  // transport holds its own reference), so it is never rewritten.
+  void renew(transport::TxBuffer& buffer);
   void start_entry(std::uint32_t e, std::uint64_t now);
   void build_data(std::uint32_t e);
   // This rank's exponent of the block at element `begin` (float_blocks.hpp).
@@ -121,10 +131,9 @@ class WorkerEngine {
   const std::uint64_t fastest_k_max_rto_ns_;  // cap when a slot may complete early
   ReplyScope scope_;                          // op_id: the running operation's
 
+  transport::Queue& queue_;
   std::vector<Entry> entries_;
-  std::vector<std::byte> packet_memory_;
-  std::vector<std::byte> probe_memory_;
-  std::vector<transport::TxPacket> tx_;
+  std::vector<transport::TxRequest> tx_;
   std::size_t active_entries_ = 0;
 
   // Round trips of this thread's rounds, from a request to the multicast result that its

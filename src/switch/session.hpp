@@ -13,7 +13,7 @@
 #include "dpa/switch.hpp"
 #include "protocol/wire.hpp"
 #include "switch/slot.hpp"
-#include "transport/transport.hpp"
+#include "transport/endpoint.hpp"
 
 namespace dpa::sw {
 

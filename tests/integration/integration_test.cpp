@@ -27,7 +27,8 @@
 #include "quant/quant.hpp"
 #include "switch/control_channel.hpp"
 #include "tools/process.hpp"
-#include "transport/transport.hpp"
+#include "transport/send.hpp"
+#include "transport/socket/udp_device.hpp"
 
 namespace {
 
@@ -468,14 +469,14 @@ TEST(Integration, DataTypeMismatchFailsEveryRankThenMatchedOperationsWork) {
 
 TEST(Integration, MalformedPacketsAreDroppedAndTheSwitchKeepsWorking) {
   dpa::SoftwareSwitch sw(switch_config(session_config(2)));
-  auto sender = dpa::transport::make_udp_transport({.bind_host = "127.0.0.1"});
+  auto sender = dpa::transport::socket::open_udp_queue({.bind_host = "127.0.0.1"});
   const dpa::transport::Endpoint target{0x7f000001, sw.port()};
   std::vector<std::byte> garbage(100, std::byte{0xAB});
   std::vector<std::byte> short_packet(7, std::byte{0x01});
-  std::vector<dpa::transport::TxPacket> packets = {
-      {garbage.data(), static_cast<std::uint32_t>(garbage.size()), target},
-      {short_packet.data(), static_cast<std::uint32_t>(short_packet.size()), target}};
-  for (int i = 0; i < 50; ++i) sender->send(packets);
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(dpa::transport::send_datagram(*sender, garbage, target));
+    ASSERT_TRUE(dpa::transport::send_datagram(*sender, short_packet, target));
+  }
   Scenario scenario;
   scenario.world = 2;
   scenario.worker_args = {"--count", "5000"};

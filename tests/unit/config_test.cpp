@@ -839,7 +839,7 @@ TEST(SwitchCounters, AddAndPrint) {
     names.push_back(name);
     values[name] = value;
   }
-  EXPECT_EQ(names.size(), 19u);
+  EXPECT_EQ(names.size(), 20u);
   EXPECT_EQ(names.front(), "rx_packets");
   EXPECT_EQ(names.back(), "leaves");
   EXPECT_EQ(values["rx_packets"], 12u);

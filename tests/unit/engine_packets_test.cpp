@@ -31,8 +31,9 @@
 #include "protocol/byte_order.hpp"
 #include "protocol/wire.hpp"
 #include "quant/quant.hpp"
-#include "transport/transport.hpp"
+#include "transport/device.hpp"
 #include "engine_test_packets.hpp"
+#include "memory_queue.hpp"
 
 namespace dpa::detail {
 namespace {
@@ -49,7 +50,6 @@ constexpr std::chrono::milliseconds kPacketWait{2000};  // bound on waiting for 
 constexpr std::chrono::milliseconds kOpWait{3000};      // bound on waiting for an operation
 
 const Endpoint kStranger{0x7f000001, 4243};
-const Endpoint kLocal{0x7f000001, 40000};
 
 // Slot and sequence number of round r of window entry e (thread 0): entries alternate between
 // slots 2e and 2e + 1 of the pool; round r is the slot's (r / 2 + 1)-th use.
@@ -99,13 +99,14 @@ struct Incoming {
 class Wire {
  public:
   // ---- engine side
-  void on_send(std::span<const transport::TxPacket> packets) {
+  void on_send(std::span<const transport::TxRequest> packets) {
     {
       std::lock_guard lock(mutex_);
-      for (const transport::TxPacket& packet : packets) {
+      for (const transport::TxRequest& packet : packets) {
         Sent s;
         s.index = log_.size();
-        s.bytes.assign(packet.data, packet.data + packet.size);
+        const std::span<const std::byte> bytes = packet.buffer->bytes();
+        s.bytes.assign(bytes.begin(), bytes.end());
         s.to = packet.to;
         std::span<const std::byte> payload;
         s.status = protocol::decode(s.bytes, s.h, payload);
@@ -178,33 +179,35 @@ class Wire {
   std::deque<Incoming> inbox_;
 };
 
-class FakeTransport final : public transport::Transport {
+// The engine's device: its queue sends onto the wire and receives from it; its thread is a
+// std::thread, as on sockets.
+class FakeDevice final : public transport::Device {
  public:
-  explicit FakeTransport(std::shared_ptr<Wire> wire) : wire_(std::move(wire)) {}
+  explicit FakeDevice(std::shared_ptr<Wire> wire) : wire_(std::move(wire)) {}
 
-  std::size_t receive(std::span<transport::RxPacket> out, std::chrono::nanoseconds timeout) override {
-    held_ = wire_->take_replies(out.size(), timeout);  // the previous batch's buffers go here
-    for (std::size_t i = 0; i < held_.size(); ++i) {
-      out[i] = {std::span<std::byte>(held_[i].bytes), held_[i].from};
-    }
-    ++counters_.rx_syscalls;
-    counters_.rx_packets += held_.size();
-    return held_.size();
+  [[nodiscard]] transport::DeviceProperties properties() const override {
+    return {.name = "fake", .max_payload = transport::testing::MemoryQueue::kCapacity, .queues = 1};
   }
 
-  void send(std::span<const transport::TxPacket> packets) override {
-    ++counters_.tx_syscalls;
-    counters_.tx_packets += packets.size();
-    wire_->on_send(packets);
+  std::unique_ptr<transport::Queue> open_queue(std::size_t /*index*/) override {
+    auto held = std::make_shared<std::vector<Incoming>>();  // the last batch's packets
+    return std::make_unique<transport::testing::MemoryQueue>(
+        [wire = wire_](std::span<const transport::TxRequest> packets) { wire->on_send(packets); },
+        [wire = wire_, held](std::span<transport::RxPacket> out, std::chrono::nanoseconds timeout) {
+          *held = wire->take_replies(out.size(), timeout);
+          for (std::size_t i = 0; i < held->size(); ++i) {
+            out[i] = {std::span<std::byte>((*held)[i].bytes), (*held)[i].from};
+          }
+          return held->size();
+        });
   }
 
-  [[nodiscard]] Endpoint local_endpoint() const override { return kLocal; }
-  [[nodiscard]] transport::TransportCounters counters() const override { return counters_; }
+  std::unique_ptr<transport::QueueThread> launch(std::size_t /*index*/, std::function<void()> body) override {
+    return transport::launch_std_thread(std::move(body));
+  }
 
  private:
   std::shared_ptr<Wire> wire_;
-  std::vector<Incoming> held_;
-  transport::TransportCounters counters_;
 };
 
 // ---- Operations ---------------------------------------------------------------------------------
@@ -332,7 +335,7 @@ class EnginePackets : public ::testing::Test {
 
   // Declare the engine after the jobs it works on: it is then destroyed (stopped) first.
   std::unique_ptr<EngineRunner> start_engine() {
-    return std::make_unique<EngineRunner>(0, config, session, std::make_unique<FakeTransport>(wire));
+    return std::make_unique<EngineRunner>(0, config, session, device.open_queue(0), device);
   }
 
   Sent take_data(std::uint32_t slot, std::uint32_t seq, std::size_t after = 0) {
@@ -485,6 +488,7 @@ class EnginePackets : public ::testing::Test {
   Config config;
   SessionInfo session;
   std::shared_ptr<Wire> wire = std::make_shared<Wire>();
+  FakeDevice device{wire};
 };
 
 // ---- 1. Normal rounds ---------------------------------------------------------------------------
@@ -1374,8 +1378,9 @@ TEST_F(EnginePackets, ErrorOnOneThreadStopsTheOperationsOtherThreadsBeforeTheirT
   auto job = int_job(8);      // 2 blocks: one per thread
   job.op->parts_remaining = 2;
   auto other_wire = std::make_shared<Wire>();
+  FakeDevice other_device(other_wire);
   auto engine0 = start_engine();
-  auto engine1 = std::make_unique<EngineRunner>(1, config, session, std::make_unique<FakeTransport>(other_wire));
+  auto engine1 = std::make_unique<EngineRunner>(1, config, session, other_device.open_queue(1), other_device);
   engine0->submit(job.op);
   engine1->submit(job.op);
   const Sent d0 = take_data(slot_of(0, 0), 1);

@@ -26,8 +26,8 @@
 #include "protocol/byte_order.hpp"
 #include "protocol/wire.hpp"
 #include "quant/quant.hpp"
-#include "transport/transport.hpp"
 #include "engine_test_packets.hpp"
+#include "memory_queue.hpp"
 
 namespace dpa::detail {
 namespace {
@@ -58,6 +58,7 @@ struct Sent {
   Header h;
   std::vector<std::byte> bytes;
   Endpoint to;
+  const void* buffer = nullptr;  // the transmit buffer it went in (the queue's handle)
 
   [[nodiscard]] bool is_probe() const {
     return bytes.size() == protocol::kHeaderSize && h.has(flag::kSyn);
@@ -170,7 +171,7 @@ class Harness {
  public:
   Harness(std::uint32_t thread, const Config& config, const SessionInfo& session,
           std::uint64_t& now)
-      : engine(thread, config, session), now_(now) {}
+      : engine(thread, config, session, queue), now_(now) {}
 
   void start(Operation& op) {
     engine.start(op, now_);
@@ -223,16 +224,19 @@ class Harness {
     return sums;
   }
 
+  transport::testing::MemoryQueue queue;  // declared first: it outlives the engine's buffers
   WorkerEngine engine;
   std::vector<Sent> log;  // everything flushed
 
  private:
   void flush() {
-    for (const transport::TxPacket& packet : engine.outgoing()) {
+    for (const transport::TxRequest& packet : engine.outgoing()) {
       Sent s;
       s.at = now_;
-      s.bytes.assign(packet.data, packet.data + packet.size);
+      const std::span<const std::byte> bytes = packet.buffer->bytes();
+      s.bytes.assign(bytes.begin(), bytes.end());
       s.to = packet.to;
+      s.buffer = packet.buffer->native;
       std::span<const std::byte> payload;
       EXPECT_EQ(protocol::decode(s.bytes, s.h, payload), protocol::DecodeStatus::ok);
       EXPECT_EQ(s.to, kSwitch);
@@ -362,7 +366,7 @@ TEST_F(EngineStep, RepliesFromAStrangerOrUndecodableAreIgnored) {
 // ---- Loss ---------------------------------------------------------------------------------------
 
 // §9.1 / §9.2 step 3: the timer sends a header-only probe; a probe reply without this rank's
-// contribution resends the data packet at once, byte for byte.
+// contribution resends the data packet at once, byte for byte: the same transmit buffer again.
 TEST_F(EngineStep, LostRequestIsResentWhenTheProbeReplyLacksThisRank) {
   struct Case {
     std::string name;
@@ -390,12 +394,15 @@ TEST_F(EngineStep, LostRequestIsResentWhenTheProbeReplyLacksThisRank) {
     h.arrive(c.reply);
     const Sent again = h.take_data(slot_of(0, 0), 1);
     EXPECT_EQ(again.bytes, lost.bytes);
+    EXPECT_EQ(again.buffer, lost.buffer) << "a retransmission sends the same buffer, not a copy";
     const std::vector<std::int32_t> sums = h.answer_int(again);
     const OpStats stats = result_of(*job.op);
     expect_int_block(job, 0, sums);
     EXPECT_EQ(stats.timeouts, 1u);
     EXPECT_EQ(stats.retransmissions, 2u);  // the probe and the data
     EXPECT_EQ(stats.blocks_full, 1u);
+    EXPECT_LE(h.queue.held(), 2u * static_cast<std::size_t>(config.window))
+        << "an entry holds at most its data packet and its probe";
   }
 }
 
@@ -405,11 +412,13 @@ TEST_F(EngineStep, CountedProbeReplyKeepsWaitingWithoutResending) {
   h.start(*job.op);
   const Sent data = h.take_data(slot_of(0, 0), 1);
   expire(h);
-  (void)h.take_probe(slot_of(0, 0), 1);
+  const Sent first_probe = h.take_probe(slot_of(0, 0), 1);
   h.arrive(make_header(flag::kSyn, slot_of(0, 0), 1, 0, 0, 1, 0b01));
   EXPECT_TRUE(h.nothing_pending()) << h.pending();
   expire(h);  // the back-off doubled the interval
-  EXPECT_EQ(h.take_probe(slot_of(0, 0), 1).at - kStart, 6 * kMs);
+  const Sent second_probe = h.take_probe(slot_of(0, 0), 1);
+  EXPECT_EQ(second_probe.at - kStart, 6 * kMs);
+  EXPECT_EQ(second_probe.buffer, first_probe.buffer) << "every probe of a round is one buffer";
   const std::vector<std::int32_t> sums =
       h.answer_int(data, flag::kResult | flag::kRetransmit | flag::kSyn);
   const OpStats stats = result_of(*job.op);
@@ -500,9 +509,9 @@ TEST_F(EngineStep, OldCompleteRoundIsFetchedWithASynProbeThenTheEntryGoesOn) {
   // An OLD about the probed round: keep waiting for the probe's answer.
   h.arrive(make_header(flag::kOld | flag::kComplete, slot_of(0, 2, 0, 1), 2, 8, 0, 2, 0b11));
   EXPECT_TRUE(h.nothing_pending()) << h.pending();
-  // The probe's timer resends the probe itself.
+  // The probe's timer resends the probe itself, the same buffer.
   expire(h);
-  (void)h.take_probe(slot_of(0, 2, 0, 1), 2);
+  EXPECT_EQ(h.take_probe(slot_of(0, 2, 0, 1), 2).buffer, fetch.buffer);
   // The answer: round 2's stored result. Block 3 goes next.
   std::vector<std::int32_t> r2(kPayload);
   for (std::size_t i = 0; i < kPayload; ++i) r2[i] = 5 + other_rank(8 + i);
