@@ -9,6 +9,7 @@
 #include <span>
 #include <type_traits>
 
+#include "dpa/block_float.hpp"
 #include "dpa/config.hpp"
 #include "dpa/error.hpp"
 #include "dpa/submit_order.hpp"
@@ -24,6 +25,13 @@ struct AllreduceOptions {
   // is set when rank r's values are in that block of the result; 0 marks a block this rank
   // missed. Lets a caller average or resynchronise by the true contributors.
   std::uint64_t* block_contributors = nullptr;
+  // float32 only, for a caller that does the block floating point around libdpa (a GPU;
+  // dpa/block_float.hpp). block_exponents: this rank's exponent of each block, computed by the
+  // caller exactly as the rule there says, so libdpa skips its own scan of the input.
+  // wire_result: one entry per block; `out` then receives the blocks' raw wire sums instead of
+  // floats, for the caller to dequantise.
+  const std::int8_t* block_exponents = nullptr;
+  block_float::WireBlock* wire_result = nullptr;
 };
 
 namespace detail {

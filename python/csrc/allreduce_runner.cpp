@@ -58,8 +58,9 @@ InFlight AllreduceRunner::stage_and_submit(AllreduceRequest& request) {
   InFlight in_flight;
   try {
     for (std::size_t i = 0; i < request.tensors.size(); ++i) {
+      const auto elements = static_cast<std::size_t>(request.tensors[i].numel());
       in_flight.tensors.push_back(std::make_unique<TensorAllreduce>(
-          request.tensors[i], std::move(request.caller_ready[i]), 0, pool_));
+          request.tensors[i], std::move(request.caller_ready[i]), 0, context_for(elements), pool_));
       in_flight.tensors.back()->stage_in(0);
     }
   } catch (...) {
@@ -129,7 +130,7 @@ void AllreduceRunner::run_one_chunked(const SubmitOrder::Turn& turn, const at::T
   Context& context = context_for(elements);
   const std::size_t per_chunk =
       large ? chunk_elements(elements, settings_.pipeline_chunks, context.payload()) : 0;
-  TensorAllreduce op(tensor, std::move(ready), per_chunk, pool_);
+  TensorAllreduce op(tensor, std::move(ready), per_chunk, context, pool_);
   // Chunk c+1 is staged while chunk c is on the network, and chunk c is copied out while
   // chunk c+1 is.
   op.stage_in(0);

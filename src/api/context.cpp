@@ -56,6 +56,7 @@ class ContextImpl {
     }
     auto op = std::make_shared<Operation>();
     if (rejoin_needed_.load(std::memory_order_relaxed)) rejoin();
+    check_block_float_options(count, type, options);
     op->rejoin_needed = &rejoin_needed_;
     op->in = static_cast<const std::byte*>(in);
     op->out = static_cast<std::byte*>(out);
@@ -66,6 +67,8 @@ class ContextImpl {
     op->k = static_cast<std::uint8_t>(k);
     op->preemptive = options.preemptive.value_or(config_.preemptive);
     op->block_contributors = options.block_contributors;
+    op->block_exponents = options.block_exponents;
+    op->wire_result = options.wire_result;
     op->submitted = std::chrono::steady_clock::now();
     if (count == 0) {
       op->parts_remaining = 1;
@@ -76,6 +79,27 @@ class ContextImpl {
     for (auto& engine : engines_) engine->submit(op);
     last_op_ = op;
     return Handle(op);
+  }
+
+  // The options of a caller that does the block floating point itself (a GPU): float32 only,
+  // and exponents that are exponents (a wrong but valid one cannot be told from the input
+  // without the scan these options exist to skip).
+  void check_block_float_options(std::size_t count, DataType type,
+                                 const AllreduceOptions& options) const {
+    if (options.block_exponents == nullptr && options.wire_result == nullptr) return;
+    if (type != DataType::float32) {
+      throw ConfigError("allreduce: block_exponents and wire_result apply to float32 only, not " +
+                        std::string(to_string(type)));
+    }
+    if (options.block_exponents == nullptr) return;
+    const std::size_t blocks = (count + session_.payload - 1) / session_.payload;
+    for (std::size_t j = 0; j < blocks; ++j) {
+      if (!block_float::is_exponent(options.block_exponents[j])) {
+        throw ConfigError("allreduce: block_exponents[" + std::to_string(j) + "] = " +
+                          std::to_string(options.block_exponents[j]) +
+                          " is no block exponent (kExpZero, kExpMin..kExpMax or kExpNonFinite)");
+      }
+    }
   }
 
   [[nodiscard]] const Config& config() const { return config_; }

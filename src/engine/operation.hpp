@@ -26,6 +26,8 @@ struct Operation {
   std::uint8_t k = 0;  // 0: the session's default
   bool preemptive = false;
   std::uint64_t* block_contributors = nullptr;  // optional, one bitmap per block
+  const std::int8_t* block_exponents = nullptr;  // optional, float32: precomputed own exponents
+  block_float::WireBlock* wire_result = nullptr;  // optional, float32: out gets the wire sums
   std::chrono::steady_clock::time_point submitted;
   // The context's flag: a failed part sets it, and the context rejoins the session before its
   // next operation, because the ranks' round counters may no longer line up.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "dpa/error.hpp"
+#include "engine/float_blocks.hpp"
 #include "quant/quant.hpp"
 
 namespace dpa::detail {
@@ -214,7 +215,7 @@ void WorkerEngine::build_data(std::uint32_t e) {
     // Exponent priming: no values yet, only the exponent of the entry's first block.
     const std::size_t first = plan_.block_of(e, 0, window) * payload;
     h.offset = static_cast<std::uint32_t>(first);
-    h.exp_next = exponent_of(in_floats + first, std::min(payload, op.count - first));
+    h.exp_next = exponent_of(first);
   } else {
     const std::size_t begin = plan_.block_of(e, static_cast<std::size_t>(j), window) * payload;
     valid = std::min(payload, op.count - begin);
@@ -230,7 +231,7 @@ void WorkerEngine::build_data(std::uint32_t e) {
       if (static_cast<std::size_t>(j) + 1 < entry.blocks) {
         const std::size_t next =
             plan_.block_of(e, static_cast<std::size_t>(j) + 1, window) * payload;
-        h.exp_next = exponent_of(in_floats + next, std::min(payload, op.count - next));
+        h.exp_next = exponent_of(next);
       }
     } else {
       quant::int32_to_wire(reinterpret_cast<const std::int32_t*>(op.in) + begin, valid, values);
@@ -241,10 +242,9 @@ void WorkerEngine::build_data(std::uint32_t e) {
   entry.packet.size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * payload);
 }
 
-std::int8_t WorkerEngine::exponent_of(const float* values, std::size_t n) {
-  const std::int8_t exponent = quant::block_exponent(values, n);
-  if (exponent == protocol::kExpNonFinite && quant::all_finite(values, n)) ++stats_.blocks_out_of_range;
-  return exponent;
+std::int8_t WorkerEngine::exponent_of(std::size_t begin) {
+  const std::size_t payload = session_.payload;
+  return own_block_exponent(*op_, begin, std::min(payload, op_->count - begin), payload, stats_);
 }
 
 Header WorkerEngine::request_header(std::uint32_t e, std::uint16_t flags) const {
@@ -343,6 +343,7 @@ void WorkerEngine::miss_blocks(std::uint32_t e, std::uint64_t from_round, std::u
     ++stats_.blocks_missed;
     stats_.missed.push_back({begin, begin + valid});
     if (op.block_contributors != nullptr) op.block_contributors[begin / payload] = 0;
+    if (op.wire_result != nullptr) op.wire_result[begin / payload] = block_float::WireBlock{};
   }
 }
 
@@ -372,8 +373,8 @@ void WorkerEngine::deliver(std::uint32_t e, std::uint64_t round, const Header& h
   const std::uint32_t divisor =
       op.op == ReduceOp::avg ? std::max<std::uint32_t>(h.contributors, 1) : 1;
   if (is_float()) {
-    quant::dequantize(payload.data(), valid, h.exp_used, session_.world_size, divisor,
-                      reinterpret_cast<float*>(op.out) + begin);
+    store_block_result(op, begin, valid, session_.payload, h.exp_used, session_.world_size,
+                       divisor, payload.data());
     if (h.exp_used == protocol::kExpNonFinite) ++stats_.blocks_non_finite;
   } else {
     quant::int32_from_wire(payload.data(), valid, divisor,

@@ -91,8 +91,8 @@ class WorkerEngine {
   void renew(transport::TxBuffer& buffer);
   void start_entry(std::uint32_t e, std::uint64_t now);
   void build_data(std::uint32_t e);
-  // A block's exponent; counts blocks that are finite but out of the representable range.
-  std::int8_t exponent_of(const float* values, std::size_t n);
+  // This rank's exponent of the block at element `begin` (float_blocks.hpp).
+  std::int8_t exponent_of(std::size_t begin);
   // The one place request headers are built: the fields every request of entry e's current
   // round shares.
   [[nodiscard]] protocol::Header request_header(std::uint32_t e, std::uint16_t flags) const;

@@ -659,6 +659,49 @@ TEST_F(EnginePackets, FiniteBlocksBeyondTwoToThe126AreCountedAsOutOfRange) {
   expect_consistent(stats);
 }
 
+// AllreduceOptions::block_exponents and wire_result (a GPU does the block floating point): the
+// packets announce the caller's exponents, not a scan's, and the output receives the raw wire
+// sums with each block's exponent and divisor; a missed block keeps the input, marked divisor 0.
+TEST_F(EnginePackets, CallerExponentsAreAnnouncedAndTheWireResultIsDeliveredRaw) {
+  auto job = float_job(12);  // entry 0: blocks 0, 2; entry 1: block 1
+  job.op->op = ReduceOp::avg;
+  // Valid but one above the input's own: only the caller's exponents can produce these.
+  std::vector<std::int8_t> exponents;
+  for (std::size_t b = 0; b < 3; ++b) exponents.push_back(static_cast<std::int8_t>(exponent(job, b) + 1));
+  std::vector<block_float::WireBlock> blocks(3, {.divisor = 99, .exponent = 5});
+  job.op->block_exponents = exponents.data();
+  job.op->wire_result = blocks.data();
+  auto engine = start_engine();
+  engine->submit(job.op);
+
+  std::vector<std::vector<std::int32_t>> sums(2);
+  for (std::uint32_t e = 0; e < 2; ++e) {
+    const Sent prime = take_data(slot_of(e, 0), 1);
+    EXPECT_EQ(prime.h.exp_next, exponents[e]);
+    (void)answer_float(prime);
+    const Sent data = take_data(slot_of(e, 1), 1);
+    check_float_data(data, job, e, exponents[e], e == 0 ? exponents[2] : protocol::kExpZero);
+    sums[e] = answer_float(data);
+  }
+  (void)take_data(slot_of(0, 2), 2);
+  // Slot of block 2 already carries the next operation's multicast: block 2 is missed.
+  send(make_header(flag::kResult | flag::kFloat, slot_of(0, 2), 3, 0, 4, 2, 0b11, kOpId + 1),
+       std::vector<std::int32_t>(kPayload, 999));
+
+  const OpStats stats = finish(job);
+  for (std::size_t b = 0; b < 2; ++b) {
+    const std::vector<std::byte> on_wire = to_wire(sums[b]);
+    EXPECT_EQ(std::memcmp(job.out.data() + b * kPayload, on_wire.data(), 4 * kPayload), 0)
+        << "block " << b << " holds the wire sums";
+    EXPECT_EQ(blocks[b].divisor, 2u) << "AVG over both contributors, block " << b;
+    EXPECT_EQ(blocks[b].exponent, exponents[b]) << "block " << b;
+  }
+  expect_own_input(job, 2);
+  EXPECT_EQ(blocks[2].divisor, 0u) << "missed";
+  EXPECT_EQ(stats.blocks_missed, 1u);
+  expect_consistent(stats);
+}
+
 // §9.3: a result with fewer than N contributors that includes this rank sets COUNT_TO_K on the
 // entry's later packets, for the rest of the operation.
 TEST_F(EnginePackets, PartialResultIncludingThisRankEscalatesToCountToK) {
