@@ -13,6 +13,11 @@ nlohmann-json, CLI11: scripts/install-deps.sh) must be installed; nothing is dow
 uses a libdpa installed there instead (cmake --install <build> --prefix /opt/dpa: include/dpa/
 and lib/libdpa.so), found through an rpath to that lib directory.
 
+Where that torch has CUDA and its CUDA_HOME has nvcc, the extension is a CUDAExtension that also
+compiles the block floating point kernels (src/quant/cuda, for TORCH_CUDA_ARCH_LIST, default
+"9.0+PTX"), and CUDA float tensors are quantised and dequantised on the GPU; otherwise they are
+staged as floats and quantised by libdpa on the host.
+
 The extension is compiled against the torch that this Python imports (hence
 --no-build-isolation) and records its version; importing dpa with another torch fails with an
 ImportError that says so. CMAKE (default: cmake on PATH) names the CMake to run, MAX_JOBS the
@@ -27,7 +32,7 @@ from pathlib import Path
 import torch
 from setuptools import setup
 from setuptools.command.build_py import build_py
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
 
 HERE = Path(__file__).resolve().parent
 SOURCE_ROOT = HERE.parent
@@ -67,6 +72,8 @@ def build_libdpa(build_dir):
     configure = [
         cmake, "-S", str(SOURCE_ROOT), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
         "-DDPA_TESTS=OFF", "-DDPA_BENCHMARKS=OFF",
+        # libdpa has no CUDA code; the extension compiles the kernels itself (extension()).
+        "-DDPA_CUDA=OFF",
         # The extension is built here by setuptools, not by the CMake target torch-plugin.
         "-DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON",
         # The bundled libdpa exports its own API only. Where the toolchain links static archives
@@ -113,19 +120,39 @@ class BuildPyRecordingTorch(build_py):
         target.write_text(template.replace("@DPA_TORCH_PY_VERSION@", torch.__version__))
 
 
+CUDA_KERNELS = SOURCE_ROOT / "src" / "quant" / "cuda" / "block_float_cuda.cu"
+SOURCES = sorted(str(path.relative_to(HERE)) for path in (HERE / "csrc").glob("*.cpp"))
+CXX_FLAGS = ["-std=c++20", "-O2", "-fvisibility=hidden"]
+
+
+def with_cuda_kernels():
+    """Whether torch has CUDA, nvcc is there and the kernels' source is (a repository checkout)."""
+    return (torch.version.cuda is not None and CUDA_HOME is not None
+            and (Path(CUDA_HOME) / "bin" / "nvcc").exists() and CUDA_KERNELS.exists())
+
+
+def extension():
+    if not with_cuda_kernels():
+        return CppExtension("dpa._C", SOURCES, libraries=["dpa"], extra_compile_args=CXX_FLAGS)
+    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0+PTX")
+    return CUDAExtension(
+        "dpa._C",
+        SOURCES + [str(CUDA_KERNELS)],
+        include_dirs=[str(SOURCE_ROOT / "src")],
+        define_macros=[("DPA_WITH_CUDA", None)],
+        libraries=["dpa"],
+        # As CMake builds them (src/CMakeLists.txt): bit-identical to the host kernels.
+        extra_compile_args={"cxx": CXX_FLAGS,
+                            "nvcc": ["-O2", "-fmad=false", "-ftz=false", "-prec-div=true"]},
+    )
+
+
 setup(
     name="dpa",
     version="0.1.0",
     description="dpa in-network allreduce: torch.distributed backend",
     packages=["dpa"],
     python_requires=">=3.8",
-    ext_modules=[
-        CppExtension(
-            "dpa._C",
-            sorted(str(path.relative_to(HERE)) for path in (HERE / "csrc").glob("*.cpp")),
-            libraries=["dpa"],
-            extra_compile_args=["-std=c++20", "-O2", "-fvisibility=hidden"],
-        )
-    ],
+    ext_modules=[extension()],
     cmdclass={"build_ext": BuildExtensionWithLibdpa, "build_py": BuildPyRecordingTorch},
 )

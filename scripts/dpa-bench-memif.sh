@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # dpa-bench with workers and dpa-switch all on DPDK over net_memif (no NIC, no hugepages): the
-# switch busy-polls on one core, each rank on its own.
+# switch thread busy-polls on an lcore pinned to one core, each rank's worker thread on its own.
 #
 #   scripts/dpa-bench-memif.sh [-n RANKS] [-p PAYLOAD] [--mtu MTU] [--switch-core C]
 #                              [-- dpa-bench options...]
 #
 # Builds nothing: DPA_BUILD_DIR (default ./build) must hold dpa-switch and dpa-bench built with DPDK.
-# Rank r runs on core r (the EAL pins the process, and so its worker threads, to its core list);
-# the switch on --switch-core (default 1).
+# Rank r's worker thread runs on an lcore pinned to core r (dpdk.cores), the switch thread on
+# --switch-core (default 1); the processes' main threads keep every CPU and mostly sleep.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${DPA_BUILD_DIR:-$root/build}"

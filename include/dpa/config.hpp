@@ -63,6 +63,10 @@ struct Config {
 
   // Throws ConfigError naming the first invalid setting.
   void validate() const;
+
+  // Switch slots the session must have for these workers (SessionConfig::pool_size at least):
+  // two per window entry of every thread, 2 x threads x window.
+  [[nodiscard]] std::uint32_t pool_slots() const;
 };
 
 }  // namespace dpa

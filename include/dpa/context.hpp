@@ -2,13 +2,17 @@
 
 #include <chrono>
 #include <cstddef>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <type_traits>
 
+#include "dpa/block_float.hpp"
 #include "dpa/config.hpp"
 #include "dpa/error.hpp"
+#include "dpa/submit_order.hpp"
 #include "dpa/types.hpp"
 
 namespace dpa {
@@ -21,6 +25,13 @@ struct AllreduceOptions {
   // is set when rank r's values are in that block of the result; 0 marks a block this rank
   // missed. Lets a caller average or resynchronise by the true contributors.
   std::uint64_t* block_contributors = nullptr;
+  // float32 only, for a caller that does the block floating point around libdpa (a GPU;
+  // dpa/block_float.hpp). block_exponents: this rank's exponent of each block, computed by the
+  // caller exactly as the rule there says, so libdpa skips its own scan of the input.
+  // wire_result: one entry per block; `out` then receives the blocks' raw wire sums instead of
+  // floats, for the caller to dequantise.
+  const std::int8_t* block_exponents = nullptr;
+  block_float::WireBlock* wire_result = nullptr;
 };
 
 namespace detail {
@@ -28,10 +39,24 @@ struct Operation;
 class ContextImpl;
 }  // namespace detail
 
+// What an operation's completion callback receives: the statistics and a null `error` on
+// success; on failure the error (a dpa::Error, as wait() would throw it) and the statistics
+// counted until then.
+using Completion = std::function<void(const OpStats& stats, std::exception_ptr error)>;
+
 // An operation in flight. Obtained from Context::allreduce_async; cheap to copy.
 class Handle {
  public:
   Handle() = default;
+  // Has `callback` called exactly once when the operation completes or fails; each registration
+  // gets its own call. If the operation has already finished, it runs now, on this thread.
+  // Otherwise it runs on the libdpa engine thread that finishes the operation, once wait() and
+  // done() see it finished and with no libdpa lock held. That thread moves other operations'
+  // packets: keep the callback short (hand long work to a thread of your own). It may read the
+  // buffers and stats, signal other threads and use this Handle; it must not submit to, wait for
+  // other operations of, or destroy a Context, since those may need the thread it runs on. An
+  // exception it throws is logged and dropped.
+  void on_complete(Completion callback);
   // Waits up to `timeout` for completion. Returns false if the operation is still running;
   // throws the operation's error if it failed.
   bool wait(std::chrono::milliseconds timeout);
@@ -48,20 +73,29 @@ class Handle {
 // A member of one allreduce session. Creating it joins the session through the switch: every
 // rank must create its context with an agreeing configuration (world size, threads, window,
 // payload), or each one gets a ConfigError naming the setting that differs.
-// Operations run in submission order, which must be the same on every rank.
+// Operations run in submission order, which must be the same on every rank; with submissions from
+// several threads, SubmitOrder (submit_order.hpp) decides it.
 class Context {
  public:
-  explicit Context(const Config& config);
+  // Submissions follow `order`: a context of its own by default; contexts given the same order
+  // share one sequence of tickets (one stream of operations spread over several sessions).
+  explicit Context(const Config& config, SubmitOrder order = {});
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
   // Reduces `count` elements of `in` across all ranks into `out` (in == out is allowed).
-  // Blocks until done; throws dpa::Error on failure.
+  // Blocks until done; throws dpa::Error on failure. Takes its place in submit_order() when
+  // called.
   OpStats allreduce(const void* in, void* out, std::size_t count, DataType type,
                     const AllreduceOptions& options = {});
+  // Submits and returns at once; the buffers must stay valid until the operation completes.
+  // Takes its place in submit_order() when called (waiting for the turns of earlier tickets).
   Handle allreduce_async(const void* in, void* out, std::size_t count, DataType type,
                          const AllreduceOptions& options = {});
+  // Submits in `turn`, a current turn of submit_order() (else dpa::Error).
+  Handle allreduce_async(const SubmitOrder::Turn& turn, const void* in, void* out, std::size_t count,
+                         DataType type, const AllreduceOptions& options = {});
 
   template <typename T>
   OpStats allreduce(std::span<const T> in, std::span<T> out, const AllreduceOptions& options = {}) {
@@ -77,6 +111,7 @@ class Context {
   [[nodiscard]] int world_size() const;
   [[nodiscard]] std::uint32_t payload() const;  // values per packet agreed with the switch
   [[nodiscard]] const Config& config() const;
+  [[nodiscard]] const SubmitOrder& submit_order() const;
 
  private:
   template <typename T>

@@ -70,6 +70,7 @@ struct SwitchConfig {
 struct SwitchCounters {
   std::uint64_t rx_packets = 0;
   std::uint64_t tx_packets = 0;
+  std::uint64_t tx_dropped = 0;           // replies lost: no transmit buffer, or the device queue stayed full
   std::uint64_t aggregated = 0;           // contributions added to a slot
   std::uint64_t completed_full = 0;       // rounds completed with all N contributions
   std::uint64_t completed_partial = 0;    // rounds completed with K <= count < N

@@ -17,7 +17,8 @@ struct UdpTransportConfig {
   std::uint16_t bind_port = 0;      // queue q binds bind_port + q; 0: ephemeral ports
   std::uint32_t max_payload = 65507;  // largest datagram sent or received (bytes): UDP's limit
   std::size_t batch = 64;           // datagrams per recvmmsg/sendmmsg
-  std::size_t buffers = 64;         // transmit buffers per queue (max_payload bytes each)
+  std::size_t buffers = 64;         // transmit buffers per queue allocated at once (max_payload bytes
+                                    // each); the pool grows by as many while a caller holds them all
   int socket_buffer_bytes = 16 << 20;  // SO_RCVBUF/SO_SNDBUF (forced when running as root)
 
   void validate(const std::string& section) const;  // ConfigError naming "<section>.<key>"
@@ -33,7 +34,10 @@ struct DpdkNeighbour {
 // on each port.
 struct DpdkTransportConfig {
   // EAL (started once per process, by the first DPDK device).
-  std::string cores;                  // EAL core list (-l), e.g. "2-5"; empty: EAL's default
+  // Cores for the threads that drive queues, e.g. "2-5": thread t busy-polls on a worker lcore
+  // pinned to the t-th core, the calling thread keeps its CPUs (main lcore). Empty: unpinned
+  // worker lcores that float over the process's CPUs.
+  std::string cores;
   std::vector<std::string> allow;     // PCI devices to probe (-a); empty: all
   std::vector<std::string> vdevs;     // virtual devices (--vdev), e.g. "net_memif0,role=client"
   std::string file_prefix;            // --file-prefix: distinct per DPDK process on a host

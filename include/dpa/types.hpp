@@ -39,7 +39,13 @@ struct OpStats {
   std::vector<ElementRange> missed;
   double seconds = 0.0;               // wall time from submission to completion
 
+  // Adds the statistics of another part of the same operation: counts add up, min_contributors
+  // takes the smaller non-zero value, seconds the longer (the parts ran concurrently), missed
+  // ranges join (merged where they overlap or touch). libdpa merges its threads' parts this way.
   OpStats& operator+=(const OpStats& other);
+  // The same for a part that was submitted as an operation of its own covering the elements from
+  // `element_offset` on (a chunk of a larger buffer): its missed ranges move by the offset first.
+  OpStats& merge(const OpStats& part, std::size_t element_offset);
 };
 
 }  // namespace dpa

@@ -30,9 +30,9 @@ std::size_t AllreduceRequest::largest_tensor_bytes() const {
   return largest;
 }
 
-AllreduceRunner::AllreduceRunner(Context& wide, Context* small, OrderedSubmitter& submitter,
-                                 HostBufferPool& pool, const TorchSettings& settings)
-    : wide_(wide), small_(small), submitter_(submitter), pool_(pool), settings_(settings) {}
+AllreduceRunner::AllreduceRunner(Context& wide, Context* small, HostBufferPool& pool,
+                                 const TorchSettings& settings)
+    : wide_(wide), small_(small), pool_(pool), settings_(settings) {}
 
 Context& AllreduceRunner::context_for(std::size_t elements) const {
   return small_ != nullptr && elements < wide_.payload() ? *small_ : wide_;
@@ -58,8 +58,9 @@ InFlight AllreduceRunner::stage_and_submit(AllreduceRequest& request) {
   InFlight in_flight;
   try {
     for (std::size_t i = 0; i < request.tensors.size(); ++i) {
+      const auto elements = static_cast<std::size_t>(request.tensors[i].numel());
       in_flight.tensors.push_back(std::make_unique<TensorAllreduce>(
-          request.tensors[i], std::move(request.caller_ready[i]), 0, pool_));
+          request.tensors[i], std::move(request.caller_ready[i]), 0, context_for(elements), pool_));
       in_flight.tensors.back()->stage_in(0);
     }
   } catch (...) {
@@ -67,11 +68,11 @@ InFlight AllreduceRunner::stage_and_submit(AllreduceRequest& request) {
   }
   // The turn is taken even after a staging error, so later requests are not held up.
   try {
-    auto turn = submitter_.wait_turn(request.ticket);
+    const auto turn = submit_order().wait_turn(std::move(request.ticket));
     if (!in_flight.error) {
       for (std::size_t i = 0; i < in_flight.tensors.size(); ++i) {
         const auto elements = static_cast<std::size_t>(request.tensors[i].numel());
-        in_flight.tensors[i]->submit(0, context_for(elements), request.options);
+        in_flight.tensors[i]->submit(0, context_for(elements), turn, request.options);
       }
     }
   } catch (...) {
@@ -110,9 +111,9 @@ void AllreduceRunner::run_whole(AllreduceRequest& request) {
 void AllreduceRunner::run_chunked(AllreduceRequest& request) {
   try {
     // One thread runs the whole request, so it keeps the turn until its last chunk is submitted.
-    auto turn = submitter_.wait_turn(request.ticket);
+    const auto turn = submit_order().wait_turn(std::move(request.ticket));
     for (std::size_t i = 0; i < request.tensors.size(); ++i) {
-      run_one_chunked(request.tensors[i], std::move(request.caller_ready[i]), request.options);
+      run_one_chunked(turn, request.tensors[i], std::move(request.caller_ready[i]), request.options);
     }
   } catch (...) {
     fail(request, std::current_exception());
@@ -121,21 +122,22 @@ void AllreduceRunner::run_chunked(AllreduceRequest& request) {
   request.work->complete();
 }
 
-void AllreduceRunner::run_one_chunked(const at::Tensor& tensor, std::optional<c10::Event> ready,
+void AllreduceRunner::run_one_chunked(const SubmitOrder::Turn& turn, const at::Tensor& tensor,
+                                      std::optional<c10::Event> ready,
                                       const AllreduceOptions& options) {
   const bool large = static_cast<std::size_t>(tensor.nbytes()) >= settings_.pipeline_threshold;
   const auto elements = static_cast<std::size_t>(tensor.numel());
   Context& context = context_for(elements);
   const std::size_t per_chunk =
       large ? chunk_elements(elements, settings_.pipeline_chunks, context.payload()) : 0;
-  TensorAllreduce op(tensor, std::move(ready), per_chunk, pool_);
+  TensorAllreduce op(tensor, std::move(ready), per_chunk, context, pool_);
   // Chunk c+1 is staged while chunk c is on the network, and chunk c is copied out while
   // chunk c+1 is.
   op.stage_in(0);
-  op.submit(0, context, options);
+  op.submit(0, context, turn, options);
   for (std::size_t c = 1; c < op.chunk_count(); ++c) {
     op.stage_in(c);
-    op.submit(c, context, options);
+    op.submit(c, context, turn, options);
     op.wait(c - 1);
     op.stage_out(c - 1);
   }

@@ -15,7 +15,6 @@
 #include "dpa/context.hpp"
 #include "dpa_work.hpp"
 #include "host_buffer_pool.hpp"
-#include "ordered_submitter.hpp"
 #include "tensor_allreduce.hpp"
 #include "torch_settings.hpp"
 
@@ -27,7 +26,7 @@ struct AllreduceRequest {
   std::vector<std::optional<c10::Event>> caller_ready;  // per tensor, CUDA only
   AllreduceOptions options;                             // op and the caller's fastest-K choice
   c10::intrusive_ptr<DpaWork> work;
-  std::uint64_t ticket = 0;  // submission turn (OrderedSubmitter)
+  SubmitOrder::Ticket ticket;  // its place in the contexts' submit order, taken on the caller
 
   [[nodiscard]] std::size_t largest_tensor_bytes() const;
 };
@@ -42,8 +41,8 @@ class AllreduceRunner {
  public:
   // Tensors of fewer than wide.payload() elements go to `small` when there is one
   // (job_sizing.hpp): the choice depends on the element count alone, so it agrees on all ranks.
-  AllreduceRunner(Context& wide, Context* small, OrderedSubmitter& submitter, HostBufferPool& pool,
-                  const TorchSettings& settings);
+  // `small` shares the submit order of `wide`.
+  AllreduceRunner(Context& wide, Context* small, HostBufferPool& pool, const TorchSettings& settings);
 
   // Stages every tensor, then submits them in the request's turn.
   InFlight stage_and_submit(AllreduceRequest& request);
@@ -53,19 +52,19 @@ class AllreduceRunner {
   // Tensors of at least DPA_TORCH_PIPELINE_THRESH bytes go in DPA_TORCH_PIPELINE_CHUNKS pieces.
   void run_chunked(AllreduceRequest& request);
 
-  [[nodiscard]] OrderedSubmitter& submitter() { return submitter_; }
+  // Where requests take their tickets, in all_reduce call order.
+  [[nodiscard]] const SubmitOrder& submit_order() const { return wide_.submit_order(); }
   [[nodiscard]] const TorchSettings& settings() const { return settings_; }
   [[nodiscard]] Context& context_for(std::size_t elements) const;
   // Completes a request's work with an error that says which operation failed and why.
   void fail(AllreduceRequest& request, std::exception_ptr error) const;
 
  private:
-  void run_one_chunked(const at::Tensor& tensor, std::optional<c10::Event> ready,
-                       const AllreduceOptions& options);
+  void run_one_chunked(const SubmitOrder::Turn& turn, const at::Tensor& tensor,
+                       std::optional<c10::Event> ready, const AllreduceOptions& options);
 
   Context& wide_;
   Context* small_;
-  OrderedSubmitter& submitter_;
   HostBufferPool& pool_;
   TorchSettings settings_;
 };

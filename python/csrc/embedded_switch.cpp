@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "dpa/error.hpp"
+#include "dpa/host_port.hpp"
 #include "torch_settings.hpp"
 
 namespace dpa::torch_backend {
@@ -26,7 +27,7 @@ SessionConfig session_for(const Config& config, std::uint32_t pool_base,
   session.k = config.k;
   session.payload = config.payload;
   session.pool_base = pool_base;
-  session.pool_size = static_cast<std::uint32_t>(config.threads * 2 * config.window);
+  session.pool_size = config.pool_slots();
   session.straggler_timeout = straggler_timeout;
   return session;
 }
@@ -71,7 +72,7 @@ std::unique_ptr<SoftwareSwitch> place_switch(Config& config, std::optional<Confi
       small->switch_host = config.switch_host;
       small->switch_port = config.switch_port;
     }
-    const std::string address = switch_address(config);
+    const std::string address = HostPort{config.switch_host, config.switch_port}.to_string();
     store.set(kSwitchKey, std::vector<std::uint8_t>(address.begin(), address.end()));
     return embedded;
   }
@@ -83,9 +84,10 @@ std::unique_ptr<SoftwareSwitch> place_switch(Config& config, std::optional<Confi
                 " found no switch address from rank 0 in the store (" + e.what() +
                 "); rank 0 starts the embedded switch unless DPA_SWITCH is set");
   }
-  const auto colon = address.rfind(':');
-  config.switch_host = address.substr(0, colon);
-  config.switch_port = static_cast<std::uint16_t>(std::stoul(address.substr(colon + 1)));
+  const HostPort published =
+      parse_host_port(address, "the switch address rank 0 published in the store, ", 0);
+  config.switch_host = published.host;
+  config.switch_port = published.port;
   if (small) {
     small->switch_host = config.switch_host;
     small->switch_port = config.switch_port;
@@ -105,10 +107,6 @@ void wait_for_all_ranks_closed(c10d::Store& store, const Config& config, bool em
     }
   } catch (const std::exception&) {
   }
-}
-
-std::string switch_address(const Config& config) {
-  return config.switch_host + ":" + std::to_string(config.switch_port);
 }
 
 }  // namespace dpa::torch_backend

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <memory>
 #include <optional>
-#include <string>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -26,7 +25,5 @@ std::unique_ptr<SoftwareSwitch> place_switch(Config& config, std::optional<Confi
 // Waits until every rank has called this (or `timeout` passed): the embedding rank keeps its
 // switch up until the others are done with it.
 void wait_for_all_ranks_closed(c10d::Store& store, const Config& config, bool embeds_switch);
-
-std::string switch_address(const Config& config);
 
 }  // namespace dpa::torch_backend

@@ -29,9 +29,6 @@ class BlockingQueue {
     }
     changed_.notify_one();
   }
-  void push(Item item) {
-    push(std::move(item), [](Item&) {});
-  }
 
   // Waits for an item; std::nullopt once closed.
   std::optional<Item> pop() {
@@ -67,17 +64,17 @@ class BlockingQueue {
 // otherwise wait for a turn that sits behind it in its own queue.
 class RequestQueue {
  public:
-  explicit RequestQueue(OrderedSubmitter& submitter) : submitter_(submitter) {}
+  explicit RequestQueue(const SubmitOrder& order) : order_(order) {}
 
   void push(AllreduceRequest request) {
     queue_.push(std::move(request),
-                [this](AllreduceRequest& queued) { queued.ticket = submitter_.take_ticket(); });
+                [this](AllreduceRequest& queued) { queued.ticket = order_.take_ticket(); });
   }
   std::optional<AllreduceRequest> pop() { return queue_.pop(); }
   std::deque<AllreduceRequest> close() { return queue_.close(); }
 
  private:
-  OrderedSubmitter& submitter_;
+  const SubmitOrder& order_;
   BlockingQueue<AllreduceRequest> queue_;
 };
 
@@ -100,7 +97,7 @@ class SimpleExecutor final : public Executor {
   explicit SimpleExecutor(AllreduceRunner& runner) : runner_(runner) {}
 
   void enqueue(AllreduceRequest request) override {
-    request.ticket = runner_.submitter().take_ticket();
+    request.ticket = runner_.submit_order().take_ticket();
     runner_.run_whole(request);
   }
   void shutdown() override {}
@@ -122,7 +119,7 @@ bool runs_inline(const AllreduceRequest& request, std::size_t inline_bytes) {
 class WorkStealExecutor final : public Executor {
  public:
   WorkStealExecutor(AllreduceRunner& runner, int workers)
-      : runner_(runner), queue_(runner.submitter()) {
+      : runner_(runner), queue_(runner.submit_order()) {
     for (int i = 0; i < workers; ++i) {
       threads_.emplace_back([this] {
         while (auto request = queue_.pop()) {
@@ -140,7 +137,7 @@ class WorkStealExecutor final : public Executor {
   void enqueue(AllreduceRequest request) override {
     if (handed_off_.load(std::memory_order_acquire) == 0 &&
         runs_inline(request, runner_.settings().inline_bytes)) {
-      request.ticket = runner_.submitter().take_ticket();
+      request.ticket = runner_.submit_order().take_ticket();
       runner_.run_whole(request);
       return;
     }
@@ -166,7 +163,8 @@ class WorkStealExecutor final : public Executor {
 
 class PipelineExecutor final : public Executor {
  public:
-  explicit PipelineExecutor(AllreduceRunner& runner) : runner_(runner), queue_(runner.submitter()) {
+  explicit PipelineExecutor(AllreduceRunner& runner)
+      : runner_(runner), queue_(runner.submit_order()) {
     thread_ = std::thread([this] {
       while (auto request = queue_.pop()) runner_.run_chunked(*request);
     });
@@ -187,12 +185,9 @@ class PipelineExecutor final : public Executor {
 
 class HybridExecutor final : public Executor {
  public:
-  explicit HybridExecutor(AllreduceRunner& runner) : runner_(runner), queue_(runner.submitter()) {
+  explicit HybridExecutor(AllreduceRunner& runner)
+      : runner_(runner), queue_(runner.submit_order()) {
     worker_ = std::thread([this] { run_worker(); });
-    completer_ = std::thread([this] {
-      while (auto submitted = submitted_.pop())
-        runner_.complete(submitted->request, submitted->in_flight);
-    });
   }
   ~HybridExecutor() override { shutdown(); }
 
@@ -200,16 +195,18 @@ class HybridExecutor final : public Executor {
   void shutdown() override {
     fail_unstarted(runner_, queue_.close());
     if (worker_.joinable()) worker_.join();
-    // The worker is gone, so nothing more is submitted: finish what it handed over.
-    for (auto& submitted : submitted_.close())
-      runner_.complete(submitted.request, submitted.in_flight);
-    if (completer_.joinable()) completer_.join();
+    // The runner and the contexts must outlive the callbacks of requests still on the network;
+    // those end within DPA_TIMEOUT_MS.
+    std::unique_lock lock(pending_mutex_);
+    all_finished_.wait(lock, [this] { return pending_ == 0; });
   }
 
  private:
+  // A request submitted whole: the completion callback of its last dpa operation finishes it.
   struct Submitted {
     AllreduceRequest request;
     InFlight in_flight;
+    std::atomic<std::size_t> operations_left{0};
   };
 
   void run_worker() {
@@ -217,17 +214,57 @@ class HybridExecutor final : public Executor {
       if (request->largest_tensor_bytes() >= runner_.settings().pipeline_threshold) {
         runner_.run_chunked(*request);
       } else {
-        InFlight in_flight = runner_.stage_and_submit(*request);
-        submitted_.push(Submitted{std::move(*request), std::move(in_flight)});
+        submit_whole(std::move(*request));
       }
     }
   }
 
+  void submit_whole(AllreduceRequest request) {
+    auto submitted = std::make_shared<Submitted>();
+    submitted->in_flight = runner_.stage_and_submit(request);
+    submitted->request = std::move(request);
+    InFlight& in_flight = submitted->in_flight;
+    if (in_flight.error) {
+      // Some tensors may not have been submitted: finish here (complete() waits for the others).
+      runner_.complete(submitted->request, in_flight);
+      return;
+    }
+    {
+      std::lock_guard lock(pending_mutex_);
+      ++pending_;
+    }
+    submitted->operations_left = in_flight.tensors.size();
+    // Copies: once the last callback is registered, completing may clear in_flight.tensors.
+    std::vector<Handle> handles;
+    for (auto& tensor : in_flight.tensors) handles.push_back(tensor->handle(0));
+    // Runs on the engine thread that finished the operation, or here if it already has: copying
+    // the result out and completing the work there saves a hand-off to another thread.
+    for (Handle& handle : handles) {
+      handle.on_complete([this, submitted](const OpStats&, std::exception_ptr) {
+        if (submitted->operations_left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+        const FinishOnExit finish{*this};
+        runner_.complete(submitted->request, submitted->in_flight);
+      });
+    }
+  }
+
+  // Counts a submitted request as finished, even if completing it threw.
+  struct FinishOnExit {
+    HybridExecutor& executor;
+    ~FinishOnExit() {
+      // Notified under the lock: shutdown() may destroy the executor as soon as it sees 0.
+      std::lock_guard lock(executor.pending_mutex_);
+      --executor.pending_;
+      executor.all_finished_.notify_all();
+    }
+  };
+
   AllreduceRunner& runner_;
   RequestQueue queue_;
-  BlockingQueue<Submitted> submitted_;
   std::thread worker_;
-  std::thread completer_;
+  std::mutex pending_mutex_;
+  std::condition_variable all_finished_;
+  std::size_t pending_ = 0;  // requests submitted whole and not yet finished
 };
 
 }  // namespace

@@ -6,11 +6,13 @@
 //   pipeline             one thread runs requests in order, cutting large tensors into chunks
 //                        whose copies overlap the network (intra-operation overlap).
 //   hybrid               one thread that picks per request: chunked like pipeline for large
-//                        tensors, otherwise staged and submitted at once with a completion thread
-//                        finishing it, so small requests overlap each other.
+//                        tensors, otherwise staged and submitted at once and finished by the
+//                        completion callback of its last dpa operation (Handle::on_complete), so
+//                        small requests overlap each other.
 //   simple               everything on the calling thread; all_reduce returns a completed work.
 //
-// Whatever the mode, dpa operations are submitted in call order (see OrderedSubmitter).
+// Whatever the mode, dpa operations are submitted in call order: each request takes a ticket of
+// the contexts' dpa::SubmitOrder when all_reduce is called and submits in that ticket's turn.
 #pragma once
 
 #include <memory>

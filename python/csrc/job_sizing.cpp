@@ -5,11 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 #include <map>
 #include <thread>
 
+#include "dpa/env.hpp"
 #include "dpa/error.hpp"
 #include "torch_settings.hpp"
 
@@ -53,22 +52,7 @@ std::int64_t charged_bytes(std::uint32_t payload) {
   return kTruesizeFactor * (kHeaderBytes + 4 * static_cast<std::int64_t>(payload));
 }
 
-bool is_set(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0';
-}
-
-long long env_value(const char* name, long long min, long long max) {
-  const std::string text = std::getenv(name);
-  char* end = nullptr;
-  errno = 0;
-  const long long value = std::strtoll(text.c_str(), &end, 10);
-  if (errno != 0 || end == text.c_str() || *end != '\0' || value < min || value > max) {
-    throw ConfigError(std::string(name) + "='" + text + "' is not an integer in " +
-                      std::to_string(min) + ".." + std::to_string(max));
-  }
-  return value;
-}
+bool is_set(const char* name) { return env_string(name).has_value(); }
 
 }  // namespace
 
@@ -81,7 +65,7 @@ HostResources HostResources::probe(int switch_buffer_request) {
   return host;
 }
 
-JobSizing JobSizing::for_job(int world_size, const HostResources& host) {
+JobSizing JobSizing::for_job(int world_size, const HostResources& host, const Config& from_env) {
   JobSizing sizing;
   const int ranks = std::max(1, world_size);
   // Every rank runs on this host (the embedded switch listens on loopback only): each gets its
@@ -90,7 +74,7 @@ JobSizing JobSizing::for_job(int world_size, const HostResources& host) {
   sizing.switch_threads = sizing.threads;
   sizing.payload = kLoopbackPayload;
   sizing.small_payload = kSmallPayload;
-  sizing.apply_overrides();
+  sizing.apply_overrides(from_env);
   if (sizing.payload <= sizing.small_payload) sizing.small_payload = 0;
 
   // Window: enough bytes in flight per thread for loopback's round trip, and no more than the
@@ -114,22 +98,22 @@ JobSizing JobSizing::for_job(int world_size, const HostResources& host) {
   return sizing;
 }
 
-void JobSizing::apply_overrides() {
-  if (is_set("DPA_THREADS")) threads = static_cast<int>(env_value("DPA_THREADS", 1, 64));
-  if (is_set("DPA_WINDOW")) window = static_cast<int>(env_value("DPA_WINDOW", 1, 4096));
-  if (is_set("DPA_PAYLOAD")) {
+void JobSizing::apply_overrides(const Config& from_env) {
+  // Config::from_env() has read and checked the worker's variables.
+  if (is_set("DPA_THREADS")) threads = from_env.threads;
+  if (is_set("DPA_WINDOW")) window = from_env.window;
+  // DPA_PAYLOAD=0 means the session's payload, which is the one sized here.
+  if (from_env.payload != 0 && is_set("DPA_PAYLOAD")) {
     // One payload for everything: the user chose it.
-    payload = static_cast<std::uint32_t>(env_value("DPA_PAYLOAD", 1, 16320));
+    payload = from_env.payload;
     small_payload = 0;
   }
-  if (is_set("DPA_SWITCH_THREADS"))
-    switch_threads = static_cast<int>(env_value("DPA_SWITCH_THREADS", 1, 64));
-  if (is_set("DPA_SWITCH_BUFFER_BYTES")) {
-    switch_buffer_bytes =
-        static_cast<int>(env_value("DPA_SWITCH_BUFFER_BYTES", 4096, std::int64_t{1} << 30));
+  if (is_set("DPA_BUSY_POLL_US")) busy_poll = from_env.busy_poll;
+  // The embedded switch's own.
+  if (const auto value = env_integer("DPA_SWITCH_THREADS", 1, 64)) switch_threads = static_cast<int>(*value);
+  if (const auto value = env_integer("DPA_SWITCH_BUFFER_BYTES", 4096, std::int64_t{1} << 30)) {
+    switch_buffer_bytes = static_cast<int>(*value);
   }
-  if (is_set("DPA_BUSY_POLL_US"))
-    busy_poll = std::chrono::microseconds(env_value("DPA_BUSY_POLL_US", 0, 1000000));
 }
 
 // Plain string building, no iostreams: a toolchain that links libstdc++ statically into the
@@ -193,10 +177,11 @@ Config JobSizing::small_config(const Config& wide) const {
   return small;
 }
 
-JobSizing agree_job_sizing(c10d::Store& store, int rank, int world_size,
+JobSizing agree_job_sizing(c10d::Store& store, const Config& from_env,
                            std::chrono::milliseconds timeout) {
-  if (rank == 0) {
-    const JobSizing sizing = JobSizing::for_job(world_size, HostResources::probe(32 << 20));
+  if (from_env.rank == 0) {
+    const JobSizing sizing =
+        JobSizing::for_job(from_env.world_size, HostResources::probe(32 << 20), from_env);
     const std::string text = sizing.to_text();
     store.set(kSizingKey, std::vector<std::uint8_t>(text.begin(), text.end()));
     return sizing;
@@ -204,7 +189,7 @@ JobSizing agree_job_sizing(c10d::Store& store, int rank, int world_size,
   store.wait({kSizingKey}, timeout);
   const std::vector<std::uint8_t> bytes = store.get(kSizingKey);
   JobSizing sizing = JobSizing::from_text(std::string(bytes.begin(), bytes.end()));
-  sizing.apply_overrides();
+  sizing.apply_overrides(from_env);
   if (sizing.payload <= sizing.small_payload) sizing.small_payload = 0;
   return sizing;
 }

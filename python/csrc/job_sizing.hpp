@@ -41,9 +41,10 @@ struct JobSizing {
 
   // The rule (docs/tuning.md §8) for `world_size` ranks on this host, then this process's
   // DPA_* overrides.
-  static JobSizing for_job(int world_size, const HostResources& host);
-  // Applies the variables this process sets on top of `this`.
-  void apply_overrides();
+  static JobSizing for_job(int world_size, const HostResources& host, const Config& from_env);
+  // Applies the variables this process sets on top of `this`: the worker's as Config::from_env()
+  // read them into `from_env`, the embedded switch's (DPA_SWITCH_*) from the environment.
+  void apply_overrides(const Config& from_env);
 
   [[nodiscard]] std::string to_text() const;
   static JobSizing from_text(const std::string& text);
@@ -54,7 +55,8 @@ struct JobSizing {
 };
 
 // Rank 0 sizes the job and publishes it; the others read it. Each then applies its overrides.
-JobSizing agree_job_sizing(c10d::Store& store, int rank, int world_size,
+// `from_env` is this rank's Config::from_env() with its rank and world size.
+JobSizing agree_job_sizing(c10d::Store& store, const Config& from_env,
                            std::chrono::milliseconds timeout);
 
 }  // namespace dpa::torch_backend

@@ -7,6 +7,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include "dpa/host_port.hpp"
 #include "embedded_switch.hpp"
 #include "fastest_k.hpp"
 #include "job_sizing.hpp"
@@ -55,16 +56,17 @@ ProcessGroupDpa::ProcessGroupDpa(const c10::intrusive_ptr<c10d::Store>& store, i
   check_same_chunking_on_all_ranks(timeout);
   std::optional<Config> small;
   if (!switch_configured()) {
-    const JobSizing sizing = agree_job_sizing(*store_, rank, size, timeout);
+    const JobSizing sizing = agree_job_sizing(*store_, config_, timeout);
     sizing_ = sizing.to_text();
     sizing.configure_wide(config_);
     if (sizing.small_payload > 0) small = sizing.small_config(config_);
     embedded_switch_ = place_switch(config_, small, sizing, *store_, timeout);
   }
   context_ = std::make_unique<Context>(config_);
-  if (small) small_context_ = std::make_unique<Context>(*small);
-  runner_ = std::make_unique<AllreduceRunner>(*context_, small_context_.get(), submitter_, pool_,
-                                              settings_);
+  // One sequence of operations over both sessions: requests take one ticket, whichever
+  // context their tensors go to.
+  if (small) small_context_ = std::make_unique<Context>(*small, context_->submit_order());
+  runner_ = std::make_unique<AllreduceRunner>(*context_, small_context_.get(), pool_, settings_);
   executor_ = make_executor(settings_.mode, *runner_);
   std::lock_guard lock(live_groups_mutex);
   live_groups.insert(this);
@@ -113,7 +115,6 @@ void ProcessGroupDpa::close_once() {
   if (closed_) return;
   closed_ = true;
   if (executor_) executor_->shutdown();
-  submitter_.close();
   executor_.reset();
   runner_.reset();
   small_context_.reset();
@@ -134,7 +135,7 @@ std::uint32_t ProcessGroupDpa::payload_for(std::size_t elements) const {
 }
 
 std::string ProcessGroupDpa::switch_address() const {
-  return dpa::torch_backend::switch_address(config_);
+  return HostPort{config_.switch_host, config_.switch_port}.to_string();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allreduce(std::vector<at::Tensor>& tensors,

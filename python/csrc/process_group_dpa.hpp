@@ -16,7 +16,6 @@
 #include "dpa_work.hpp"
 #include "execution_modes.hpp"
 #include "host_buffer_pool.hpp"
-#include "ordered_submitter.hpp"
 #include "torch_compat.hpp"
 #include "torch_settings.hpp"
 
@@ -111,10 +110,9 @@ class ProcessGroupDpa final : public BackendBase {
   Config config_;
   std::unique_ptr<SoftwareSwitch> embedded_switch_;
   std::unique_ptr<Context> context_;        // the wide session (the only one with DPA_SWITCH)
-  std::unique_ptr<Context> small_context_;  // small operations on the embedded switch
+  std::unique_ptr<Context> small_context_;  // small operations; shares context_'s submit order
   std::string sizing_;
   HostBufferPool pool_;
-  OrderedSubmitter submitter_;
   std::unique_ptr<AllreduceRunner> runner_;
   std::unique_ptr<Executor> executor_;
 

@@ -50,7 +50,9 @@ std::size_t chunk_elements(std::size_t count, int chunks, std::uint32_t payload)
 }
 
 TensorAllreduce::TensorAllreduce(const at::Tensor& tensor, std::optional<c10::Event> caller_ready,
-                                 std::size_t elements_per_chunk, HostBufferPool& pool)
+                                 std::size_t elements_per_chunk,
+                                 [[maybe_unused]] const Context& context,
+                                 HostBufferPool& pool)
     : tensor_(tensor.detach()), started_(std::chrono::steady_clock::now()) {
   const bool cuda = tensor_.is_cuda();
   if (cuda) {
@@ -74,6 +76,12 @@ TensorAllreduce::TensorAllreduce(const at::Tensor& tensor, std::optional<c10::Ev
   if (staged_) {
     buffer_ = pool.acquire(count * at::elementSize(wire), /*pinned=*/cuda);
     host_ = buffer_.view(wire, flat_.numel());
+#ifdef DPA_WITH_CUDA
+    if (CudaBlocks::applies(flat_)) {
+      c10::StreamGuard on_side_stream(*d2h_stream_);
+      cuda_blocks_.emplace(flat_, host_, context.payload(), context.world_size(), pool);
+    }
+#endif
   } else {
     host_ = flat_;
   }
@@ -116,7 +124,15 @@ void TensorAllreduce::stage_in(std::size_t index) {
   if (!staged_ || chunk.count == 0) return;
   if (d2h_stream_) {
     c10::StreamGuard on_side_stream(*d2h_stream_);
+#ifdef DPA_WITH_CUDA
+    if (cuda_blocks_) {
+      cuda_blocks_->stage_in(chunk.begin, chunk.count, *d2h_stream_);
+    } else {
+      host_chunk(chunk).copy_(device_chunk(chunk), /*non_blocking=*/true);
+    }
+#else
     host_chunk(chunk).copy_(device_chunk(chunk), /*non_blocking=*/true);
+#endif
     chunk.staged_in.emplace(c10::DeviceType::CUDA);
     chunk.staged_in->record(*d2h_stream_);
   } else {
@@ -124,11 +140,16 @@ void TensorAllreduce::stage_in(std::size_t index) {
   }
 }
 
-void TensorAllreduce::submit(std::size_t index, Context& context, const AllreduceOptions& options) {
+void TensorAllreduce::submit(std::size_t index, Context& context, const SubmitOrder::Turn& turn,
+                             const AllreduceOptions& options) {
   Chunk& chunk = chunks_.at(index);
   if (chunk.staged_in) wait_for(*chunk.staged_in);
   void* data = chunk.count == 0 ? nullptr : host_chunk(chunk).data_ptr();
-  chunk.handle = context.allreduce_async(data, data, chunk.count, wire_type_, options);
+  AllreduceOptions chunk_options = options;
+#ifdef DPA_WITH_CUDA
+  if (cuda_blocks_) chunk_options = cuda_blocks_->options_for(chunk.begin, options);
+#endif
+  chunk.handle = context.allreduce_async(turn, data, data, chunk.count, wire_type_, chunk_options);
   chunk.in_flight = true;
 }
 
@@ -142,11 +163,7 @@ void TensorAllreduce::wait(std::size_t index) {
     throw;
   }
   chunk.in_flight = false;
-  for (ElementRange& range : chunk_stats.missed) {
-    range.begin += chunk.begin;
-    range.end += chunk.begin;
-  }
-  stats_ += chunk_stats;
+  stats_.merge(chunk_stats, chunk.begin);
 }
 
 void TensorAllreduce::stage_out(std::size_t index) {
@@ -154,6 +171,12 @@ void TensorAllreduce::stage_out(std::size_t index) {
   if (!staged_ || chunk.count == 0) return;
   if (h2d_stream_) {
     c10::StreamGuard on_side_stream(*h2d_stream_);
+#ifdef DPA_WITH_CUDA
+    if (cuda_blocks_) {
+      cuda_blocks_->stage_out(chunk.begin, chunk.count, *h2d_stream_);
+      return;
+    }
+#endif
     device_chunk(chunk).copy_(host_chunk(chunk), /*non_blocking=*/true);
   } else {
     device_chunk(chunk).copy_(host_chunk(chunk));

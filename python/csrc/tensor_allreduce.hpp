@@ -4,7 +4,9 @@
 // reduced in place. Anything else goes through a host staging buffer: float16 and bfloat16 are
 // widened to float32 on the way in and narrowed on the way out, non-contiguous tensors are packed,
 // and CUDA tensors are copied device-to-host and back on side streams through pinned memory. The
-// side streams first wait for the caller's stream as it was when the all_reduce was issued.
+// side streams first wait for the caller's stream as it was when the all_reduce was issued. CUDA
+// float tensors have their block exponents computed and their results dequantised on the device
+// where the extension has the kernels (cuda_blocks.hpp).
 //
 // Per chunk: stage_in, submit, wait, stage_out; then finish once. The steps of different chunks
 // may interleave (stage chunk c+1 while chunk c is on the network), which is how the pipeline
@@ -21,6 +23,7 @@
 #include <c10/core/Stream.h>
 #include <c10/util/Optional.h>
 
+#include "cuda_blocks.hpp"
 #include "dpa/context.hpp"
 #include "host_buffer_pool.hpp"
 
@@ -39,9 +42,9 @@ std::size_t chunk_elements(std::size_t count, int chunks, std::uint32_t payload)
 
 class TensorAllreduce {
  public:
-  // `elements_per_chunk` 0 means one chunk.
+  // `elements_per_chunk` 0 means one chunk; `context` is the one that will reduce the chunks.
   TensorAllreduce(const at::Tensor& tensor, std::optional<c10::Event> caller_ready,
-                  std::size_t elements_per_chunk, HostBufferPool& pool);
+                  std::size_t elements_per_chunk, const Context& context, HostBufferPool& pool);
   // Waits for any chunk still on the network: dpa writes into the buffers this object owns.
   ~TensorAllreduce();
   TensorAllreduce(const TensorAllreduce&) = delete;
@@ -50,8 +53,12 @@ class TensorAllreduce {
   [[nodiscard]] std::size_t chunk_count() const { return chunks_.size(); }
 
   void stage_in(std::size_t chunk);
-  void submit(std::size_t chunk, Context& context, const AllreduceOptions& options);
+  // In `turn` of the context's submit order.
+  void submit(std::size_t chunk, Context& context, const SubmitOrder::Turn& turn,
+              const AllreduceOptions& options);
   void wait(std::size_t chunk);  // throws the dpa::Error of a failed chunk
+  // The chunk's dpa operation, once submitted.
+  [[nodiscard]] Handle& handle(std::size_t chunk) { return chunks_.at(chunk).handle; }
   void stage_out(std::size_t chunk);
   void finish();
 
@@ -80,6 +87,9 @@ class TensorAllreduce {
   // Set for CUDA tensors (c10::optional: what torch 1.13's stream guards take).
   c10::optional<c10::Stream> d2h_stream_;
   c10::optional<c10::Stream> h2d_stream_;
+#ifdef DPA_WITH_CUDA
+  std::optional<CudaBlocks> cuda_blocks_;  // CUDA float tensors: block floating point on the GPU
+#endif
   std::vector<Chunk> chunks_;
   OpStats stats_;
   std::chrono::steady_clock::time_point started_;

@@ -1,32 +1,12 @@
 #include "torch_settings.hpp"
 
-#include <cerrno>
-#include <cstdlib>
 #include <limits>
 
+#include "dpa/env.hpp"
 #include "dpa/error.hpp"
 
 namespace dpa::torch_backend {
 namespace {
-
-std::optional<std::string> env(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return std::nullopt;
-  return std::string(value);
-}
-
-long long env_integer(const char* name, long long fallback, long long min, long long max) {
-  const auto text = env(name);
-  if (!text) return fallback;
-  errno = 0;
-  char* end = nullptr;
-  const long long value = std::strtoll(text->c_str(), &end, 10);
-  if (errno != 0 || end == text->c_str() || *end != '\0' || value < min || value > max) {
-    throw ConfigError(std::string(name) + "='" + *text + "' is not an integer in " +
-                      std::to_string(min) + ".." + std::to_string(max));
-  }
-  return value;
-}
 
 ExecutionMode parse_mode(const std::string& text) {
   if (text == "worksteal" || text == "throughput") return ExecutionMode::worksteal;
@@ -41,13 +21,15 @@ ExecutionMode parse_mode(const std::string& text) {
 
 TorchSettings TorchSettings::from_env() {
   TorchSettings settings;
-  if (const auto mode = env("DPA_TORCH_MODE")) settings.mode = parse_mode(*mode);
-  settings.pipeline_chunks = static_cast<int>(env_integer("DPA_TORCH_PIPELINE_CHUNKS", 4, 1, 1024));
+  if (const auto mode = env_string("DPA_TORCH_MODE")) settings.mode = parse_mode(*mode);
+  constexpr std::int64_t kUnbounded = std::numeric_limits<std::int64_t>::max();
+  settings.pipeline_chunks =
+      static_cast<int>(env_integer("DPA_TORCH_PIPELINE_CHUNKS", 1, 1024).value_or(4));
   settings.pipeline_threshold = static_cast<std::size_t>(
-      env_integer("DPA_TORCH_PIPELINE_THRESH", 4194304, 0, std::numeric_limits<long long>::max()));
-  settings.worksteal_workers = static_cast<int>(env_integer("DPA_TORCH_WORKERS", 4, 1, 256));
-  settings.inline_bytes = static_cast<std::size_t>(env_integer(
-      "DPA_TORCH_INLINE_BYTES", 65536, 0, std::numeric_limits<long long>::max()));
+      env_integer("DPA_TORCH_PIPELINE_THRESH", 0, kUnbounded).value_or(4194304));
+  settings.worksteal_workers = static_cast<int>(env_integer("DPA_TORCH_WORKERS", 1, 256).value_or(4));
+  settings.inline_bytes =
+      static_cast<std::size_t>(env_integer("DPA_TORCH_INLINE_BYTES", 0, kUnbounded).value_or(65536));
   return settings;
 }
 
@@ -72,10 +54,10 @@ std::string to_string(ExecutionMode mode) {
 EmbeddedSwitchSettings EmbeddedSwitchSettings::from_env() {
   EmbeddedSwitchSettings settings;
   settings.straggler_timeout = std::chrono::microseconds(
-      env_integer("DPA_STRAGGLER_TIMEOUT_US", 10000, 1, std::numeric_limits<std::int32_t>::max()));
+      env_integer("DPA_STRAGGLER_TIMEOUT_US", 1, std::numeric_limits<std::int32_t>::max()).value_or(10000));
   return settings;
 }
 
-bool switch_configured() { return env("DPA_SWITCH") || env("DPA_CONFIG"); }
+bool switch_configured() { return env_string("DPA_SWITCH") || env_string("DPA_CONFIG"); }
 
 }  // namespace dpa::torch_backend

@@ -1,10 +1,8 @@
 #include "dpa/config.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <concepts>
-#include <cstdlib>
 #include <initializer_list>
 #include <limits>
 #include <optional>
@@ -19,13 +17,16 @@
 #include "api/env.hpp"
 #include "api/json_fields.hpp"
 #include "api/transport_json.hpp"
+#include "dpa/env.hpp"
 #include "dpa/error.hpp"
+#include "dpa/host_port.hpp"
 #include "protocol/wire.hpp"
 
 namespace dpa {
 namespace {
 
 using detail::fail;
+using detail::fail_env;
 using detail::FieldReaders;
 using detail::integer_kind;
 using detail::integer_range;
@@ -74,23 +75,6 @@ void require_in(Range<T> range, T value, std::string_view key, std::string_view 
   require(range.contains(value), "{} {} out of range [{}, {}] ({})", key, value, range.min, range.max, variable);
 }
 
-struct HostPort {
-  std::string host;
-  std::uint16_t port = protocol::kDefaultPort;
-};
-
-// "host" or "host:port"; std::nullopt when the port is not a number in [0, 65535].
-std::optional<HostPort> parse_host_port(std::string_view text) {
-  const auto colon = text.rfind(':');
-  if (colon == std::string_view::npos) return HostPort{std::string(text)};
-  const std::string_view port_text = text.substr(colon + 1);
-  std::uint16_t port = 0;
-  const char* const end = port_text.data() + port_text.size();
-  const auto [stop, error] = std::from_chars(port_text.data(), end, port);
-  if (error != std::errc{} || stop != end) return std::nullopt;
-  return HostPort{std::string(text.substr(0, colon)), port};
-}
-
 // ---- JSON ---------------------------------------------------------------------------------
 
 const FieldReaders<FaultInjection>& fault_readers() {
@@ -113,10 +97,9 @@ const FieldReaders<Config>& config_readers() {
        [](const json& value, const std::string& where, Config& config) {
          std::string text;
          read_json(value, where, text);
-         const auto address = parse_host_port(text);
-         if (!address) fail(fmt::format("{}: \"{}\": expected \"host\" or \"host:port\"", where, text));
-         config.switch_host = address->host;
-         config.switch_port = address->port;
+         const HostPort address = parse_host_port(text, where + ": ", protocol::kDefaultPort);
+         config.switch_host = address.host;
+         config.switch_port = address.port;
        }},
       {"session", reader_for(&Config::session)},
       {"threads", reader_for(&Config::threads)},
@@ -143,10 +126,6 @@ const FieldReaders<Config>& config_readers() {
 }
 
 // ---- Environment --------------------------------------------------------------------------
-
-[[noreturn]] void fail_env(const char* name, const std::string& text, std::string_view expected) {
-  fail(fmt::format("{}=\"{}\": expected {}", name, text, expected));
-}
 
 template <std::integral T>
 T parse_env_integer(const char* name, const std::string& text) {
@@ -176,7 +155,7 @@ T parse_env_integer(const char* name, const std::string& text, Range<T> range) {
 template <std::integral T>
   requires(!std::same_as<T, bool>)
 bool apply_env(const char* name, T& field) {
-  const auto text = detail::env_string(name);
+  const auto text = env_string(name);
   if (text) field = parse_env_integer<T>(name, *text);
   return text.has_value();
 }
@@ -184,19 +163,19 @@ bool apply_env(const char* name, T& field) {
 template <std::integral T>
   requires(!std::same_as<T, bool>)
 bool apply_env(const char* name, T& field, Range<T> range) {
-  const auto text = detail::env_string(name);
+  const auto text = env_string(name);
   if (text) field = parse_env_integer<T>(name, *text, range);
   return text.has_value();
 }
 
 bool apply_env(const char* name, bool& field) {
-  const bool was_set = detail::env_string(name).has_value();
-  field = detail::env_flag(name, field);
+  const bool was_set = env_string(name).has_value();
+  field = env_flag(name, field);
   return was_set;
 }
 
 bool apply_env(const char* name, double& field, Range<double> range) {
-  const auto text = detail::env_string(name);
+  const auto text = env_string(name);
   if (!text) return false;
   const char* const end = text->data() + text->size();
   const auto [stop, error] = std::from_chars(text->data(), end, field);
@@ -207,7 +186,7 @@ bool apply_env(const char* name, double& field, Range<double> range) {
 }
 
 bool apply_env(const char* name, std::string& field) {
-  const auto text = detail::env_string(name);
+  const auto text = env_string(name);
   if (text) field = *text;
   return text.has_value();
 }
@@ -222,27 +201,17 @@ bool apply_env(const char* name, std::chrono::duration<Rep, Period>& field, Rang
 
 // A variable whose value must be one of `names`.
 void check_env_choice(const char* name, std::initializer_list<std::string_view> names) {
-  const auto text = detail::env_string(name);
+  const auto text = env_string(name);
   if (!text || std::ranges::find(names, std::string_view(*text)) != names.end()) return;
   std::string expected = "one of";
   for (const std::string_view choice : names) expected += fmt::format(" {}", choice);
   fail_env(name, *text, expected);
 }
 
-std::optional<bool> parse_flag(std::string_view text) {
-  std::string lower(text);
-  std::ranges::transform(lower, lower.begin(),
-                         [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (lower == "1" || lower == "on" || lower == "true" || lower == "yes") return true;
-  if (lower == "0" || lower == "off" || lower == "false" || lower == "no") return false;
-  return std::nullopt;
-}
-
-
 // DPA_TRANSPORT picks the transport; the other variables set fields of the transport they name,
 // and naming the other transport's field is an error rather than a setting silently ignored.
 void apply_transport_env(TransportConfig& transport) {
-  if (const auto kind = detail::env_string("DPA_TRANSPORT")) {
+  if (const auto kind = env_string("DPA_TRANSPORT")) {
     if (*kind == "dpdk" && !std::holds_alternative<DpdkTransportConfig>(transport)) {
       transport = DpdkTransportConfig{};
     } else if (*kind == "udp" && !std::holds_alternative<UdpTransportConfig>(transport)) {
@@ -252,7 +221,7 @@ void apply_transport_env(TransportConfig& transport) {
     }
   }
   const auto only_for = [](const char* name, const char* kind) {
-    if (detail::env_string(name)) {
+    if (env_string(name)) {
       fail(fmt::format("{} applies to the {} transport, but the config selects the other one (DPA_TRANSPORT, "
                        "or the \"udp\"/\"dpdk\" section of DPA_CONFIG)",
                        name, kind));
@@ -276,24 +245,6 @@ void apply_transport_env(TransportConfig& transport) {
 
 }  // namespace
 
-namespace detail {
-
-std::optional<std::string> env_string(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return std::nullopt;
-  return std::string(value);
-}
-
-bool env_flag(const char* name, bool fallback) {
-  const auto text = env_string(name);
-  if (!text) return fallback;
-  const auto flag = parse_flag(*text);
-  if (!flag) fail_env(name, *text, "a boolean (1/0, on/off, true/false, yes/no)");
-  return *flag;
-}
-
-}  // namespace detail
-
 Config Config::from_json_file(const std::string& path) {
   const json root = detail::parse_json_object_file(path);
   Config config;
@@ -304,7 +255,7 @@ Config Config::from_json_file(const std::string& path) {
 
 Config Config::from_env() {
   Config config;
-  if (const auto file = detail::env_string("DPA_CONFIG")) config = from_json_file(*file);
+  if (const auto file = env_string("DPA_CONFIG")) config = from_json_file(*file);
 
   // Every variable a worker reads, with the values it accepts. Settings that depend on each
   // other (rank < world size, K <= world size, ...) are checked by validate(), whose messages
@@ -314,13 +265,10 @@ Config Config::from_env() {
   if (!apply_env("DPA_WORLD_SIZE", config.world_size, kWorldSizes)) {
     apply_env("WORLD_SIZE", config.world_size, kWorldSizes);
   }
-  if (const auto text = detail::env_string("DPA_SWITCH")) {
-    const auto address = parse_host_port(*text);
-    if (!address || address->host.empty() || !kSwitchPorts.contains(address->port)) {
-      fail_env("DPA_SWITCH", *text, "host or host:port with a port in [1, 65535]");
-    }
-    config.switch_host = address->host;
-    config.switch_port = address->port;
+  if (const auto text = env_string("DPA_SWITCH")) {
+    const HostPort address = parse_host_port(*text, "DPA_SWITCH=", protocol::kDefaultPort, kSwitchPorts.min);
+    config.switch_host = address.host;
+    config.switch_port = address.port;
   }
   apply_env("DPA_SESSION", config.session, kSessions);
   apply_env("DPA_THREADS", config.threads, kThreads);
@@ -346,6 +294,12 @@ Config Config::from_env() {
   check_env_choice("DPA_LOG", {"trace", "debug", "info", "warn", "warning", "err", "error", "critical", "off"});
   check_env_choice("DPA_SIMD", {"auto", "avx2", "scalar"});
   return config;
+}
+
+std::uint32_t Config::pool_slots() const {
+  const std::uint64_t slots = protocol::SlotLayout::pool_slots(static_cast<std::uint64_t>(std::max(threads, 0)),
+                                                               static_cast<std::uint64_t>(std::max(window, 0)));
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(slots, std::numeric_limits<std::uint32_t>::max()));
 }
 
 void Config::validate() const {

@@ -1,8 +1,9 @@
 #include "dpa/context.hpp"
 
+#include <atomic>
 #include <limits>
-#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/logging.hpp"
@@ -12,7 +13,6 @@
 #include "protocol/wire.hpp"
 #include "transport/factory.hpp"
 #include "transport/fault_injector.hpp"
-#include "transport/transport.hpp"
 
 namespace dpa {
 
@@ -20,7 +20,7 @@ namespace detail {
 
 class ContextImpl {
  public:
-  explicit ContextImpl(const Config& config) : config_(config) {
+  ContextImpl(const Config& config, SubmitOrder order) : config_(config), order_(std::move(order)) {
     config_.validate();
     switch_endpoint_ =
         transport::Endpoint::resolve(config_.switch_host, config_.switch_port, "switch_host");
@@ -33,11 +33,15 @@ class ContextImpl {
   ~ContextImpl() {
     for (auto& engine : engines_) engine->stop();
     // Frees the session for the next job now rather than after the switch's idle timeout.
-    if (!engines_.empty()) leave_session(config_, session_, engines_[0]->transport(), switch_endpoint_);
+    if (!engines_.empty()) leave_session(config_, session_, engines_[0]->queue(), switch_endpoint_);
   }
 
-  Handle submit(const void* in, void* out, std::size_t count, DataType type,
-                const AllreduceOptions& options) {
+  // The turn makes this thread the only one submitting to this context (it belongs to one order).
+  Handle submit(const SubmitOrder::Turn& turn, const void* in, void* out, std::size_t count,
+                DataType type, const AllreduceOptions& options) {
+    if (!order_.holds(turn)) {
+      throw Error("allreduce_async: the turn is not a current turn of this context's submit_order()");
+    }
     if (count > 0 && (in == nullptr || out == nullptr)) {
       throw ConfigError("allreduce: null buffer for " + std::to_string(count) + " elements");
     }
@@ -51,9 +55,8 @@ class ContextImpl {
                         std::to_string(config_.world_size));
     }
     auto op = std::make_shared<Operation>();
-    // Op ids and queue order must match across ranks, so submissions are serialised.
-    std::lock_guard lock(submit_mutex_);
     if (rejoin_needed_.load(std::memory_order_relaxed)) rejoin();
+    check_block_float_options(count, type, options);
     op->rejoin_needed = &rejoin_needed_;
     op->in = static_cast<const std::byte*>(in);
     op->out = static_cast<std::byte*>(out);
@@ -64,6 +67,8 @@ class ContextImpl {
     op->k = static_cast<std::uint8_t>(k);
     op->preemptive = options.preemptive.value_or(config_.preemptive);
     op->block_contributors = options.block_contributors;
+    op->block_exponents = options.block_exponents;
+    op->wire_result = options.wire_result;
     op->submitted = std::chrono::steady_clock::now();
     if (count == 0) {
       op->parts_remaining = 1;
@@ -76,8 +81,30 @@ class ContextImpl {
     return Handle(op);
   }
 
+  // The options of a caller that does the block floating point itself (a GPU): float32 only,
+  // and exponents that are exponents (a wrong but valid one cannot be told from the input
+  // without the scan these options exist to skip).
+  void check_block_float_options(std::size_t count, DataType type,
+                                 const AllreduceOptions& options) const {
+    if (options.block_exponents == nullptr && options.wire_result == nullptr) return;
+    if (type != DataType::float32) {
+      throw ConfigError("allreduce: block_exponents and wire_result apply to float32 only, not " +
+                        std::string(to_string(type)));
+    }
+    if (options.block_exponents == nullptr) return;
+    const std::size_t blocks = (count + session_.payload - 1) / session_.payload;
+    for (std::size_t j = 0; j < blocks; ++j) {
+      if (!block_float::is_exponent(options.block_exponents[j])) {
+        throw ConfigError("allreduce: block_exponents[" + std::to_string(j) + "] = " +
+                          std::to_string(options.block_exponents[j]) +
+                          " is no block exponent (kExpZero, kExpMin..kExpMax or kExpNonFinite)");
+      }
+    }
+  }
+
   [[nodiscard]] const Config& config() const { return config_; }
   [[nodiscard]] std::uint32_t payload() const { return session_.payload; }
+  [[nodiscard]] const SubmitOrder& order() const { return order_; }
 
  private:
   // A data packet the transport cannot carry would be dropped on every send: say so instead.
@@ -95,7 +122,7 @@ class ContextImpl {
   void connect(std::uint32_t rejoin_token) {
     device_.reset();
     device_ = transport::open_device(config_.transport, static_cast<std::size_t>(config_.threads));
-    std::vector<std::unique_ptr<transport::Transport>> transports;
+    std::vector<std::unique_ptr<transport::Queue>> queues;
     std::vector<std::uint16_t> ports;
     for (int t = 0; t < config_.threads; ++t) {
       auto queue = device_->open_queue(static_cast<std::size_t>(t));
@@ -103,12 +130,12 @@ class ContextImpl {
       transport::FaultOptions faults = config_.faults;
       faults.seed = config_.faults.seed + static_cast<std::uint64_t>(config_.rank) * 1000 +
                     static_cast<std::uint64_t>(t) + 100 * session_.generation;
-      transports.push_back(transport::as_stream(transport::with_faults(std::move(queue), faults)));
+      queues.push_back(transport::with_faults(std::move(queue), faults));
     }
 
     const std::uint32_t max_packet = device_->properties().max_payload;
     if (config_.payload != 0) require_packet_fits(config_.payload, max_packet);
-    session_ = join_session(config_, *transports[0], switch_endpoint_, ports, rejoin_token);
+    session_ = join_session(config_, *queues[0], switch_endpoint_, ports, rejoin_token);
     if (session_.world_size != config_.world_size) {
       throw ConfigError("world_size " + std::to_string(config_.world_size) +
                         " differs from the session's " + std::to_string(session_.world_size));
@@ -116,7 +143,8 @@ class ContextImpl {
     require_packet_fits(session_.payload, max_packet);
     for (int t = 0; t < config_.threads; ++t) {
       engines_.push_back(std::make_unique<EngineRunner>(static_cast<std::uint32_t>(t), config_,
-                                                        session_, std::move(transports[t])));
+                                                        session_, std::move(queues[t]), *device_));
+      log().debug("rank {}: thread {} runs on {}", config_.rank, t, engines_.back()->where());
     }
   }
 
@@ -137,11 +165,12 @@ class ContextImpl {
   }
 
   Config config_;
+  // Op ids and queue order must match across ranks: submissions happen one at a time, in turns.
+  SubmitOrder order_;
   transport::Endpoint switch_endpoint_;
   std::unique_ptr<transport::Device> device_;  // outlives the engines and their queues
   SessionInfo session_;
   std::vector<std::unique_ptr<EngineRunner>> engines_;
-  std::mutex submit_mutex_;
   std::uint32_t next_op_id_ = 1;
   std::atomic<bool> rejoin_needed_{false};
   std::shared_ptr<Operation> last_op_;  // the engines run operations in submission order
@@ -166,24 +195,38 @@ const OpStats& Handle::wait() {
 
 bool Handle::done() const { return op_ && op_->complete(); }
 
-Context::Context(const Config& config) : impl_(std::make_unique<detail::ContextImpl>(config)) {}
+void Handle::on_complete(Completion callback) {
+  if (!op_) throw Error("on_complete() on an empty dpa::Handle");
+  if (!callback) throw Error("on_complete() with an empty callback");
+  op_->add_completion(std::move(callback));
+}
+
+Context::Context(const Config& config, SubmitOrder order)
+    : impl_(std::make_unique<detail::ContextImpl>(config, std::move(order))) {}
 Context::~Context() = default;
 
 OpStats Context::allreduce(const void* in, void* out, std::size_t count, DataType type,
                            const AllreduceOptions& options) {
-  Handle handle = impl_->submit(in, out, count, type, options);
+  Handle handle = allreduce_async(in, out, count, type, options);
   return handle.wait();
 }
 
 Handle Context::allreduce_async(const void* in, void* out, std::size_t count, DataType type,
                                 const AllreduceOptions& options) {
-  return impl_->submit(in, out, count, type, options);
+  const SubmitOrder::Turn turn = impl_->order().wait_turn();
+  return impl_->submit(turn, in, out, count, type, options);
+}
+
+Handle Context::allreduce_async(const SubmitOrder::Turn& turn, const void* in, void* out,
+                                std::size_t count, DataType type, const AllreduceOptions& options) {
+  return impl_->submit(turn, in, out, count, type, options);
 }
 
 int Context::rank() const { return impl_->config().rank; }
 int Context::world_size() const { return impl_->config().world_size; }
 std::uint32_t Context::payload() const { return impl_->payload(); }
 const Config& Context::config() const { return impl_->config(); }
+const SubmitOrder& Context::submit_order() const { return impl_->order(); }
 
 void Context::check_sizes(std::size_t in, std::size_t out) {
   if (in != out) {

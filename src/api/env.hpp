@@ -1,17 +1,12 @@
-// Environment variable access shared by the configuration, logging and the engine.
+// How a bad environment variable is reported, shared by Config::from_env and dpa/env.hpp.
 #pragma once
 
-#include <optional>
 #include <string>
+#include <string_view>
 
 namespace dpa::detail {
 
-// The variable's value; std::nullopt when it is unset or empty (an empty value counts as unset
-// so that `DPA_X= cmd` clears a setting inherited from the shell).
-std::optional<std::string> env_string(const char* name);
-
-// A boolean variable: 1/0, on/off, true/false, yes/no in any case; `fallback` when unset.
-// Any other value is a ConfigError naming the variable.
-bool env_flag(const char* name, bool fallback);
+// Throws ConfigError: NAME="text": expected <expected>.
+[[noreturn]] void fail_env(const char* name, const std::string& text, std::string_view expected);
 
 }  // namespace dpa::detail

@@ -22,7 +22,9 @@ std::string_view to_string(ReduceOp op) {
   return "unknown";
 }
 
-OpStats& OpStats::operator+=(const OpStats& other) {
+OpStats& OpStats::operator+=(const OpStats& other) { return merge(other, 0); }
+
+OpStats& OpStats::merge(const OpStats& other, std::size_t element_offset) {
   blocks += other.blocks;
   blocks_full += other.blocks_full;
   blocks_partial += other.blocks_partial;
@@ -41,7 +43,9 @@ OpStats& OpStats::operator+=(const OpStats& other) {
 
   // Union of both range lists: sort, then merge ranges that overlap or touch.
   std::vector<ElementRange> ranges = std::move(missed);
-  ranges.insert(ranges.end(), other.missed.begin(), other.missed.end());
+  for (const ElementRange& range : other.missed) {
+    ranges.push_back({range.begin + element_offset, range.end + element_offset});
+  }
   std::ranges::sort(ranges, {}, &ElementRange::begin);
   missed.clear();
   for (const ElementRange& range : ranges) {

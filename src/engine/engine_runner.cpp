@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "dpa/error.hpp"
+#include "transport/send.hpp"
 
 namespace dpa::detail {
 
@@ -17,13 +18,13 @@ std::uint64_t now_ns() {
 }  // namespace
 
 EngineRunner::EngineRunner(std::uint32_t thread_index, const Config& config,
-                           const SessionInfo& session,
-                           std::unique_ptr<transport::Transport> transport)
+                           const SessionInfo& session, std::unique_ptr<transport::Queue> queue,
+                           transport::Device& device)
     : busy_poll_(config.busy_poll),
-      engine_(thread_index, config, session),
-      transport_(std::move(transport)),
+      queue_(std::move(queue)),
+      engine_(thread_index, config, session, *queue_),
       rx_(64) {
-  thread_ = std::thread([this] { run(); });
+  thread_ = device.launch(thread_index, [this] { run(); });
 }
 
 EngineRunner::~EngineRunner() { stop(); }
@@ -34,13 +35,13 @@ void EngineRunner::stop() {
     stop_.store(true, std::memory_order_relaxed);
   }
   queue_ready_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  thread_.reset();  // waits for run() to return
 }
 
 void EngineRunner::submit(std::shared_ptr<Operation> op) {
   {
     std::lock_guard lock(queue_mutex_);
-    queue_.push_back(std::move(op));
+    operations_.push_back(std::move(op));
   }
   queue_ready_.notify_one();
 }
@@ -51,10 +52,10 @@ void EngineRunner::run() {
     {
       std::unique_lock lock(queue_mutex_);
       queue_ready_.wait(
-          lock, [this] { return stop_.load(std::memory_order_relaxed) || !queue_.empty(); });
-      if (queue_.empty()) return;
-      op = std::move(queue_.front());
-      queue_.pop_front();
+          lock, [this] { return stop_.load(std::memory_order_relaxed) || !operations_.empty(); });
+      if (operations_.empty()) return;
+      op = std::move(operations_.front());
+      operations_.pop_front();
     }
     execute(*op);
   }
@@ -68,7 +69,7 @@ void EngineRunner::execute(Operation& op) {
       if (stop_.load(std::memory_order_relaxed)) {
         throw Error("dpa context destroyed while an allreduce was running");
       }
-      flush();
+      send_outgoing();
       const std::uint64_t deadline = engine_.next_deadline();
       const std::size_t received =
           receive(std::chrono::nanoseconds(deadline > now ? deadline - now : 0), now);
@@ -76,16 +77,18 @@ void EngineRunner::execute(Operation& op) {
       for (std::size_t i = 0; i < received; ++i) engine_.on_packet(rx_[i], now);
       engine_.poll(now);
     }
-    flush();
+    send_outgoing();
   } catch (...) {
     // The stop flag, or the transport failing (a receive error): the part fails with it.
     engine_.fail(std::current_exception());
   }
 }
 
-void EngineRunner::flush() {
-  if (engine_.outgoing().empty()) return;
-  transport_->send(engine_.outgoing());
+void EngineRunner::send_outgoing() {
+  // What a full device queue leaves over is lost like any packet: the engine retransmits it.
+  transport::send_all(*queue_, engine_.outgoing());
+  // One TX burst per step of the loop: everything the last receive burst caused.
+  queue_->flush();
   engine_.clear_outgoing();
 }
 
@@ -95,7 +98,7 @@ std::size_t EngineRunner::receive(std::chrono::nanoseconds wait, std::uint64_t n
   const std::uint64_t spin_until =
       now + std::min(busy_poll, static_cast<std::uint64_t>(wait.count()));
   while (busy_poll > 0 && now_ns() < spin_until) {
-    if (const std::size_t received = transport_->receive(rx_, std::chrono::nanoseconds(0))) {
+    if (const std::size_t received = queue_->receive(rx_, std::chrono::nanoseconds(0))) {
       return received;
     }
   }
@@ -104,7 +107,7 @@ std::size_t EngineRunner::receive(std::chrono::nanoseconds wait, std::uint64_t n
       static_cast<std::uint64_t>(wait.count()) > spent
           ? std::chrono::nanoseconds(wait.count() - static_cast<std::int64_t>(spent))
           : std::chrono::nanoseconds(0);
-  return transport_->receive(rx_, remaining);
+  return queue_->receive(rx_, remaining);
 }
 
 }  // namespace dpa::detail

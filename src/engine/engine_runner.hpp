@@ -1,7 +1,8 @@
-// Runs one WorkerEngine on a std::thread: the thread's operation queue, and the loop that moves
-// packets between the engine and its transport (blocking receive until the engine's next
-// deadline; optional busy polling). The only part of the worker that knows threads, clocks and
-// transport::Transport.
+// Runs one WorkerEngine on the thread that drives its queue (a std::thread for sockets, a DPDK
+// lcore: Device::launch): the thread's operation queue, and the loop that moves packets between
+// the engine and the queue (receive until the engine's next deadline, blocking on sockets and
+// busy-polling under DPDK; optional busy polling on sockets too). The only part of the worker
+// that knows threads, clocks and transport queues.
 #pragma once
 
 #include <atomic>
@@ -11,48 +12,51 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "dpa/config.hpp"
 #include "engine/join.hpp"
 #include "engine/operation.hpp"
 #include "engine/worker_engine.hpp"
-#include "transport/transport.hpp"
+#include "transport/device.hpp"
 
 namespace dpa::detail {
 
 class EngineRunner {
  public:
+  // Starts the thread on `device` (which outlives the runner) for `queue`, a queue of it.
   EngineRunner(std::uint32_t thread_index, const Config& config, const SessionInfo& session,
-               std::unique_ptr<transport::Transport> transport);
+               std::unique_ptr<transport::Queue> queue, transport::Device& device);
   // Stops the thread; operations still queued or running fail with dpa::Error.
   ~EngineRunner();
   EngineRunner(const EngineRunner&) = delete;
   EngineRunner& operator=(const EngineRunner&) = delete;
 
   void submit(std::shared_ptr<Operation> op);
-  // Stops the thread (idempotent); the transport stays open.
+  // Stops the thread (idempotent); the queue stays open.
   void stop();
-  // Thread 0's transport also carries the context's JOIN and LEAVE. Only after stop().
-  [[nodiscard]] transport::Transport& transport() { return *transport_; }
+  // Thread 0's queue also carries the context's JOIN and LEAVE. Only after stop().
+  [[nodiscard]] transport::Queue& queue() { return *queue_; }
+  // Where the thread runs ("lcore 1 (core 2)", "a std::thread"), for the logs.
+  [[nodiscard]] std::string where() const { return thread_ ? thread_->where() : "stopped"; }
 
  private:
   void run();
   void execute(Operation& op);
-  void flush();
+  // Hands the engine's packets to the queue and pushes them out.
+  void send_outgoing();
   std::size_t receive(std::chrono::nanoseconds wait, std::uint64_t now);
 
   const std::chrono::nanoseconds busy_poll_;
+  std::unique_ptr<transport::Queue> queue_;  // declared before engine_: it holds the engine's buffers
   WorkerEngine engine_;
-  std::unique_ptr<transport::Transport> transport_;
   std::vector<transport::RxPacket> rx_;
 
   std::mutex queue_mutex_;
   std::condition_variable queue_ready_;
-  std::deque<std::shared_ptr<Operation>> queue_;
+  std::deque<std::shared_ptr<Operation>> operations_;
   std::atomic<bool> stop_{false};
-  std::thread thread_;
+  std::unique_ptr<transport::QueueThread> thread_;
 };
 
 }  // namespace dpa::detail

@@ -7,6 +7,7 @@
 
 #include "api/logging.hpp"
 #include "dpa/error.hpp"
+#include "transport/send.hpp"
 
 namespace dpa::detail {
 
@@ -44,8 +45,7 @@ std::uint32_t random_nonce() {
       throw ConfigError(who + ": payload " + std::to_string(config.payload) +
                         " differs from the session's payload " + std::to_string(expected));
     case ErrorCode::pool_too_small:
-      throw ConfigError(who + ": threads * 2 * window = " +
-                        std::to_string(2 * config.threads * config.window) +
+      throw ConfigError(who + ": threads * 2 * window = " + std::to_string(config.pool_slots()) +
                         " slots exceed the session's pool of " + std::to_string(expected));
     case ErrorCode::threads_mismatch:
     case ErrorCode::window_mismatch: {
@@ -67,7 +67,7 @@ std::uint32_t random_nonce() {
 
 }  // namespace
 
-SessionInfo join_session(const Config& config, transport::Transport& control,
+SessionInfo join_session(const Config& config, transport::Queue& control,
                          const transport::Endpoint& switch_endpoint,
                          const std::vector<std::uint16_t>& thread_ports,
                          std::uint32_t rejoin_token) {
@@ -88,9 +88,7 @@ SessionInfo join_session(const Config& config, transport::Transport& control,
   std::array<std::byte, protocol::kHeaderSize + 4 * 64> packet{};
   protocol::encode(header, packet.data());
   protocol::encode(request, packet.data() + protocol::kHeaderSize);
-  const transport::TxPacket join{packet.data(),
-                                 static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * request.words()),
-                                 switch_endpoint};
+  const std::span<const std::byte> join(packet.data(), protocol::kHeaderSize + 4 * request.words());
 
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + config.join_timeout;
@@ -103,7 +101,7 @@ SessionInfo join_session(const Config& config, transport::Transport& control,
 
   log().debug("rank {} joining session {} at {}", config.rank, config.session,
               switch_endpoint.to_string());
-  control.send({&join, 1});
+  transport::send_datagram(control, join, switch_endpoint);
   auto resend_at = clock::now() + retry;
   while (true) {
     const auto now = clock::now();
@@ -124,7 +122,7 @@ SessionInfo join_session(const Config& config, transport::Transport& control,
                          std::to_string(config.world_size) + " ranks started?");
     }
     if (now >= resend_at) {
-      control.send({&join, 1});
+      transport::send_datagram(control, join, switch_endpoint);
       retry = std::min(retry * 2, max_retry);
       resend_at = now + retry;
     }
@@ -161,7 +159,7 @@ SessionInfo join_session(const Config& config, transport::Transport& control,
   }
 }
 
-void leave_session(const Config& config, const SessionInfo& session, transport::Transport& control,
+void leave_session(const Config& config, const SessionInfo& session, transport::Queue& control,
                    const transport::Endpoint& switch_endpoint) {
   Header header;
   header.flags = flag::kLeave;
@@ -170,9 +168,7 @@ void leave_session(const Config& config, const SessionInfo& session, transport::
   header.rank = static_cast<std::uint8_t>(config.rank);
   std::array<std::byte, protocol::kHeaderSize> packet{};
   protocol::encode(header, packet.data());
-  const transport::TxPacket leave{packet.data(), static_cast<std::uint32_t>(packet.size()),
-                                  switch_endpoint};
-  control.send({&leave, 1});
+  transport::send_datagram(control, packet, switch_endpoint);
 }
 
 }  // namespace dpa::detail

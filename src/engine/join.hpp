@@ -8,7 +8,7 @@
 
 #include "dpa/config.hpp"
 #include "protocol/wire.hpp"
-#include "transport/transport.hpp"
+#include "transport/queue.hpp"
 
 namespace dpa::detail {
 
@@ -24,19 +24,19 @@ struct SessionInfo {
   std::vector<transport::Endpoint> switch_ports;  // worker thread t uses [t % size()]
 };
 
-// Sends JOIN from `control` (thread 0's transport) and waits for the switch's answer.
+// Sends JOIN from `control` (thread 0's queue) and waits for the switch's answer.
 // `rejoin_token` is the current generation's token when the ranks rejoin after a failed
 // operation (0 for a first join). Throws ConfigError when the switch rejects the
 // configuration (naming the setting) and TimeoutError when not every rank joined within
 // config.join_timeout.
-SessionInfo join_session(const Config& config, transport::Transport& control,
+SessionInfo join_session(const Config& config, transport::Queue& control,
                          const transport::Endpoint& switch_endpoint,
                          const std::vector<std::uint16_t>& thread_ports,
                          std::uint32_t rejoin_token = 0);
 
 // Tells the switch that this rank leaves its generation, so another job may use the session
 // at once instead of after the session's idle timeout. Best effort: one datagram.
-void leave_session(const Config& config, const SessionInfo& session, transport::Transport& control,
+void leave_session(const Config& config, const SessionInfo& session, transport::Queue& control,
                    const transport::Endpoint& switch_endpoint);
 
 }  // namespace dpa::detail

@@ -1,21 +1,58 @@
 #include "engine/operation.hpp"
 
+#include <exception>
+#include <utility>
+
+#include "api/logging.hpp"
+
 namespace dpa::detail {
 
-void Operation::finish_part(const OpStats& part, std::exception_ptr part_error) {
-  std::lock_guard lock(mutex_);
-  stats_ += part;
-  if (part_error && !error_) {
-    error_ = part_error;
-    failed_.store(true, std::memory_order_release);
+namespace {
+
+// A callback's exception must not unwind the engine thread that runs it.
+void run_completion(const Completion& callback, const OpStats& stats, std::exception_ptr error) {
+  try {
+    callback(stats, std::move(error));
+  } catch (const std::exception& e) {
+    log().error("an allreduce completion callback threw (ignored): {}", e.what());
+  } catch (...) {
+    log().error("an allreduce completion callback threw a non-std exception (ignored)");
   }
-  if (part_error && rejoin_needed != nullptr) rejoin_needed->store(true, std::memory_order_relaxed);
-  if (--parts_remaining == 0) {
+}
+
+}  // namespace
+
+void Operation::finish_part(const OpStats& part, std::exception_ptr part_error) {
+  std::vector<Completion> callbacks;
+  {
+    std::lock_guard lock(mutex_);
+    stats_ += part;
+    if (part_error && !error_) {
+      error_ = part_error;
+      failed_.store(true, std::memory_order_release);
+    }
+    if (part_error && rejoin_needed != nullptr) rejoin_needed->store(true, std::memory_order_relaxed);
+    if (--parts_remaining != 0) return;
     stats_.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - submitted).count();
     complete_ = true;
     done_.notify_all();
+    callbacks.swap(completions_);
   }
+  // Complete, so stats_ and error_ no longer change: read without the lock, which a callback
+  // may need (Handle::done, wait).
+  for (const Completion& callback : callbacks) run_completion(callback, stats_, error_);
+}
+
+void Operation::add_completion(Completion callback) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!complete_) {
+      completions_.push_back(std::move(callback));
+      return;
+    }
+  }
+  run_completion(callback, stats_, error_);
 }
 
 bool Operation::wait_for(std::chrono::milliseconds timeout) {

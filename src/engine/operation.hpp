@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <vector>
 
 #include "dpa/context.hpp"
 #include "dpa/types.hpp"
@@ -25,14 +26,18 @@ struct Operation {
   std::uint8_t k = 0;  // 0: the session's default
   bool preemptive = false;
   std::uint64_t* block_contributors = nullptr;  // optional, one bitmap per block
+  const std::int8_t* block_exponents = nullptr;  // optional, float32: precomputed own exponents
+  block_float::WireBlock* wire_result = nullptr;  // optional, float32: out gets the wire sums
   std::chrono::steady_clock::time_point submitted;
   // The context's flag: a failed part sets it, and the context rejoins the session before its
   // next operation, because the ranks' round counters may no longer line up.
   std::atomic<bool>* rejoin_needed = nullptr;
 
   // Called by each engine thread when its part is done (error empty on success); the last one
-  // completes the operation.
+  // completes the operation and then, with no lock held, runs the completion callbacks.
   void finish_part(const OpStats& part, std::exception_ptr part_error);
+  // Runs `callback` on completion (Handle::on_complete), or now if the operation is complete.
+  void add_completion(Completion callback);
   // Waits up to `timeout`; returns true when complete.
   bool wait_for(std::chrono::milliseconds timeout);
   [[nodiscard]] bool complete() const;
@@ -51,6 +56,7 @@ struct Operation {
   std::exception_ptr error_;
   std::atomic<bool> failed_{false};
   OpStats stats_;
+  std::vector<Completion> completions_;  // registered before completion, run once by it
 };
 
 // How an operation's blocks are split: thread t takes a contiguous run of blocks, and window

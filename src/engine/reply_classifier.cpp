@@ -39,9 +39,13 @@ ReplyAction classify_reply(const EntryView& entry, const protocol::Header& h,
   if (op_delta < 0) return {ReplyKind::ignore};  // a late reply from an earlier operation
   if (!current_parity) {
     // A reply about the entry's other slot (to a stale or duplicated packet) cannot tell that
-    // the current round is lost, which is always retrievable from its own slot. A newer result
-    // there means the current round is complete: ask for it now.
-    const bool progress = h.has(flag::kResult) || op_delta > 0;
+    // the current round is lost, which is always retrievable from its own slot. A result of a
+    // later round there, or a later operation, means the current round is complete: ask for it
+    // now. The result of the round before the current one is only a late copy (the answer to
+    // a probe the multicast overtook) and says nothing about the current round.
+    const std::int64_t rounds_ahead =
+        2 * static_cast<std::int64_t>(seq_delta) + ((entry.round & 1) == 0 ? 1 : -1);
+    const bool progress = (h.has(flag::kResult) && rounds_ahead > 0) || op_delta > 0;
     return {progress ? ReplyKind::expedite : ReplyKind::ignore};
   }
   if (op_delta > 0) return {ReplyKind::later_operation};

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "dpa/error.hpp"
+#include "engine/float_blocks.hpp"
 #include "quant/quant.hpp"
 
 namespace dpa::detail {
@@ -14,6 +15,10 @@ using protocol::Header;
 namespace flag = protocol::flag;
 
 namespace {
+
+// Rounds sent later that may complete first before a round counts as lost: completions follow
+// the order of the last contributions, which each rank sends in the order its results came.
+constexpr std::uint64_t kReorderRounds = 3;
 
 std::uint64_t to_ns(std::chrono::nanoseconds d) { return static_cast<std::uint64_t>(d.count()); }
 
@@ -30,7 +35,7 @@ std::uint64_t fastest_k_max_rto(const Config& config, const SessionInfo& session
 }  // namespace
 
 WorkerEngine::WorkerEngine(std::uint32_t thread_index, const Config& config,
-                           const SessionInfo& session)
+                           const SessionInfo& session, transport::Queue& queue)
     : index_(thread_index),
       config_(config),
       session_(session),
@@ -44,13 +49,32 @@ WorkerEngine::WorkerEngine(std::uint32_t thread_index, const Config& config,
              .window = static_cast<std::uint32_t>(config.window),
              .rank = static_cast<std::uint8_t>(config.rank),
              .syn_disable = config.syn_disable},
-      entries_(static_cast<std::size_t>(config.window)),
-      packet_memory_(entries_.size() * (protocol::kHeaderSize + 4 * session.payload)),
-      probe_memory_(entries_.size() * protocol::kHeaderSize) {
-  tx_.reserve(entries_.size());
-  for (std::size_t e = 0; e < entries_.size(); ++e) {
-    entries_[e].packet = packet_memory_.data() + e * (protocol::kHeaderSize + 4 * session.payload);
-    entries_[e].probe = probe_memory_.data() + e * protocol::kHeaderSize;
+      queue_(queue),
+      entries_(static_cast<std::size_t>(config.window)) {
+  // Each entry queues at most its data packet and its probe per step; more only when a batch
+  // of replies moves one entry several times, which the vector absorbs once.
+  tx_.reserve(2 * entries_.size());
+}
+
+WorkerEngine::~WorkerEngine() {
+  for (Entry& entry : entries_) {
+    queue_.release(std::span(&entry.packet, 1));
+    queue_.release(std::span(&entry.probe, 1));
+  }
+}
+
+void WorkerEngine::renew(transport::TxBuffer& buffer) {
+  if (buffer.native != nullptr) queue_.release(std::span(&buffer, 1));
+  if (queue_.allocate(std::span(&buffer, 1)) == 0) {
+    throw Error("rank " + std::to_string(config_.rank) + ", thread " + std::to_string(index_) +
+                ": the transport queue has no transmit buffer left (a window of " +
+                std::to_string(entries_.size()) +
+                " holds up to twice as many, besides those in flight: raise dpdk.mbufs)");
+  }
+  const std::size_t largest = protocol::kHeaderSize + 4 * std::size_t{session_.payload};
+  if (buffer.capacity < largest) {
+    throw ConfigError("payload " + std::to_string(session_.payload) + " needs " + std::to_string(largest) +
+                      "-byte packets; the transport's buffers hold " + std::to_string(buffer.capacity));
   }
 }
 
@@ -66,7 +90,18 @@ void WorkerEngine::start(Operation& op, std::uint64_t now_ns) {
   stats_.blocks = plan_.thread_blocks;
   const int k = op.k != 0 ? op.k : session_.k_default;
   op_max_rto_ns_ = k < session_.world_size ? fastest_k_max_rto_ns_ : max_rto_ns_;
-  for (std::uint32_t e = 0; e < entries_.size(); ++e) start_entry(e, now_ns);
+  // With K < N the straggler timeout bounds every timeout (reactive fastest-K runs on the
+  // counted ranks' probes); with K = N a measured round trip above the back-off cap raises the
+  // timeout with it, short of a quarter of the give-up timeout (which is checked at deadlines).
+  op_rto_ceiling_ns_ = k < session_.world_size
+                           ? op_max_rto_ns_
+                           : std::max(to_ns(config_.retransmit_timeout), to_ns(config_.timeout) / 4);
+  try {
+    for (std::uint32_t e = 0; e < entries_.size(); ++e) start_entry(e, now_ns);
+  } catch (...) {
+    fail(std::current_exception());
+    return;
+  }
   if (op.failed()) {
     // Another thread's part already failed: consume this part's rounds without sending them.
     tx_.clear();
@@ -146,10 +181,12 @@ void WorkerEngine::start_entry(std::uint32_t e, std::uint64_t now) {
   if (entry.blocks == 0) return;
   entry.active = true;
   ++active_entries_;
-  entry.rto_ns = initial_rto();
   entry.sent_ns = now;
-  entry.retransmitted = false;
+  arm_rto(entry);
+  entry.data_resent = false;
+  entry.probed = false;
   entry.expedited = false;
+  entry.loss_probed = false;
   entry.counted_reply_ns = 0;
   build_data(e);
   queue_send(e, now);
@@ -167,7 +204,9 @@ void WorkerEngine::build_data(std::uint32_t e) {
   const std::size_t window = entries_.size();
   const std::int64_t j = block_index(entry, entry.round);
   const std::size_t payload = session_.payload;
-  std::byte* values = entry.packet + protocol::kHeaderSize;
+  renew(entry.packet);
+  entry.probe_built = false;
+  std::byte* values = entry.packet.payload + protocol::kHeaderSize;
 
   Header h = request_header(e, entry.count_to_k ? flag::kCountToK : 0);
   const auto* in_floats = reinterpret_cast<const float*>(op.in);
@@ -176,7 +215,7 @@ void WorkerEngine::build_data(std::uint32_t e) {
     // Exponent priming: no values yet, only the exponent of the entry's first block.
     const std::size_t first = plan_.block_of(e, 0, window) * payload;
     h.offset = static_cast<std::uint32_t>(first);
-    h.exp_next = exponent_of(in_floats + first, std::min(payload, op.count - first));
+    h.exp_next = exponent_of(first);
   } else {
     const std::size_t begin = plan_.block_of(e, static_cast<std::size_t>(j), window) * payload;
     valid = std::min(payload, op.count - begin);
@@ -192,21 +231,20 @@ void WorkerEngine::build_data(std::uint32_t e) {
       if (static_cast<std::size_t>(j) + 1 < entry.blocks) {
         const std::size_t next =
             plan_.block_of(e, static_cast<std::size_t>(j) + 1, window) * payload;
-        h.exp_next = exponent_of(in_floats + next, std::min(payload, op.count - next));
+        h.exp_next = exponent_of(next);
       }
     } else {
       quant::int32_to_wire(reinterpret_cast<const std::int32_t*>(op.in) + begin, valid, values);
     }
   }
   std::memset(values + 4 * valid, 0, 4 * (payload - valid));
-  protocol::encode(h, entry.packet);
-  entry.packet_size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * payload);
+  protocol::encode(h, entry.packet.payload);
+  entry.packet.size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * payload);
 }
 
-std::int8_t WorkerEngine::exponent_of(const float* values, std::size_t n) {
-  const std::int8_t exponent = quant::block_exponent(values, n);
-  if (exponent == protocol::kExpNonFinite && quant::all_finite(values, n)) ++stats_.blocks_out_of_range;
-  return exponent;
+std::int8_t WorkerEngine::exponent_of(std::size_t begin) {
+  const std::size_t payload = session_.payload;
+  return own_block_exponent(*op_, begin, std::min(payload, op_->count - begin), payload, stats_);
 }
 
 Header WorkerEngine::request_header(std::uint32_t e, std::uint16_t flags) const {
@@ -226,50 +264,57 @@ Header WorkerEngine::request_header(std::uint32_t e, std::uint16_t flags) const 
 
 void WorkerEngine::build_probe(std::uint32_t e) {
   Entry& entry = entries_[e];
-  protocol::encode(request_header(e, flag::kSyn), entry.packet);
-  entry.packet_size = protocol::kHeaderSize;
+  renew(entry.packet);
+  entry.probe_built = false;
+  protocol::encode(request_header(e, flag::kSyn), entry.packet.payload);
+  entry.packet.size = protocol::kHeaderSize;
   ++stats_.syn_probes;
 }
 
 void WorkerEngine::send_retransmit_probe(std::uint32_t e, std::uint64_t now) {
   Entry& entry = entries_[e];
-  protocol::encode(request_header(e, flag::kSyn), entry.probe);
-  entry.deadline_ns = now + entry.rto_ns;
-  tx_.push_back({entry.probe, static_cast<std::uint32_t>(protocol::kHeaderSize), switch_port_});
-}
-
-void WorkerEngine::sample_rtt(std::uint64_t rtt_ns) {
-  backoff_shift_ = 0;
-  if (srtt_ns_ == 0) {
-    srtt_ns_ = rtt_ns;
-    rttvar_ns_ = rtt_ns / 2;
-    return;
+  // Every probe of a round is the same packet: built once, then the same buffer again.
+  if (!entry.probe_built) {
+    renew(entry.probe);
+    protocol::encode(request_header(e, flag::kSyn), entry.probe.payload);
+    entry.probe.size = protocol::kHeaderSize;
+    entry.probe_built = true;
   }
-  const std::uint64_t deviation = rtt_ns > srtt_ns_ ? rtt_ns - srtt_ns_ : srtt_ns_ - rtt_ns;
-  rttvar_ns_ = (3 * rttvar_ns_ + deviation) / 4;
-  srtt_ns_ = (7 * srtt_ns_ + rtt_ns) / 8;
+  entry.deadline_ns = now + entry.rto_ns;
+  tx_.push_back({&entry.probe, switch_port_});
 }
 
-std::uint64_t WorkerEngine::initial_rto() const {
+void WorkerEngine::arm_rto(Entry& entry) const {
   const std::uint64_t floor = to_ns(config_.retransmit_timeout);
-  return std::clamp((srtt_ns_ + 4 * rttvar_ns_) << backoff_shift_, floor,
-                    std::max(floor, op_max_rto_ns_));
+  std::uint64_t base = std::clamp(round_rtt_.rto_ns(), floor, op_rto_ceiling_ns_);
+  if (entry.round == entry.first_round) {
+    // The first round also waits for the ranks' arrival skew, up to the back-off cap: a rank
+    // later than that is probed for (header-only probes) rather than waited for, so that a
+    // skewed operation (the first one after the join, a rank that computed longer) does not
+    // leave the next operations' lost first packets to a long timer.
+    base = std::max(base, std::min(first_round_rtt_.rto_ns(), op_max_rto_ns_));
+  }
+  entry.rto_cap_ns = std::max(base, op_max_rto_ns_);
+  entry.rto_ns = std::min(base << backoff_shift_, entry.rto_cap_ns);
 }
 
 void WorkerEngine::queue_send(std::uint32_t e, std::uint64_t now) {
   Entry& entry = entries_[e];
   entry.deadline_ns = now + entry.rto_ns;
-  tx_.push_back({entry.packet, entry.packet_size, switch_port_});
+  if (!entry.probing) entry.data_send = ++data_sends_;
+  tx_.push_back({&entry.packet, switch_port_});
 }
 
 void WorkerEngine::move_to(std::uint32_t e, std::uint64_t round, std::uint64_t now) {
   Entry& entry = entries_[e];
   entry.round = round;
   entry.probing = false;
-  entry.rto_ns = initial_rto();
   entry.sent_ns = now;
-  entry.retransmitted = false;
+  arm_rto(entry);
+  entry.data_resent = false;
+  entry.probed = false;
   entry.expedited = false;
+  entry.loss_probed = false;
   entry.counted_reply_ns = 0;
   if (round >= entry.end_round) {
     entry.round = entry.end_round;
@@ -298,6 +343,7 @@ void WorkerEngine::miss_blocks(std::uint32_t e, std::uint64_t from_round, std::u
     ++stats_.blocks_missed;
     stats_.missed.push_back({begin, begin + valid});
     if (op.block_contributors != nullptr) op.block_contributors[begin / payload] = 0;
+    if (op.wire_result != nullptr) op.wire_result[begin / payload] = block_float::WireBlock{};
   }
 }
 
@@ -327,8 +373,8 @@ void WorkerEngine::deliver(std::uint32_t e, std::uint64_t round, const Header& h
   const std::uint32_t divisor =
       op.op == ReduceOp::avg ? std::max<std::uint32_t>(h.contributors, 1) : 1;
   if (is_float()) {
-    quant::dequantize(payload.data(), valid, h.exp_used, session_.world_size, divisor,
-                      reinterpret_cast<float*>(op.out) + begin);
+    store_block_result(op, begin, valid, session_.payload, h.exp_used, session_.world_size,
+                       divisor, payload.data());
     if (h.exp_used == protocol::kExpNonFinite) ++stats_.blocks_non_finite;
   } else {
     quant::int32_from_wire(payload.data(), valid, divisor,
@@ -369,6 +415,7 @@ void WorkerEngine::apply(std::uint32_t e, const ReplyAction& action, const Heade
       return;
     case ReplyKind::resend_now:
       entry.counted_reply_ns = 0;
+      entry.data_resent = true;
       ++stats_.retransmissions;
       queue_send(e, now);
       return;
@@ -383,8 +430,16 @@ void WorkerEngine::apply(std::uint32_t e, const ReplyAction& action, const Heade
       finish_entry(e);
       return;
     case ReplyKind::deliver_result:
-      if (round == entry.round && !entry.retransmitted && !entry.probing) {
-        sample_rtt(now - entry.sent_ns);
+      // A sample is a multicast result (a copy answers a probe, which left at a timer's whim)
+      // of a round this rank's first request completed: neither a resend nor reactive
+      // fastest-K, whose wait is the straggler timeout, took part.
+      if (round == entry.round && !entry.data_resent && !entry.probed && !entry.probing &&
+          !h.has(flag::kRetransmit) && h.contributors >= session_.world_size) {
+        (round == entry.first_round ? first_round_rtt_ : round_rtt_).sample(now - entry.sent_ns);
+        backoff_shift_ = 0;
+      }
+      if (round == entry.round && !entry.probing) {
+        newest_completed_send_ = std::max(newest_completed_send_, entry.data_send);
       }
       miss_blocks(e, entry.round, round);
       deliver(e, round, h, payload);
@@ -400,7 +455,7 @@ void WorkerEngine::apply(std::uint32_t e, const ReplyAction& action, const Heade
       miss_blocks(e, entry.round, round);
       entry.round = round;
       entry.probing = true;
-      entry.rto_ns = initial_rto();
+      arm_rto(entry);
       build_probe(e);
       queue_send(e, now);
       return;
@@ -417,17 +472,22 @@ void WorkerEngine::check_timeouts(std::uint64_t now) {
   const std::uint64_t give_up = to_ns(config_.timeout);
   for (std::uint32_t e = 0; e < entries_.size(); ++e) {
     Entry& entry = entries_[e];
+    if (entry.active && !entry.probing && !entry.loss_probed &&
+        newest_completed_send_ >= entry.data_send + kReorderRounds) {
+      entry.loss_probed = true;
+      entry.expedited = true;
+      entry.deadline_ns = now;
+    }
     if (!entry.active || entry.deadline_ns > now) continue;
     if (now - entry.last_reply_ns >= give_up) throw_timeout(e, now);
     ++stats_.retransmissions;
-    entry.retransmitted = true;
+    entry.probed = true;
     if (entry.expedited) {
       entry.expedited = false;  // not a timeout: no back-off
     } else {
       ++stats_.timeouts;
       backoff_shift_ = std::min(backoff_shift_ + 1, 6u);
-      entry.rto_ns =
-          std::min(entry.rto_ns * 2, std::max(op_max_rto_ns_, to_ns(config_.retransmit_timeout)));
+      entry.rto_ns = std::min(entry.rto_ns * 2, entry.rto_cap_ns);
     }
     // Retransmit with a header-only probe: the switch answers with the result if the round is
     // complete, or says whether it counted this rank; the payload goes again only if it did not.

@@ -1,8 +1,10 @@
 // The protocol side of one worker thread, as a step machine: its window of W entries over its
 // slot range, and what each packet and each expired deadline does to them (send, retransmit,
-// deliver, skip forward). No thread, no transport, no clock: the caller passes the time, feeds
-// received packets in and sends the packets it queues (EngineRunner on a std::thread; a DPDK
-// lcore loop alike; the unit tests with a fake clock).
+// deliver, skip forward). No thread, no clock, no I/O: the caller passes the time, feeds received
+// packets in and sends the packets it queues (EngineRunner on a std::thread or a DPDK lcore; the
+// unit tests with a fake clock). Packets are built in place in transmit buffers of the thread's
+// queue: each entry holds its current data packet (quantised straight into the buffer) and its
+// retransmission probe, and a retransmission queues the same buffer again.
 #pragma once
 
 #include <cstdint>
@@ -14,14 +16,19 @@
 #include "engine/join.hpp"
 #include "engine/operation.hpp"
 #include "engine/reply_classifier.hpp"
+#include "engine/rtt_estimator.hpp"
 #include "protocol/wire.hpp"
-#include "transport/transport.hpp"
+#include "transport/queue.hpp"
 
 namespace dpa::detail {
 
 class WorkerEngine {
  public:
-  WorkerEngine(std::uint32_t thread_index, const Config& config, const SessionInfo& session);
+  // Transmit buffers come from `queue` (allocate and release only: the caller sends), which
+  // must outlive the engine.
+  WorkerEngine(std::uint32_t thread_index, const Config& config, const SessionInfo& session,
+               transport::Queue& queue);
+  ~WorkerEngine();
   WorkerEngine(const WorkerEngine&) = delete;
   WorkerEngine& operator=(const WorkerEngine&) = delete;
 
@@ -44,9 +51,10 @@ class WorkerEngine {
   [[nodiscard]] bool busy() const { return op_ != nullptr; }
   // The earliest retransmission deadline of the running part (UINT64_MAX when idle).
   [[nodiscard]] std::uint64_t next_deadline() const;
-  // Packets queued since the last clear, pointing into the engine's buffers, which stay
-  // unchanged until the next start/on_packet/poll call.
-  [[nodiscard]] std::span<const transport::TxPacket> outgoing() const { return tx_; }
+  // Packets queued since the last clear. They point at the entries' buffers, which stay
+  // unchanged until the next start/on_packet/poll call; the engine keeps its reference to each
+  // buffer (send them, never release them).
+  [[nodiscard]] std::span<const transport::TxRequest> outgoing() const { return tx_; }
   void clear_outgoing() { tx_.clear(); }
 
  private:
@@ -63,21 +71,28 @@ class WorkerEngine {
     std::uint64_t deadline_ns = 0;
     std::uint64_t last_reply_ns = 0;
     std::uint64_t rto_ns = 0;
+    std::uint64_t rto_cap_ns = 0;  // back-off cap of the current round
     std::uint64_t sent_ns = 0;    // first transmission of the current round
-    bool retransmitted = false;   // Karn: no RTT sample from a retransmitted round
+    bool data_resent = false;     // Karn: a result may answer the resend, so it is no sample
+    bool probed = false;          // a probe went: the wait may include another rank's recovery
     bool expedited = false;       // resend now: a reply showed the round is already complete
+    std::uint64_t data_send = 0;  // this thread's data-send count when the round's data went out
+    bool loss_probed = false;     // rounds sent after this one completed first: probed once
     std::uint64_t counted_reply_ns = 0;  // last probe reply saying "counted, still open" (0: none)
-    std::uint32_t packet_size = 0;
-    std::byte* packet = nullptr;  // the current data packet (or the skip-forward SYN probe)
-    std::byte* probe = nullptr;   // header-only retransmission probe for the current round
+    transport::TxBuffer packet;   // the current data packet (or the skip-forward SYN probe)
+    transport::TxBuffer probe;    // header-only retransmission probe for the current round
+    bool probe_built = false;     // `probe` holds the current round's probe
 
     [[nodiscard]] EntryView view() const { return {active, round, end_round, probing}; }
   };
 
+  // Swaps `buffer` for a fresh one of the queue: the old one may still be in flight (the
+  // transport holds its own reference), so it is never rewritten.
+  void renew(transport::TxBuffer& buffer);
   void start_entry(std::uint32_t e, std::uint64_t now);
   void build_data(std::uint32_t e);
-  // A block's exponent; counts blocks that are finite but out of the representable range.
-  std::int8_t exponent_of(const float* values, std::size_t n);
+  // This rank's exponent of the block at element `begin` (float_blocks.hpp).
+  std::int8_t exponent_of(std::size_t begin);
   // The one place request headers are built: the fields every request of entry e's current
   // round shares.
   [[nodiscard]] protocol::Header request_header(std::uint32_t e, std::uint16_t flags) const;
@@ -104,10 +119,8 @@ class WorkerEngine {
   // Block index within the entry for a round of the current operation (-1: exponent priming).
   [[nodiscard]] std::int64_t block_index(const Entry& entry, std::uint64_t round) const;
 
-  // Smoothed round-trip time of this thread's rounds (RFC 6298 style), which sets the first
-  // retransmission timeout of each round; the configured timeout is its floor.
-  void sample_rtt(std::uint64_t rtt_ns);
-  [[nodiscard]] std::uint64_t initial_rto() const;
+  // Sets the entry's timeout for a new round (or a skip-forward probe) from the estimates.
+  void arm_rto(Entry& entry) const;
 
   const std::uint32_t index_;
   const Config config_;
@@ -118,21 +131,30 @@ class WorkerEngine {
   const std::uint64_t fastest_k_max_rto_ns_;  // cap when a slot may complete early
   ReplyScope scope_;                          // op_id: the running operation's
 
+  transport::Queue& queue_;
   std::vector<Entry> entries_;
-  std::vector<std::byte> packet_memory_;
-  std::vector<std::byte> probe_memory_;
-  std::vector<transport::TxPacket> tx_;
+  std::vector<transport::TxRequest> tx_;
   std::size_t active_entries_ = 0;
 
-  std::uint64_t srtt_ns_ = 0;
-  std::uint64_t rttvar_ns_ = 0;
-  // Karn: a timeout doubles the timeout of later rounds too, until a round completes without
-  // a retransmission and gives a fresh sample. Keeps an overloaded path from a resend storm.
+  // Round trips of this thread's rounds, from a request to the multicast result that its
+  // round's completion sent, in two kinds: an entry's first round of an operation also waits
+  // for the ranks to reach the operation (their arrival skew), its later rounds only for the
+  // path (the switch, the other ranks' threads, the scheduler when cores are overcommitted).
+  RttEstimator round_rtt_;
+  RttEstimator first_round_rtt_;
+  // Karn: a timeout doubles the timeout of later rounds too, until a round completes and gives
+  // a fresh sample. Keeps an overloaded path from a resend storm.
   unsigned backoff_shift_ = 0;
+  // Loss detection without the timer: data sends numbered in order, and the newest number
+  // whose round completed. A round that kReorderRounds later rounds overtook is probed at once,
+  // so the timeout can follow slow rounds without slowing the recovery of lost ones.
+  std::uint64_t data_sends_ = 0;
+  std::uint64_t newest_completed_send_ = 0;
 
   // The running part (op_ null when idle).
   Operation* op_ = nullptr;
-  std::uint64_t op_max_rto_ns_ = 0;
+  std::uint64_t op_max_rto_ns_ = 0;      // back-off cap
+  std::uint64_t op_rto_ceiling_ns_ = 0;  // the estimates' ceiling
   BlockPlan plan_{0, 1, 0, 1};
   OpStats stats_;
 };

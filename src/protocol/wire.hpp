@@ -170,6 +170,11 @@ struct SlotLayout {
   std::uint32_t pool_base = 0;
   std::uint32_t window = 0;
 
+  // The pool a session needs for workers of `threads` threads with `window` entries each.
+  [[nodiscard]] static constexpr std::uint64_t pool_slots(std::uint64_t threads, std::uint64_t window) {
+    return threads * 2 * window;
+  }
+
   [[nodiscard]] std::uint32_t slot(std::uint32_t thread, std::uint32_t entry,
                                    std::uint64_t round) const {
     return pool_base + thread * 2 * window + 2 * entry + static_cast<std::uint32_t>(round & 1);

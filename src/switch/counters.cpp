@@ -17,6 +17,7 @@ using CounterField = std::pair<std::string_view, std::uint64_t SwitchCounters::*
 constexpr std::array kCounterFields{
     CounterField{"rx_packets", &SwitchCounters::rx_packets},
     CounterField{"tx_packets", &SwitchCounters::tx_packets},
+    CounterField{"tx_dropped", &SwitchCounters::tx_dropped},
     CounterField{"aggregated", &SwitchCounters::aggregated},
     CounterField{"completed_full", &SwitchCounters::completed_full},
     CounterField{"completed_partial", &SwitchCounters::completed_partial},

@@ -155,9 +155,17 @@ JoinOutcome Session::complete_join(std::uint64_t now_ns) {
             [](const Identity& a, const Identity& b) { return a.key < b.key; });
   members->last_active_ns.store(now_ns, std::memory_order_relaxed);
   membership_.store(members.get(), std::memory_order_release);
-  generations_.push_back(std::move(members));
+  retire_current(now_ns);
+  current_ = std::move(members);
   pending_.fill(PendingJoin{});
   return make_outcome(JoinOutcome::Kind::ack_all, ErrorCode::none, 0, membership());
+}
+
+void Session::retire_current(std::uint64_t now_ns) {
+  while (!retired_.empty() && now_ns - retired_.front().retired_ns >= kRetiredGenerationGrace) {
+    retired_.pop_front();
+  }
+  if (current_ != nullptr) retired_.push_back({std::move(current_), now_ns});
 }
 
 JoinOutcome Session::join(const protocol::Header& header, const protocol::JoinRequest& request,
@@ -173,7 +181,7 @@ JoinOutcome Session::join(const protocol::Header& header, const protocol::JoinRe
     return make_outcome(Kind::reject_sender, ErrorCode::payload_mismatch, config_.payload);
   }
   if (request.window == 0 ||
-      std::uint64_t{request.threads} * 2 * request.window > config_.pool_size) {
+      protocol::SlotLayout::pool_slots(request.threads, request.window) > config_.pool_size) {
     return make_outcome(Kind::reject_sender, ErrorCode::pool_too_small, config_.pool_size);
   }
 

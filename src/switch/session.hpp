@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <vector>
@@ -12,7 +13,7 @@
 #include "dpa/switch.hpp"
 #include "protocol/wire.hpp"
 #include "switch/slot.hpp"
-#include "transport/transport.hpp"
+#include "transport/endpoint.hpp"
 
 namespace dpa::sw {
 
@@ -110,6 +111,10 @@ class Session {
   // in force but no longer holds the session against a new job. Returns whether it applied.
   bool leave(const protocol::Header& header, const transport::Endpoint& from);
 
+  // Replaced generations still allocated (freed kRetiredGenerationGrace after replacement, at
+  // the next join). For tests.
+  [[nodiscard]] std::size_t retired_generations() const { return retired_.size(); }
+
  private:
   struct PendingJoin {
     bool present = false;
@@ -138,9 +143,19 @@ class Session {
   std::vector<SlotState> slots_;
   std::vector<std::int32_t> values_;
 
+  // Switch threads read the current generation without a lock, one packet at a time, so a
+  // replaced generation is freed only after kRetiredGenerationGrace: no thread still holds it
+  // then, and a job that rejoins in a loop cannot grow the switch without bound.
+  struct RetiredGeneration {
+    std::unique_ptr<Membership> members;
+    std::uint64_t retired_ns = 0;
+  };
+  static constexpr std::uint64_t kRetiredGenerationGrace = 10'000'000'000;  // ns
+  void retire_current(std::uint64_t now_ns);
+
   std::atomic<const Membership*> membership_{nullptr};
-  // Earlier generations stay allocated: another thread may still be reading one.
-  std::vector<std::unique_ptr<Membership>> generations_;
+  std::unique_ptr<Membership> current_;
+  std::deque<RetiredGeneration> retired_;
   std::array<PendingJoin, protocol::kMaxWorld> pending_{};
   std::uint32_t next_generation_ = 1;
 };

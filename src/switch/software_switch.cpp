@@ -1,5 +1,7 @@
-// The software switch: one thread per UDP port, each owning the slots of the worker threads
-// that talk to its port, so no packet crosses threads and the data path takes no lock.
+// The software switch: one thread per port (a queue of a UDP or DPDK device, on a std::thread or
+// a DPDK lcore), each owning the slots of the worker threads that talk to its port, so no packet
+// crosses threads and the data path takes no lock. Replies are built in transmit buffers of the
+// queue; a result goes to every rank as one buffer (send_to_all), never as copies.
 #include "dpa/switch.hpp"
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 #include <mutex>
 #include <new>
 #include <thread>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -19,7 +22,7 @@
 #include "switch/session_memory.hpp"
 #include "switch/slot.hpp"
 #include "transport/factory.hpp"
-#include "transport/transport.hpp"
+#include "transport/send.hpp"
 
 namespace dpa {
 
@@ -47,42 +50,29 @@ class SwitchImpl {
  public:
   explicit SwitchImpl(const SwitchConfig& config) : config_(config) {
     config_.validate();
-    if (config_.dpdk) {
-      // Thread i drives queue i of the port; its UDP port is dpdk.local_port + i.
-      device_ = transport::open_device(*config_.dpdk, static_cast<std::size_t>(config_.threads));
-      for (int i = 0; i < config_.threads; ++i) {
-        transports_.push_back(transport::as_stream(device_->open_queue(static_cast<std::size_t>(i))));
-        ports_.push_back(transports_.back()->local_endpoint().port);
-      }
-    }
-    for (int i = 0; !config_.dpdk && i < config_.threads; ++i) {
-      transport::UdpOptions options;
-      options.bind_host = config_.host;
-      options.bind_port = config_.port == 0 ? 0 : static_cast<std::uint16_t>(config_.port + i);
-      options.batch = config_.batch;
-      options.socket_buffer_bytes = config_.socket_buffer_bytes;
-      transports_.push_back(transport::make_udp_transport(options));
-      ports_.push_back(transports_.back()->local_endpoint().port);
+    // Thread i drives queue i of the device: UDP port (or dpdk.local_port) + i.
+    device_ = transport::open_device(transport_config(), static_cast<std::size_t>(config_.threads));
+    for (int i = 0; i < config_.threads; ++i) {
+      queues_.push_back(device_->open_queue(static_cast<std::size_t>(i)));
+      ports_.push_back(queues_.back()->local_endpoint().port);
     }
     publish(std::make_unique<SessionTable>());
     for (const SessionConfig& session : config_.sessions) add_session(session);
-    counters_.resize(transports_.size());
-    passed_epoch_ = std::make_unique<std::atomic<std::uint64_t>[]>(transports_.size());
-    for (std::size_t i = 0; i < transports_.size(); ++i) {
-      threads_.emplace_back([this, i] { run(i); });
+    counters_.resize(queues_.size());
+    passed_epoch_ = std::make_unique<std::atomic<std::uint64_t>[]>(queues_.size());
+    for (std::size_t i = 0; i < queues_.size(); ++i) {
+      threads_.push_back(device_->launch(i, [this, i] { run(i); }));
     }
-    log().info("dpa-switch listening on {}:{} ({} thread{}{})", config_.dpdk ? config_.dpdk->local_ip : config_.host,
-               ports_[0], ports_.size(), ports_.size() == 1 ? "" : "s",
-               device_ ? ", " + device_->properties().name : std::string());
+    log().info("dpa-switch listening on {}:{} ({} thread{}, {})", config_.dpdk ? config_.dpdk->local_ip : config_.host,
+               ports_[0], ports_.size(), ports_.size() == 1 ? "" : "s", device_->properties().name);
+    for (std::size_t i = 0; i < threads_.size(); ++i) log().info("thread {} runs on {}", i, threads_[i]->where());
   }
 
   ~SwitchImpl() { stop(); }
 
   void stop() {
     stop_.store(true, std::memory_order_relaxed);
-    for (std::thread& thread : threads_) {
-      if (thread.joinable()) thread.join();
-    }
+    threads_.clear();  // waits for each run() to return
   }
 
   void add_session(const SessionConfig& config) {
@@ -147,6 +137,17 @@ class SwitchImpl {
   }
 
  private:
+  [[nodiscard]] TransportConfig transport_config() const {
+    if (config_.dpdk) return *config_.dpdk;
+    UdpTransportConfig udp;
+    udp.bind_host = config_.host;
+    udp.bind_port = config_.port;
+    udp.batch = config_.batch;
+    udp.buffers = 2 * config_.batch;  // at most two replies per received packet
+    udp.socket_buffer_bytes = config_.socket_buffer_bytes;
+    return udp;
+  }
+
   // Called with admin_mutex_ held (or from the constructor).
   void publish(std::unique_ptr<SessionTable> table) {
     table_.store(table.get(), std::memory_order_release);
@@ -180,26 +181,101 @@ class SwitchImpl {
                                      : protocol::ticks_of_ns(ns)};
   }
 
-  // Per-thread scratch: reply buffers and the send list, allocated once.
-  struct Batch {
+  // Per-thread state of one received batch: the replies it causes, built in transmit buffers of
+  // the thread's queue and sent together at its end. Every vector is sized once.
+  class Batch {
+   public:
+    Batch(transport::Queue& queue, std::size_t batch)
+        : rx(batch), queue_(queue), stash_(batch) {
+      // Every received packet yields at most two replies (a poisoned round's multicast and the
+      // sender's own error), each to at most every rank.
+      used_.reserve(2 * batch);
+      sends_.reserve(2 * batch);
+      endpoints_.reserve(2 * batch * protocol::kMaxWorld);
+      unicast_.reserve(2 * batch);
+    }
+    Batch(const Batch&) = delete;
+    Batch& operator=(const Batch&) = delete;
+    ~Batch() {
+      queue_.release(used_);
+      queue_.release(std::span(stash_.data() + stash_next_, stash_count_ - stash_next_));
+    }
+
+    // A transmit buffer for one reply, from a stash the queue refills a burst at a time; null
+    // when the pool is empty (the reply is lost; the worker retransmits).
+    transport::TxBuffer* next_buffer() {
+      if (stash_next_ == stash_count_) {
+        stash_count_ = queue_.allocate(stash_);
+        stash_next_ = 0;
+        if (stash_count_ == 0) {
+          ++counters.tx_dropped;
+          return nullptr;
+        }
+      }
+      used_.push_back(stash_[stash_next_++]);
+      return &used_.back();
+    }
+    void send(const transport::TxBuffer& buffer, const Endpoint& to) { send_to(buffer).push_back(to); }
+    // Adds destinations to the send of `buffer` started by send_to(): one buffer, many ranks.
+    std::vector<Endpoint>& send_to(const transport::TxBuffer& buffer) {
+      sends_.push_back({static_cast<std::uint32_t>(&buffer - used_.data()), endpoints_.size()});
+      return endpoints_;
+    }
+
+    // Sends the batch's replies in order (runs of unicasts as one burst, each multicast as one
+    // send_to_all), flushes, and releases their buffers.
+    void finish() {
+      for (std::size_t i = 0; i < sends_.size(); ++i) {
+        const std::size_t end = i + 1 < sends_.size() ? sends_[i + 1].first : endpoints_.size();
+        const transport::TxBuffer& buffer = used_[sends_[i].buffer];
+        const std::span<const Endpoint> to(endpoints_.data() + sends_[i].first, end - sends_[i].first);
+        if (to.size() == 1) {
+          unicast_.push_back({&buffer, to[0]});
+          continue;
+        }
+        send_unicasts();
+        const std::size_t served = queue_.send_to_all(buffer, to);
+        counters.tx_packets += served;
+        counters.tx_dropped += to.size() - served;
+      }
+      send_unicasts();
+      queue_.flush();
+      queue_.release(used_);
+      used_.clear();
+      sends_.clear();
+      endpoints_.clear();
+    }
+
     std::vector<transport::RxPacket> rx;
-    std::vector<std::vector<std::byte>> buffers;
-    std::size_t buffers_used = 0;
-    std::vector<transport::TxPacket> tx;
     SwitchCounters counters;
 
-    std::byte* next_buffer() { return buffers[buffers_used++].data(); }
+   private:
+    struct Send {
+      std::uint32_t buffer = 0;  // index in used_
+      std::size_t first = 0;     // its destinations: endpoints_[first, next send's first)
+    };
+
+    void send_unicasts() {
+      if (unicast_.empty()) return;
+      const std::size_t sent = transport::send_all(queue_, unicast_);
+      counters.tx_packets += sent;
+      counters.tx_dropped += unicast_.size() - sent;
+      unicast_.clear();
+    }
+
+    transport::Queue& queue_;
+    std::vector<transport::TxBuffer> stash_;
+    std::size_t stash_next_ = 0;
+    std::size_t stash_count_ = 0;
+    std::vector<transport::TxBuffer> used_;  // this batch's reply buffers (reserved: never moves)
+    std::vector<Send> sends_;
+    std::vector<Endpoint> endpoints_;
+    std::vector<transport::TxRequest> unicast_;
   };
 
   void run(std::size_t index) {
-    transport::Transport& io = *transports_[index];
-    Batch batch;
-    batch.rx.resize(config_.batch);
-    // Every received packet yields at most two reply buffers (a poisoned round's multicast
-    // and the sender's own error).
-    batch.buffers.assign(2 * config_.batch,
-                         std::vector<std::byte>(protocol::kHeaderSize + 4 * protocol::kMaxPayload));
-    batch.tx.reserve(config_.batch * (protocol::kMaxWorld + 1));
+    transport::Queue& io = *queues_[index];
+    Batch batch(io, config_.batch);
     constexpr auto kStopCheck = std::chrono::milliseconds(20);
 
     const auto spin = std::chrono::nanoseconds(config_.busy_poll);
@@ -219,10 +295,7 @@ class SwitchImpl {
         handle(index, sessions, batch.rx[i], now, batch);
       }
       batch.counters.rx_packets += received;
-      batch.counters.tx_packets += batch.tx.size();
-      if (!batch.tx.empty()) io.send(batch.tx);
-      batch.tx.clear();
-      batch.buffers_used = 0;
+      batch.finish();
       std::lock_guard lock(counters_mutex_);
       counters_[index] = batch.counters;
     }
@@ -230,9 +303,11 @@ class SwitchImpl {
   }
 
   void send_header(Batch& batch, const Header& header, const Endpoint& to) {
-    std::byte* buffer = batch.next_buffer();
-    protocol::encode(header, buffer);
-    batch.tx.push_back({buffer, static_cast<std::uint32_t>(protocol::kHeaderSize), to});
+    transport::TxBuffer* buffer = batch.next_buffer();
+    if (buffer == nullptr) return;
+    protocol::encode(header, buffer->payload);
+    buffer->size = static_cast<std::uint32_t>(protocol::kHeaderSize);
+    batch.send(*buffer, to);
   }
 
   void send_error(Batch& batch, const Header& request, ErrorCode code, std::uint32_t expected,
@@ -309,11 +384,12 @@ class SwitchImpl {
         Header error = sw::error_reply(h, outcome.error, outcome.expected);
         error.rank = outcome.culprit_rank;
         error.bitmap = std::uint64_t{outcome.culprit_value} << 32 | outcome.culprit_address;
-        std::byte* buffer = batch.next_buffer();
-        protocol::encode(error, buffer);
-        for (const Endpoint& to : outcome.notify) {
-          ++batch.counters.errors_sent;
-          batch.tx.push_back({buffer, static_cast<std::uint32_t>(protocol::kHeaderSize), to});
+        if (transport::TxBuffer* buffer = batch.next_buffer()) {
+          protocol::encode(error, buffer->payload);
+          buffer->size = static_cast<std::uint32_t>(protocol::kHeaderSize);
+          std::vector<Endpoint>& to = batch.send_to(*buffer);
+          to.insert(to.end(), outcome.notify.begin(), outcome.notify.end());
+          batch.counters.errors_sent += outcome.notify.size();
         }
         log().warn("session {}: join rejected: {} (rank {} at {} uses {}, the others {})",
                    h.session, protocol::to_string(outcome.error), outcome.culprit_rank,
@@ -344,16 +420,18 @@ class SwitchImpl {
     ack.count = static_cast<std::uint16_t>(reply.words());
     ack.bitmap = members.joined;
     ack.seq = members.generation;
-    std::byte* buffer = batch.next_buffer();
-    protocol::encode(ack, buffer);
-    protocol::encode(reply, buffer + protocol::kHeaderSize);
-    const auto size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * reply.words());
+    transport::TxBuffer* buffer = batch.next_buffer();
+    if (buffer == nullptr) return;
+    protocol::encode(ack, buffer->payload);
+    protocol::encode(reply, buffer->payload + protocol::kHeaderSize);
+    buffer->size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * reply.words());
     if (outcome.kind == Kind::ack_sender) {
-      batch.tx.push_back({buffer, size, from});
+      batch.send(*buffer, from);
       return;
     }
+    std::vector<Endpoint>& to = batch.send_to(*buffer);
     for (std::uint32_t r = 0; r < protocol::kMaxWorld; ++r) {
-      if (members.has(r)) batch.tx.push_back({buffer, size, members.endpoints[r][0]});
+      if (members.has(r)) to.push_back(members.endpoints[r][0]);
     }
     log().info("session {}: generation {} joined by {} ranks ({} threads, window {})", h.session,
                members.generation, world, members.threads, members.window);
@@ -462,13 +540,15 @@ class SwitchImpl {
   void send_poisoned(const sw::SlotState& slot, const Header& request, const sw::Membership& members,
                      std::uint32_t thread, const Endpoint& from, Batch& batch) {
     const Header error = sw::reply_header(slot, sw::SlotAction::multicast_error, request, members.token);
-    std::byte* buffer = batch.next_buffer();
-    protocol::encode(error, buffer);
-    for (std::uint32_t r = 0; r < protocol::kMaxWorld; ++r) {
-      if (!members.has(r)) continue;
-      ++batch.counters.errors_sent;
-      batch.tx.push_back({buffer, static_cast<std::uint32_t>(protocol::kHeaderSize),
-                          members.endpoints[r][thread]});
+    if (transport::TxBuffer* buffer = batch.next_buffer()) {
+      protocol::encode(error, buffer->payload);
+      buffer->size = static_cast<std::uint32_t>(protocol::kHeaderSize);
+      std::vector<Endpoint>& to = batch.send_to(*buffer);
+      for (std::uint32_t r = 0; r < protocol::kMaxWorld; ++r) {
+        if (!members.has(r)) continue;
+        ++batch.counters.errors_sent;
+        to.push_back(members.endpoints[r][thread]);
+      }
     }
     if (request.op_id != slot.op_id) {
       ++batch.counters.errors_sent;
@@ -480,26 +560,28 @@ class SwitchImpl {
   void send_result(sw::Session& session, const sw::SlotState& slot, sw::SlotAction action,
                    const Header& request, const sw::Membership& members, std::uint32_t thread,
                    const Endpoint& from, Batch& batch) {
-    std::byte* buffer = batch.next_buffer();
-    protocol::encode(sw::reply_header(slot, action, request, members.token), buffer);
+    transport::TxBuffer* buffer = batch.next_buffer();
+    if (buffer == nullptr) return;
+    protocol::encode(sw::reply_header(slot, action, request, members.token), buffer->payload);
     const std::span<const std::int32_t> values = session.values(request.slot);
-    quant::int32_to_wire(values.data(), values.size(), buffer + protocol::kHeaderSize);
-    const auto size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * values.size());
+    quant::int32_to_wire(values.data(), values.size(), buffer->payload + protocol::kHeaderSize);
+    buffer->size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * values.size());
     if (action != sw::SlotAction::multicast_result) {
-      batch.tx.push_back({buffer, size, from});
+      batch.send(*buffer, from);
       return;
     }
-    // The multicast: one buffer, one datagram per rank, all in the same sendmmsg batch.
+    // The multicast: one buffer for every rank (send_to_all shares it, never copies it).
+    std::vector<Endpoint>& to = batch.send_to(*buffer);
     for (std::uint32_t r = 0; r < protocol::kMaxWorld; ++r) {
-      if (members.has(r)) batch.tx.push_back({buffer, size, members.endpoints[r][thread]});
+      if (members.has(r)) to.push_back(members.endpoints[r][thread]);
     }
   }
 
   SwitchConfig config_;
-  std::unique_ptr<transport::Device> device_;  // DPDK only; outlives the queues below
-  std::vector<std::unique_ptr<transport::Transport>> transports_;
+  std::unique_ptr<transport::Device> device_;  // outlives the queues and threads below
+  std::vector<std::unique_ptr<transport::Queue>> queues_;
   std::vector<std::uint16_t> ports_;
-  std::vector<std::thread> threads_;
+  std::vector<std::unique_ptr<transport::QueueThread>> threads_;  // thread i drives queues_[i]
   std::atomic<bool> stop_{false};
   std::atomic<std::uint32_t> manual_ticks_{0};
 

@@ -1,12 +1,10 @@
 #include <arpa/inet.h>
 
-#include <charconv>
 #include <cstdint>
 #include <limits>
 #include <set>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 
 #include <fmt/format.h>
@@ -15,6 +13,7 @@
 #include "api/json_fields.hpp"
 #include "api/transport_json.hpp"
 #include "dpa/error.hpp"
+#include "dpa/host_port.hpp"
 #include "dpa/switch.hpp"
 #include "protocol/wire.hpp"
 #include "switch/session_memory.hpp"
@@ -52,19 +51,13 @@ FieldReader<Target> reader_for(Field Target::*member) {
   return detail::reader_for<detail::IntegerWording::plain>(member);
 }
 
-// "a.b.c.d" or "a.b.c.d:port"; the address itself is checked by SessionConfig::validate.
+// "a.b.c.d" or "a.b.c.d:port" (port 0: any); the address itself is checked by
+// SessionConfig::validate.
 WorkerAddress parse_worker(const json& value, const std::string& where) {
   std::string text;
   read_json(value, where, text);
-  const auto colon = text.rfind(':');
-  if (colon == std::string::npos) return WorkerAddress{text, 0};
-  std::uint16_t port = 0;
-  const char* const end = text.data() + text.size();
-  const auto [stop, error] = std::from_chars(text.data() + colon + 1, end, port);
-  if (error != std::errc{} || stop != end) {
-    fail(fmt::format("{}: \"{}\": expected \"a.b.c.d\" or \"a.b.c.d:port\"", where, text));
-  }
-  return WorkerAddress{text.substr(0, colon), port};
+  const HostPort address = parse_host_port(text, where + ": ", 0, 0);
+  return WorkerAddress{address.host, address.port};
 }
 
 void read_workers(const json& value, const std::string& where, std::vector<WorkerAddress>& out) {

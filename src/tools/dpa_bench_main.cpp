@@ -12,16 +12,16 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <charconv>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
 
-#include "api/env.hpp"
 #include "dpa/context.hpp"
+#include "dpa/env.hpp"
 #include "dpa/error.hpp"
+#include "dpa/host_port.hpp"
 #include "dpa/switch.hpp"
 #include "tools/process.hpp"
 
@@ -79,19 +79,6 @@ std::size_t parse_size(const std::string& text) {
   return static_cast<std::size_t>(value * scale);
 }
 
-// "host" or "host:port" (port in [1, 65535]).
-std::pair<std::string, std::uint16_t> split_address(const std::string& address) {
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos) return {address, dpa::Config{}.switch_port};
-  std::uint16_t port = 0;
-  const char* const end = address.data() + address.size();
-  const auto [stop, error] = std::from_chars(address.data() + colon + 1, end, port);
-  if (error != std::errc{} || stop != end || port == 0 || colon == 0) {
-    throw dpa::ConfigError("--switch \"" + address + "\": expected host or host:port with a port in [1, 65535]");
-  }
-  return {address.substr(0, colon), port};
-}
-
 // The transport section of --transport-config for `rank`: "{rank}" in its strings becomes the
 // rank, so one file serves every local rank (its own memif socket, file prefix, address, core).
 dpa::TransportConfig rank_transport(const Settings& s, int rank) {
@@ -122,7 +109,11 @@ dpa::Config worker_config(const Settings& s) {
   dpa::Config config = dpa::Config::from_env();
   if (s.ranks) config.world_size = *s.ranks;
   if (s.rank) config.rank = *s.rank;
-  if (s.switch_address) std::tie(config.switch_host, config.switch_port) = split_address(*s.switch_address);
+  if (s.switch_address) {
+    const dpa::HostPort address = dpa::parse_host_port(*s.switch_address, "--switch ", config.switch_port);
+    config.switch_host = address.host;
+    config.switch_port = address.port;
+  }
   if (s.threads) config.threads = *s.threads;
   if (s.window) config.window = *s.window;
   if (s.rto_us) {
@@ -149,8 +140,8 @@ dpa::Config worker_config(const Settings& s) {
 // The launcher's ranks: --ranks, else DPA_WORLD_SIZE / WORLD_SIZE (or DPA_CONFIG), else 2.
 int launcher_ranks(const Settings& s, const dpa::Config& from_env) {
   if (s.ranks) return *s.ranks;
-  const bool configured = dpa::detail::env_string("DPA_WORLD_SIZE") || dpa::detail::env_string("WORLD_SIZE") ||
-                          dpa::detail::env_string("DPA_CONFIG");
+  const bool configured = dpa::env_string("DPA_WORLD_SIZE") || dpa::env_string("WORLD_SIZE") ||
+                          dpa::env_string("DPA_CONFIG");
   return configured ? from_env.world_size : kDefaultRanks;
 }
 
@@ -306,12 +297,12 @@ std::vector<json> run_mode(const Settings& s, const std::string& mode) {
   const dpa::Config config = worker_config(resolved);
   std::unique_ptr<dpa::SoftwareSwitch> sw;
   std::string switch_address = config.switch_host + ":" + std::to_string(config.switch_port);
-  if (!s.switch_address && !dpa::detail::env_string("DPA_SWITCH")) {
+  if (!s.switch_address && !dpa::env_string("DPA_SWITCH")) {
     dpa::SessionConfig session;
     session.id = config.session;
     session.world_size = config.world_size;
     session.payload = config.payload != 0 ? config.payload : kDefaultPayload;
-    session.pool_size = static_cast<std::uint32_t>(std::max(4096, 2 * config.threads * config.window));
+    session.pool_size = std::max<std::uint32_t>(4096, config.pool_slots());
     session.straggler_timeout = std::chrono::microseconds(s.straggler_timeout_us);
     dpa::SwitchConfig switch_config;
     switch_config.port = 0;

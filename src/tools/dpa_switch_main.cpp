@@ -1,6 +1,5 @@
 // dpa-switch: the software switch as a program. Sessions come from a JSON config and/or flags.
 #include <CLI/CLI.hpp>
-#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -10,6 +9,7 @@
 #include "api/logging.hpp"
 #include "switch/control_channel.hpp"
 #include "dpa/error.hpp"
+#include "dpa/host_port.hpp"
 #include "dpa/switch.hpp"
 
 namespace {
@@ -17,17 +17,8 @@ namespace {
 std::vector<dpa::WorkerAddress> parse_workers(const std::vector<std::string>& specs) {
   std::vector<dpa::WorkerAddress> workers;
   for (const std::string& spec : specs) {
-    dpa::WorkerAddress address;
-    const auto colon = spec.rfind(':');
-    address.host = spec.substr(0, colon);
-    if (colon != std::string::npos) {
-      const char* const end = spec.data() + spec.size();
-      const auto [stop, error] = std::from_chars(spec.data() + colon + 1, end, address.port);
-      if (error != std::errc{} || stop != end) {
-        throw dpa::ConfigError("--workers " + spec + ": expected ip or ip:port with a port in [0, 65535]");
-      }
-    }
-    workers.push_back(address);
+    const dpa::HostPort address = dpa::parse_host_port(spec, "--workers ", 0, 0);
+    workers.push_back(dpa::WorkerAddress{address.host, address.port});
   }
   return workers;
 }

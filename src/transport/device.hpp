@@ -4,10 +4,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "transport/queue.hpp"
+#include "transport/queue_thread.hpp"
 
 namespace dpa::transport {
 
@@ -29,6 +31,10 @@ class Device {
   // Queue `index` (0 .. properties().queues - 1) listens on the device's base port + index;
   // each index opens once.
   virtual std::unique_ptr<Queue> open_queue(std::size_t index) = 0;
+
+  // Starts the thread that drives queue `index` with `body` (a runner's loop): a std::thread on
+  // sockets, a free worker lcore of the EAL under DPDK (see dpdk.cores).
+  virtual std::unique_ptr<QueueThread> launch(std::size_t index, std::function<void()> body) = 0;
 };
 
 }  // namespace dpa::transport

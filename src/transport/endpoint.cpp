@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "dpa/error.hpp"
-#include "transport/transport.hpp"
+#include "transport/endpoint.hpp"
 
 namespace dpa::transport {
 

@@ -174,11 +174,13 @@ class FaultInjector final : public Queue {
     return earliest;
   }
 
-  // Sends outgoing_, then gives the copies it referenced back to the inner queue.
+  // Sends outgoing_ (at once: held packets leave from receive() too), then gives the copies it
+  // referenced back to the inner queue.
   void flush_outgoing() {
     if (!outgoing_.empty()) {
       const std::size_t taken = inner_->send(outgoing_);
       injected_.tx_errors += outgoing_.size() - taken;
+      inner_->flush();
     }
     outgoing_.clear();
     inner_->release(releasing_);

@@ -9,19 +9,26 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "dpa/context.hpp"
 #include "dpa/switch.hpp"
 #include "protocol/wire.hpp"
+#include "quant/quant.hpp"
 #include "switch/control_channel.hpp"
 #include "tools/process.hpp"
-#include "transport/transport.hpp"
+#include "transport/send.hpp"
+#include "transport/socket/udp_device.hpp"
 
 namespace {
 
@@ -142,6 +149,105 @@ INSTANTIATE_TEST_SUITE_P(
       const SizeCase& c = param_info.param;
       return "N" + std::to_string(c.world) + "_" + std::to_string(c.count) + "_" + c.dtype + "_" + c.op;
     });
+
+// --- A caller that does the block floating point itself (the GPU path) -----------------------
+
+// Rank `rank`'s input: blocks of different magnitudes, one of zeros, one with a NaN, a short last.
+std::vector<float> block_float_input(int rank, std::size_t count, std::size_t payload) {
+  std::mt19937 rng(static_cast<unsigned>(rank + 1));
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::vector<float> values(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t block = i / payload;
+    values[i] = block == 3 ? 0.0f : std::ldexp(unit(rng), static_cast<int>(block % 7) * 9 - 30);
+  }
+  if (rank == 1) values[5 * payload + 2] = std::nanf("");
+  return values;
+}
+
+// Each rank reduces its input twice, once as usual and once with the options, and finishes the
+// wire result as dpa/block_float.hpp says: the two must agree bit for bit.
+void reduce_both_ways(int rank, int world, std::uint16_t port, std::size_t count,
+                      dpa::ReduceOp op) {
+  dpa::Config config;
+  config.rank = rank;
+  config.world_size = world;
+  config.switch_port = port;
+  config.threads = 2;
+  config.window = 4;
+  dpa::Context context(config);
+  const std::size_t payload = context.payload();
+  const std::size_t blocks = (count + payload - 1) / payload;
+  const std::vector<float> input = block_float_input(rank, count, payload);
+  dpa::AllreduceOptions options;
+  options.op = op;
+  std::vector<float> expected(count);
+  context.allreduce(input.data(), expected.data(), count, dpa::DataType::float32, options);
+
+  std::vector<std::int8_t> exponents(blocks);
+  for (std::size_t b = 0; b < blocks; ++b) {
+    exponents[b] = dpa::quant::block_exponent(input.data() + b * payload,
+                                              std::min(payload, count - b * payload));
+  }
+  std::vector<dpa::block_float::WireBlock> wire_blocks(blocks);
+  options.block_exponents = exponents.data();
+  options.wire_result = wire_blocks.data();
+  std::vector<float> wire = input;  // in place, as the torch backend runs it
+  context.allreduce(wire.data(), wire.data(), count, dpa::DataType::float32, options);
+  std::vector<float> finished(count);
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const std::size_t n = std::min(payload, count - b * payload);
+    ASSERT_NE(wire_blocks[b].divisor, 0u) << "rank " << rank << " missed block " << b;
+    EXPECT_EQ(wire_blocks[b].divisor, op == dpa::ReduceOp::avg ? static_cast<std::uint32_t>(world) : 1u);
+    dpa::quant::dequantize(reinterpret_cast<const std::byte*>(wire.data() + b * payload), n,
+                           wire_blocks[b].exponent, world, wire_blocks[b].divisor,
+                           finished.data() + b * payload);
+  }
+  EXPECT_EQ(std::memcmp(finished.data(), expected.data(), 4 * count), 0) << "rank " << rank;
+}
+
+TEST(Integration, CallerBlockExponentsAndWireResultReproduceTheHostResultBitForBit) {
+  for (const dpa::ReduceOp op : {dpa::ReduceOp::sum, dpa::ReduceOp::avg}) {
+    constexpr int kWorld = 3;
+    dpa::SoftwareSwitch sw(switch_config(session_config(kWorld)));
+    std::vector<std::future<void>> ranks;
+    for (int rank = 0; rank < kWorld; ++rank) {
+      ranks.push_back(std::async(std::launch::async, reduce_both_ways, rank, kWorld, sw.port(),
+                                 std::size_t{10 * 256 + 77}, op));
+    }
+    for (auto& rank : ranks) rank.get();
+  }
+}
+
+TEST(Integration, CallerBlockFloatOptionsAreCheckedAtSubmission) {
+  dpa::SoftwareSwitch sw(switch_config(session_config(1)));
+  dpa::Config config;
+  config.switch_port = sw.port();
+  dpa::Context context(config);
+  std::vector<float> values(600, 1.0f);
+  std::vector<std::int8_t> exponents{1, -100, 1};  // -100 < kExpMin
+  dpa::AllreduceOptions options;
+  options.block_exponents = exponents.data();
+  try {
+    context.allreduce(values.data(), values.data(), values.size(), dpa::DataType::float32, options);
+    ADD_FAILURE() << "an invalid exponent was accepted";
+  } catch (const dpa::ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("block_exponents[1] = -100"));
+  }
+  std::vector<dpa::block_float::WireBlock> blocks(3);
+  dpa::AllreduceOptions wire_options;
+  wire_options.wire_result = blocks.data();
+  std::vector<std::int32_t> ints(600, 1);
+  try {
+    context.allreduce(ints.data(), ints.data(), ints.size(), dpa::DataType::int32, wire_options);
+    ADD_FAILURE() << "wire_result was accepted for int32";
+  } catch (const dpa::ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("float32 only"));
+  }
+  // The context is still usable.
+  context.allreduce(ints.data(), ints.data(), ints.size(), dpa::DataType::int32);
+  EXPECT_EQ(ints[0], 1);
+}
 
 TEST(Integration, SixtyFourMiBFloatAndIntOverMultipleThreads) {
   auto session = session_config(4, 2048);
@@ -363,14 +469,14 @@ TEST(Integration, DataTypeMismatchFailsEveryRankThenMatchedOperationsWork) {
 
 TEST(Integration, MalformedPacketsAreDroppedAndTheSwitchKeepsWorking) {
   dpa::SoftwareSwitch sw(switch_config(session_config(2)));
-  auto sender = dpa::transport::make_udp_transport({.bind_host = "127.0.0.1"});
+  auto sender = dpa::transport::socket::open_udp_queue({.bind_host = "127.0.0.1"});
   const dpa::transport::Endpoint target{0x7f000001, sw.port()};
   std::vector<std::byte> garbage(100, std::byte{0xAB});
   std::vector<std::byte> short_packet(7, std::byte{0x01});
-  std::vector<dpa::transport::TxPacket> packets = {
-      {garbage.data(), static_cast<std::uint32_t>(garbage.size()), target},
-      {short_packet.data(), static_cast<std::uint32_t>(short_packet.size()), target}};
-  for (int i = 0; i < 50; ++i) sender->send(packets);
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(dpa::transport::send_datagram(*sender, garbage, target));
+    ASSERT_TRUE(dpa::transport::send_datagram(*sender, short_packet, target));
+  }
   Scenario scenario;
   scenario.world = 2;
   scenario.worker_args = {"--count", "5000"};

@@ -28,7 +28,7 @@ TEST(SwitchCli, StartUpErrorsNameTheSettingAndExitNonZero) {
        "dpa-switch: invalid switch config: session 1: pool_size 4294967294 x payload 16320 needs"},
       {{"--world-size", "2", "--max-memory-mb", "0"}, "switch.max_memory_mb 0 out of range [1, 1048576]"},
       {{"--world-size", "2", "--max-sessions", "0"}, "switch.max_sessions 0 out of range [1, 65536]"},
-      {{"--world-size", "2", "--workers", "10.0.0.1:http"}, "--workers 10.0.0.1:http: expected ip or ip:port"},
+      {{"--world-size", "2", "--workers", "10.0.0.1:http"}, "--workers \"10.0.0.1:http\": expected host or host:port with a port in [0, 65535]"},
       {{"--control-port", "0", "--control-idle-timeout-ms", "-1"}, "--control-idle-timeout-ms -1 out of range"},
       {{"--control-port", "0", "--control-max-clients", "0"}, "--control-max-clients 0 out of range"},
       {{"--config", "/nonexistent/softswitch.json"}, "/nonexistent/softswitch.json"},

@@ -1,5 +1,6 @@
 """CUDA tensors through dpa: staged through pinned host memory on side streams that wait for the
-caller's stream. Skipped where torch sees no CUDA device (every rank may share one GPU)."""
+caller's stream, with the block floating point on the GPU where the extension has the kernels.
+Skipped where torch sees no CUDA device (every rank may share one GPU)."""
 
 import pytest
 import torch
@@ -7,7 +8,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from harness import init_dpa, run_ranks
+from harness import PAYLOAD, init_dpa, run_ranks
 from test_allreduce import DTYPES, MODES, check, make_input
 from test_ddp import STEPS, make_batch, make_model
 
@@ -64,6 +65,56 @@ def cuda_worker(rank, world, init_file):
 @pytest.mark.parametrize("mode", list(MODES))
 def test_cuda_allreduce(mode):
     run_ranks(cuda_worker, 2, env=MODES[mode], timeout=300)
+
+
+def edge_input(rank, size, dtype, seed):
+    """make_input plus the edge cases of block floating point: a block of zeros, denormals, a
+    NaN (rank 1), an infinity (rank 2) and values beyond 2^126 (float32, bfloat16)."""
+    values = make_input(rank, (size,), torch.float32, seed)
+    blocks = [values[b:b + PAYLOAD] for b in range(0, size, PAYLOAD)]
+    if len(blocks) > 5:
+        blocks[1].zero_()
+        blocks[2].mul_(2.0**-140 if dtype != torch.float16 else 2.0**-20)
+        if rank == 1:
+            blocks[3][7] = float("nan")
+        if rank == 2:
+            blocks[4][0] = float("-inf")
+        if dtype != torch.float16:
+            blocks[5][1] = 2.0**127
+    return values.to(dtype)
+
+
+def same_bits(a, b):
+    """Bit for bit, except that a NaN need only be a NaN: torch's own CPU conversion to bfloat16
+    writes NaN as 0xffff or 0x7fc0 depending on the element's position."""
+    nan = torch.isnan(a)
+    if not torch.equal(nan, torch.isnan(b)):
+        return False
+    integer = {4: torch.int32, 2: torch.int16}[a.element_size()]
+    return torch.equal(a[~nan].view(integer), b[~nan].view(integer))
+
+
+def cuda_bits_worker(rank, world, init_file):
+    init_dpa(rank, world, init_file)
+    device = torch.device("cuda", rank % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    seed = 100
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        for size in [1, 2049, 7 * PAYLOAD + 5, (1 << 20) + 3]:
+            seed += 1
+            data = edge_input(rank, size, dtype, seed)
+            for op_name, op in (("SUM", dist.ReduceOp.SUM), ("AVG", dist.ReduceOp.AVG)):
+                on_host = data.clone()
+                dist.all_reduce(on_host, op=op)
+                on_device = data.to(device)
+                dist.all_reduce(on_device, op=op)
+                assert same_bits(on_device.cpu(), on_host), f"{dtype} {op_name} size {size}"
+    return True
+
+
+@pytest.mark.parametrize("mode", ["worksteal", "pipeline"])
+def test_cuda_result_equals_the_cpu_result_bit_for_bit(mode):
+    run_ranks(cuda_bits_worker, 3, env=MODES[mode], timeout=300)
 
 
 def cuda_ddp_worker(rank, world, init_file):

@@ -20,7 +20,8 @@
 #include "protocol/byte_order.hpp"
 #include "protocol/wire.hpp"
 #include "switch/slot.hpp"
-#include "transport/transport.hpp"
+#include "transport/send.hpp"
+#include "transport/socket/udp_device.hpp"
 
 namespace dpa::sw {
 
@@ -784,18 +785,17 @@ struct Reply {
 class RawClient {
  public:
   RawClient() {
-    transport::UdpOptions options;
+    UdpTransportConfig options;
     options.bind_host = "127.0.0.1";
     options.batch = 16;
     options.socket_buffer_bytes = 1 << 20;
-    io_ = transport::make_udp_transport(options);
+    io_ = transport::socket::open_udp_queue(options);
   }
 
   [[nodiscard]] std::uint16_t port() const { return io_->local_endpoint().port; }
 
   void send(const Bytes& datagram, const Endpoint& to) {
-    const transport::TxPacket packet{datagram.data(), static_cast<std::uint32_t>(datagram.size()), to};
-    io_->send(std::span(&packet, 1));
+    ASSERT_TRUE(transport::send_datagram(*io_, datagram, to));
   }
 
   // The next reply, waiting at most kReplyTimeout. Replies that do not decode are test failures.
@@ -824,7 +824,7 @@ class RawClient {
   }
 
  private:
-  std::unique_ptr<transport::Transport> io_;
+  std::unique_ptr<transport::Queue> io_;
   std::deque<Reply> pending_;
 };
 

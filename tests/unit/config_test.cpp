@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "api/env.hpp"
 #include "dpa/config.hpp"
+#include "dpa/env.hpp"
 #include "dpa/error.hpp"
 #include "dpa/switch.hpp"
 #include "dpa/types.hpp"
@@ -592,20 +592,44 @@ TEST_F(EnvTest, BooleanSpellings) {
 }
 
 TEST_F(EnvTest, EnvHelpers) {
-  EXPECT_EQ(dpa::detail::env_string("DPA_TEST_FLAG"), std::nullopt);
-  EXPECT_TRUE(dpa::detail::env_flag("DPA_TEST_FLAG", true));
-  EXPECT_FALSE(dpa::detail::env_flag("DPA_TEST_FLAG", false));
+  EXPECT_EQ(dpa::env_string("DPA_TEST_FLAG"), std::nullopt);
+  EXPECT_TRUE(dpa::env_flag("DPA_TEST_FLAG", true));
+  EXPECT_FALSE(dpa::env_flag("DPA_TEST_FLAG", false));
 
   set("DPA_TEST_FLAG", "");  // empty counts as unset
-  EXPECT_EQ(dpa::detail::env_string("DPA_TEST_FLAG"), std::nullopt);
-  EXPECT_TRUE(dpa::detail::env_flag("DPA_TEST_FLAG", true));
+  EXPECT_EQ(dpa::env_string("DPA_TEST_FLAG"), std::nullopt);
+  EXPECT_TRUE(dpa::env_flag("DPA_TEST_FLAG", true));
 
   set("DPA_TEST_FLAG", "off");
-  EXPECT_EQ(dpa::detail::env_string("DPA_TEST_FLAG"), "off");
-  EXPECT_FALSE(dpa::detail::env_flag("DPA_TEST_FLAG", true));
+  EXPECT_EQ(dpa::env_string("DPA_TEST_FLAG"), "off");
+  EXPECT_FALSE(dpa::env_flag("DPA_TEST_FLAG", true));
 
   set("DPA_TEST_FLAG", "2");
-  EXPECT_THROW(dpa::detail::env_flag("DPA_TEST_FLAG", true), dpa::ConfigError);
+  EXPECT_THROW(dpa::env_flag("DPA_TEST_FLAG", true), dpa::ConfigError);
+}
+
+TEST_F(EnvTest, EnvInteger) {
+  EXPECT_EQ(dpa::env_integer("DPA_TEST_FLAG", 1, 10), std::nullopt);
+  set("DPA_TEST_FLAG", "10");
+  EXPECT_EQ(dpa::env_integer("DPA_TEST_FLAG", 1, 10), 10);
+  set("DPA_TEST_FLAG", "-3");
+  EXPECT_EQ(dpa::env_integer("DPA_TEST_FLAG", -5, 0), -3);
+  for (const char* bad : {"11", "0", "4k", " 4", "0x4", "99999999999999999999"}) {
+    set("DPA_TEST_FLAG", bad);
+    EXPECT_THAT(config_error([] { (void)dpa::env_integer("DPA_TEST_FLAG", 1, 10); }),
+                HasSubstr("DPA_TEST_FLAG=\"" + std::string(bad) + "\": expected an integer in [1, 10]"))
+        << bad;
+  }
+}
+
+TEST(ConfigPoolSlots, TwoSlotsPerWindowEntryOfEveryThread) {
+  dpa::Config config;
+  config.threads = 4;
+  config.window = 64;
+  EXPECT_EQ(config.pool_slots(), 512u);
+  config.threads = 64;
+  config.window = 4096;
+  EXPECT_EQ(config.pool_slots(), 524288u);
 }
 
 // ---- Switch config ------------------------------------------------------------------------
@@ -839,7 +863,7 @@ TEST(SwitchCounters, AddAndPrint) {
     names.push_back(name);
     values[name] = value;
   }
-  EXPECT_EQ(names.size(), 19u);
+  EXPECT_EQ(names.size(), 20u);
   EXPECT_EQ(names.front(), "rx_packets");
   EXPECT_EQ(names.back(), "leaves");
   EXPECT_EQ(values["rx_packets"], 12u);

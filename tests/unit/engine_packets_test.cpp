@@ -31,8 +31,9 @@
 #include "protocol/byte_order.hpp"
 #include "protocol/wire.hpp"
 #include "quant/quant.hpp"
-#include "transport/transport.hpp"
+#include "transport/device.hpp"
 #include "engine_test_packets.hpp"
+#include "memory_queue.hpp"
 
 namespace dpa::detail {
 namespace {
@@ -49,7 +50,6 @@ constexpr std::chrono::milliseconds kPacketWait{2000};  // bound on waiting for 
 constexpr std::chrono::milliseconds kOpWait{3000};      // bound on waiting for an operation
 
 const Endpoint kStranger{0x7f000001, 4243};
-const Endpoint kLocal{0x7f000001, 40000};
 
 // Slot and sequence number of round r of window entry e (thread 0): entries alternate between
 // slots 2e and 2e + 1 of the pool; round r is the slot's (r / 2 + 1)-th use.
@@ -99,13 +99,14 @@ struct Incoming {
 class Wire {
  public:
   // ---- engine side
-  void on_send(std::span<const transport::TxPacket> packets) {
+  void on_send(std::span<const transport::TxRequest> packets) {
     {
       std::lock_guard lock(mutex_);
-      for (const transport::TxPacket& packet : packets) {
+      for (const transport::TxRequest& packet : packets) {
         Sent s;
         s.index = log_.size();
-        s.bytes.assign(packet.data, packet.data + packet.size);
+        const std::span<const std::byte> bytes = packet.buffer->bytes();
+        s.bytes.assign(bytes.begin(), bytes.end());
         s.to = packet.to;
         std::span<const std::byte> payload;
         s.status = protocol::decode(s.bytes, s.h, payload);
@@ -178,33 +179,35 @@ class Wire {
   std::deque<Incoming> inbox_;
 };
 
-class FakeTransport final : public transport::Transport {
+// The engine's device: its queue sends onto the wire and receives from it; its thread is a
+// std::thread, as on sockets.
+class FakeDevice final : public transport::Device {
  public:
-  explicit FakeTransport(std::shared_ptr<Wire> wire) : wire_(std::move(wire)) {}
+  explicit FakeDevice(std::shared_ptr<Wire> wire) : wire_(std::move(wire)) {}
 
-  std::size_t receive(std::span<transport::RxPacket> out, std::chrono::nanoseconds timeout) override {
-    held_ = wire_->take_replies(out.size(), timeout);  // the previous batch's buffers go here
-    for (std::size_t i = 0; i < held_.size(); ++i) {
-      out[i] = {std::span<std::byte>(held_[i].bytes), held_[i].from};
-    }
-    ++counters_.rx_syscalls;
-    counters_.rx_packets += held_.size();
-    return held_.size();
+  [[nodiscard]] transport::DeviceProperties properties() const override {
+    return {.name = "fake", .max_payload = transport::testing::MemoryQueue::kCapacity, .queues = 1};
   }
 
-  void send(std::span<const transport::TxPacket> packets) override {
-    ++counters_.tx_syscalls;
-    counters_.tx_packets += packets.size();
-    wire_->on_send(packets);
+  std::unique_ptr<transport::Queue> open_queue(std::size_t /*index*/) override {
+    auto held = std::make_shared<std::vector<Incoming>>();  // the last batch's packets
+    return std::make_unique<transport::testing::MemoryQueue>(
+        [wire = wire_](std::span<const transport::TxRequest> packets) { wire->on_send(packets); },
+        [wire = wire_, held](std::span<transport::RxPacket> out, std::chrono::nanoseconds timeout) {
+          *held = wire->take_replies(out.size(), timeout);
+          for (std::size_t i = 0; i < held->size(); ++i) {
+            out[i] = {std::span<std::byte>((*held)[i].bytes), (*held)[i].from};
+          }
+          return held->size();
+        });
   }
 
-  [[nodiscard]] Endpoint local_endpoint() const override { return kLocal; }
-  [[nodiscard]] transport::TransportCounters counters() const override { return counters_; }
+  std::unique_ptr<transport::QueueThread> launch(std::size_t /*index*/, std::function<void()> body) override {
+    return transport::launch_std_thread(std::move(body));
+  }
 
  private:
   std::shared_ptr<Wire> wire_;
-  std::vector<Incoming> held_;
-  transport::TransportCounters counters_;
 };
 
 // ---- Operations ---------------------------------------------------------------------------------
@@ -332,7 +335,7 @@ class EnginePackets : public ::testing::Test {
 
   // Declare the engine after the jobs it works on: it is then destroyed (stopped) first.
   std::unique_ptr<EngineRunner> start_engine() {
-    return std::make_unique<EngineRunner>(0, config, session, std::make_unique<FakeTransport>(wire));
+    return std::make_unique<EngineRunner>(0, config, session, device.open_queue(0), device);
   }
 
   Sent take_data(std::uint32_t slot, std::uint32_t seq, std::size_t after = 0) {
@@ -485,6 +488,7 @@ class EnginePackets : public ::testing::Test {
   Config config;
   SessionInfo session;
   std::shared_ptr<Wire> wire = std::make_shared<Wire>();
+  FakeDevice device{wire};
 };
 
 // ---- 1. Normal rounds ---------------------------------------------------------------------------
@@ -652,6 +656,49 @@ TEST_F(EnginePackets, FiniteBlocksBeyondTwoToThe126AreCountedAsOutOfRange) {
   EXPECT_EQ(stats.blocks_out_of_range, 1u);
   EXPECT_EQ(stats.blocks_non_finite, 1u) << "it still comes back as NaN";
   EXPECT_TRUE(std::isnan(job.out[0]));
+  expect_consistent(stats);
+}
+
+// AllreduceOptions::block_exponents and wire_result (a GPU does the block floating point): the
+// packets announce the caller's exponents, not a scan's, and the output receives the raw wire
+// sums with each block's exponent and divisor; a missed block keeps the input, marked divisor 0.
+TEST_F(EnginePackets, CallerExponentsAreAnnouncedAndTheWireResultIsDeliveredRaw) {
+  auto job = float_job(12);  // entry 0: blocks 0, 2; entry 1: block 1
+  job.op->op = ReduceOp::avg;
+  // Valid but one above the input's own: only the caller's exponents can produce these.
+  std::vector<std::int8_t> exponents;
+  for (std::size_t b = 0; b < 3; ++b) exponents.push_back(static_cast<std::int8_t>(exponent(job, b) + 1));
+  std::vector<block_float::WireBlock> blocks(3, {.divisor = 99, .exponent = 5});
+  job.op->block_exponents = exponents.data();
+  job.op->wire_result = blocks.data();
+  auto engine = start_engine();
+  engine->submit(job.op);
+
+  std::vector<std::vector<std::int32_t>> sums(2);
+  for (std::uint32_t e = 0; e < 2; ++e) {
+    const Sent prime = take_data(slot_of(e, 0), 1);
+    EXPECT_EQ(prime.h.exp_next, exponents[e]);
+    (void)answer_float(prime);
+    const Sent data = take_data(slot_of(e, 1), 1);
+    check_float_data(data, job, e, exponents[e], e == 0 ? exponents[2] : protocol::kExpZero);
+    sums[e] = answer_float(data);
+  }
+  (void)take_data(slot_of(0, 2), 2);
+  // Slot of block 2 already carries the next operation's multicast: block 2 is missed.
+  send(make_header(flag::kResult | flag::kFloat, slot_of(0, 2), 3, 0, 4, 2, 0b11, kOpId + 1),
+       std::vector<std::int32_t>(kPayload, 999));
+
+  const OpStats stats = finish(job);
+  for (std::size_t b = 0; b < 2; ++b) {
+    const std::vector<std::byte> on_wire = to_wire(sums[b]);
+    EXPECT_EQ(std::memcmp(job.out.data() + b * kPayload, on_wire.data(), 4 * kPayload), 0)
+        << "block " << b << " holds the wire sums";
+    EXPECT_EQ(blocks[b].divisor, 2u) << "AVG over both contributors, block " << b;
+    EXPECT_EQ(blocks[b].exponent, exponents[b]) << "block " << b;
+  }
+  expect_own_input(job, 2);
+  EXPECT_EQ(blocks[2].divisor, 0u) << "missed";
+  EXPECT_EQ(stats.blocks_missed, 1u);
   expect_consistent(stats);
 }
 
@@ -1331,8 +1378,9 @@ TEST_F(EnginePackets, ErrorOnOneThreadStopsTheOperationsOtherThreadsBeforeTheirT
   auto job = int_job(8);      // 2 blocks: one per thread
   job.op->parts_remaining = 2;
   auto other_wire = std::make_shared<Wire>();
+  FakeDevice other_device(other_wire);
   auto engine0 = start_engine();
-  auto engine1 = std::make_unique<EngineRunner>(1, config, session, std::make_unique<FakeTransport>(other_wire));
+  auto engine1 = std::make_unique<EngineRunner>(1, config, session, other_device.open_queue(1), other_device);
   engine0->submit(job.op);
   engine1->submit(job.op);
   const Sent d0 = take_data(slot_of(0, 0), 1);

@@ -26,8 +26,8 @@
 #include "protocol/byte_order.hpp"
 #include "protocol/wire.hpp"
 #include "quant/quant.hpp"
-#include "transport/transport.hpp"
 #include "engine_test_packets.hpp"
+#include "memory_queue.hpp"
 
 namespace dpa::detail {
 namespace {
@@ -58,6 +58,7 @@ struct Sent {
   Header h;
   std::vector<std::byte> bytes;
   Endpoint to;
+  const void* buffer = nullptr;  // the transmit buffer it went in (the queue's handle)
 
   [[nodiscard]] bool is_probe() const {
     return bytes.size() == protocol::kHeaderSize && h.has(flag::kSyn);
@@ -170,7 +171,7 @@ class Harness {
  public:
   Harness(std::uint32_t thread, const Config& config, const SessionInfo& session,
           std::uint64_t& now)
-      : engine(thread, config, session), now_(now) {}
+      : engine(thread, config, session, queue), now_(now) {}
 
   void start(Operation& op) {
     engine.start(op, now_);
@@ -223,16 +224,19 @@ class Harness {
     return sums;
   }
 
+  transport::testing::MemoryQueue queue;  // declared first: it outlives the engine's buffers
   WorkerEngine engine;
   std::vector<Sent> log;  // everything flushed
 
  private:
   void flush() {
-    for (const transport::TxPacket& packet : engine.outgoing()) {
+    for (const transport::TxRequest& packet : engine.outgoing()) {
       Sent s;
       s.at = now_;
-      s.bytes.assign(packet.data, packet.data + packet.size);
+      const std::span<const std::byte> bytes = packet.buffer->bytes();
+      s.bytes.assign(bytes.begin(), bytes.end());
       s.to = packet.to;
+      s.buffer = packet.buffer->native;
       std::span<const std::byte> payload;
       EXPECT_EQ(protocol::decode(s.bytes, s.h, payload), protocol::DecodeStatus::ok);
       EXPECT_EQ(s.to, kSwitch);
@@ -362,7 +366,7 @@ TEST_F(EngineStep, RepliesFromAStrangerOrUndecodableAreIgnored) {
 // ---- Loss ---------------------------------------------------------------------------------------
 
 // §9.1 / §9.2 step 3: the timer sends a header-only probe; a probe reply without this rank's
-// contribution resends the data packet at once, byte for byte.
+// contribution resends the data packet at once, byte for byte: the same transmit buffer again.
 TEST_F(EngineStep, LostRequestIsResentWhenTheProbeReplyLacksThisRank) {
   struct Case {
     std::string name;
@@ -390,12 +394,15 @@ TEST_F(EngineStep, LostRequestIsResentWhenTheProbeReplyLacksThisRank) {
     h.arrive(c.reply);
     const Sent again = h.take_data(slot_of(0, 0), 1);
     EXPECT_EQ(again.bytes, lost.bytes);
+    EXPECT_EQ(again.buffer, lost.buffer) << "a retransmission sends the same buffer, not a copy";
     const std::vector<std::int32_t> sums = h.answer_int(again);
     const OpStats stats = result_of(*job.op);
     expect_int_block(job, 0, sums);
     EXPECT_EQ(stats.timeouts, 1u);
     EXPECT_EQ(stats.retransmissions, 2u);  // the probe and the data
     EXPECT_EQ(stats.blocks_full, 1u);
+    EXPECT_LE(h.queue.held(), 2u * static_cast<std::size_t>(config.window))
+        << "an entry holds at most its data packet and its probe";
   }
 }
 
@@ -405,11 +412,13 @@ TEST_F(EngineStep, CountedProbeReplyKeepsWaitingWithoutResending) {
   h.start(*job.op);
   const Sent data = h.take_data(slot_of(0, 0), 1);
   expire(h);
-  (void)h.take_probe(slot_of(0, 0), 1);
+  const Sent first_probe = h.take_probe(slot_of(0, 0), 1);
   h.arrive(make_header(flag::kSyn, slot_of(0, 0), 1, 0, 0, 1, 0b01));
   EXPECT_TRUE(h.nothing_pending()) << h.pending();
   expire(h);  // the back-off doubled the interval
-  EXPECT_EQ(h.take_probe(slot_of(0, 0), 1).at - kStart, 6 * kMs);
+  const Sent second_probe = h.take_probe(slot_of(0, 0), 1);
+  EXPECT_EQ(second_probe.at - kStart, 6 * kMs);
+  EXPECT_EQ(second_probe.buffer, first_probe.buffer) << "every probe of a round is one buffer";
   const std::vector<std::int32_t> sums =
       h.answer_int(data, flag::kResult | flag::kRetransmit | flag::kSyn);
   const OpStats stats = result_of(*job.op);
@@ -500,9 +509,9 @@ TEST_F(EngineStep, OldCompleteRoundIsFetchedWithASynProbeThenTheEntryGoesOn) {
   // An OLD about the probed round: keep waiting for the probe's answer.
   h.arrive(make_header(flag::kOld | flag::kComplete, slot_of(0, 2, 0, 1), 2, 8, 0, 2, 0b11));
   EXPECT_TRUE(h.nothing_pending()) << h.pending();
-  // The probe's timer resends the probe itself.
+  // The probe's timer resends the probe itself, the same buffer.
   expire(h);
-  (void)h.take_probe(slot_of(0, 2, 0, 1), 2);
+  EXPECT_EQ(h.take_probe(slot_of(0, 2, 0, 1), 2).buffer, fetch.buffer);
   // The answer: round 2's stored result. Block 3 goes next.
   std::vector<std::int32_t> r2(kPayload);
   for (std::size_t i = 0; i < kPayload; ++i) r2[i] = 5 + other_rank(8 + i);
@@ -760,45 +769,113 @@ TEST_F(EngineStep, RoundTripSamplesSetTheNextRoundsTimeout) {
   config.retransmit_timeout = 1ms;
   config.max_retransmit_timeout = 100ms;
   Harness& h = engine();
-  auto job = int_job(24);  // one entry, six rounds
+  auto job = int_job(28);  // one entry, seven rounds
   h.start(*job.op);
   EXPECT_EQ(rto(h), 1 * kMs) << "the floor until the first sample";
 
-  // Round 0 completes after 4 ms: srtt 4, rttvar 2, RTO 4 + 4 * 2 = 12 ms.
+  // Round 0, the operation's first, completes after 4 ms. It also waited for the ranks to reach
+  // the operation, so it feeds the first rounds' estimate only; round 1 keeps the floor.
   now += 4 * kMs;
   (void)h.answer_int(h.take_data(slot_of(0, 0, 0, 1), 1));
-  EXPECT_EQ(rto(h), 12 * kMs);
-  // Round 1 after 2 ms: rttvar (3 * 2 + 2) / 4 = 2, srtt (7 * 4 + 2) / 8 = 3.75; RTO 11.75 ms.
+  EXPECT_EQ(rto(h), 1 * kMs) << "a first round's wait set a later round's timeout";
+  // Round 1 after 2 ms: srtt 2, rttvar 1, RTO 2 + 4 * 1 = 6 ms.
   now += 2 * kMs;
   (void)h.answer_int(h.take_data(slot_of(0, 1, 0, 1), 1));
-  EXPECT_EQ(rto(h), 11'750'000u);
+  EXPECT_EQ(rto(h), 6 * kMs);
 
-  // Karn: round 2 times out and its probe fetches the result: no sample. The timeout doubled
-  // the round's RTO (23.5 ms) and the next rounds' (back-off shift 1) until a clean sample.
+  // Karn: round 2 times out and then its multicast result arrives: no sample (the wait may hold
+  // another rank's loss recovery, which would feed the timeout back into itself); the back-off
+  // (shift 1) doubles round 3's timeout.
+  const Sent round2 = h.take_data(slot_of(0, 2, 0, 1), 2);
   expire(h);
   (void)h.take_probe(slot_of(0, 2, 0, 1), 2);
-  EXPECT_EQ(rto(h), 23'500'000u);
+  EXPECT_EQ(rto(h), 12 * kMs);
   now += kMs;
-  (void)h.answer_int(h.take_data(slot_of(0, 2, 0, 1), 2),
-                     flag::kResult | flag::kRetransmit | flag::kSyn);
-  EXPECT_EQ(rto(h), 23'500'000u) << "no sample from a retransmitted round; back-off kept";
+  (void)h.answer_int(round2);
+  EXPECT_EQ(rto(h), 12 * kMs) << "a probed round gave a sample, or the back-off was lost";
 
-  // Round 3 completes cleanly after 3.75 ms: a sample that leaves srtt at 3.75 and clears the
-  // back-off; rttvar (3 * 2 + 0) / 4 = 1.5; RTO 9.75 ms.
-  now += 3'750'000;
-  (void)h.answer_int(h.take_data(slot_of(0, 3, 0, 1), 2));
-  EXPECT_EQ(rto(h), 9'750'000u);
-  // A result fetched with a skip-forward probe gives no sample either.
+  // Round 3 times out and a copy (the probe's answer) brings the result: no sample, shift 2.
+  const Sent round3 = h.take_data(slot_of(0, 3, 0, 1), 2);
+  expire(h);
+  (void)h.take_probe(slot_of(0, 3, 0, 1), 2);
+  now += kMs;
+  (void)h.answer_int(round3, flag::kResult | flag::kRetransmit | flag::kSyn);
+  EXPECT_EQ(rto(h), 24 * kMs);
+
+  // Round 4's data is lost: the probe's reply says so, the data goes again, and its result is
+  // no sample either (it may answer the resend). Shift 3.
   (void)h.take_data(slot_of(0, 4, 0, 1), 3);
-  h.arrive(make_header(flag::kOld | flag::kComplete, slot_of(0, 4, 0, 1), 3, 16, 0, 2, 0b11));
+  expire(h);
   (void)h.take_probe(slot_of(0, 4, 0, 1), 3);
-  now += 50 * kMs;
-  h.arrive(make_header(flag::kResult | flag::kRetransmit | flag::kSyn, slot_of(0, 4, 0, 1), 3, 16,
-                       4, 2, 0b11),
-           std::vector<std::int32_t>(kPayload, 1));
-  EXPECT_EQ(rto(h), 9'750'000u);
+  h.arrive(make_header(flag::kSyn, slot_of(0, 4, 0, 1), 3, 16, 0, 1, 0b10));
+  const Sent resent = h.take_data(slot_of(0, 4, 0, 1), 3);
+  now += kMs;
+  (void)h.answer_int(resent);
+  EXPECT_EQ(rto(h), 48 * kMs) << "a resent round gave a sample";
+
+  // Round 5 completes cleanly after 2.625 ms: rttvar (3 * 1 + 0.625) / 4 = 0.90625, srtt
+  // (7 * 2 + 2.625) / 8 = 2.078125, back-off cleared: RTO 5.703125 ms.
+  now += 2'625'000;
   (void)h.answer_int(h.take_data(slot_of(0, 5, 0, 1), 3));
+  EXPECT_EQ(rto(h), 5'703'125u);
+  (void)h.answer_int(h.take_data(slot_of(0, 6, 0, 1), 4));
   (void)result_of(*job.op);
+}
+
+// A round trip far above the mean keeps the timeout up for about a hundred samples (the peak),
+// where srtt + 4 * rttvar alone would fall back within a few.
+TEST_F(EngineStep, ARareSlowRoundKeepsTheTimeoutUp) {
+  config.window = 1;
+  config.retransmit_timeout = 1ms;
+  config.max_retransmit_timeout = 100ms;
+  Harness& h = engine();
+  auto job = int_job(4 * 42);
+  h.start(*job.op);
+  std::uint64_t round = 0;
+  const auto complete_after = [&](std::uint64_t ns) {
+    now += ns;
+    (void)h.answer_int(h.take_data(slot_of(0, round, 0, 1), seq_of(round)));
+    ++round;
+  };
+  complete_after(kMs);  // the first round
+  for (int i = 0; i < 10; ++i) complete_after(kMs);
+  complete_after(40 * kMs);  // one descheduled round
+  for (int i = 0; i < 20; ++i) complete_after(kMs);
+  EXPECT_GT(rto(h), 30 * kMs) << "the slow round was forgotten after 20 fast ones";
+  while (round < 42) complete_after(kMs);
+  (void)result_of(*job.op);
+}
+
+// A round that rounds sent after it overtook is lost: its probe goes at once, long before its
+// timeout, and without backing the timeout off.
+TEST_F(EngineStep, ARoundOvertakenByLaterRoundsIsProbedAtOnce) {
+  config.window = 8;
+  config.retransmit_timeout = 50ms;
+  config.max_retransmit_timeout = 100ms;
+  Harness& h = engine();
+  auto job = int_job(8 * kPayload);  // one block per entry
+  h.start(*job.op);
+  std::vector<Sent> sent;
+  for (std::uint32_t e = 0; e < 8; ++e) sent.push_back(h.take_data(slot_of(e, 0, 0, 8), 1));
+  now += kMs;
+  // Entry 0's packet was lost: entries 1 and 2 complete (within the reorder allowance) ...
+  (void)h.answer_int(sent[1]);
+  (void)h.answer_int(sent[2]);
+  EXPECT_TRUE(h.nothing_pending()) << "probed within the reorder allowance:" << h.pending();
+  // ... and entry 3, sent three rounds after entry 0, completes too: entry 0 is probed now.
+  (void)h.answer_int(sent[3]);
+  (void)h.take_probe(slot_of(0, 0, 0, 8), 1);
+  EXPECT_TRUE(h.nothing_pending()) << h.pending();
+  (void)h.answer_int(sent[4]);
+  EXPECT_TRUE(h.nothing_pending()) << "probed twice for the same overtaking:" << h.pending();
+  // The switch never had it: the data goes again, and completes.
+  h.arrive(make_header(flag::kSyn, slot_of(0, 0, 0, 8), 1, 0, 0, 1, 0b10));
+  const Sent resent = h.take_data(slot_of(0, 0, 0, 8), 1);
+  for (std::uint32_t e : {5u, 6u, 7u}) (void)h.answer_int(sent[e]);
+  (void)h.answer_int(resent);
+  const OpStats stats = result_of(*job.op);
+  EXPECT_EQ(stats.timeouts, 0u);
+  EXPECT_EQ(stats.retransmissions, 2u) << "the probe and the resend";
 }
 
 // The back-off doubles the RTO up to a cap: max_retransmit_timeout when K = N, and at most half

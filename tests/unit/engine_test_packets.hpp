@@ -8,7 +8,7 @@
 
 #include "protocol/byte_order.hpp"
 #include "protocol/wire.hpp"
-#include "transport/transport.hpp"
+#include "transport/endpoint.hpp"
 
 namespace dpa::detail::engine_test {
 

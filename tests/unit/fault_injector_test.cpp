@@ -9,7 +9,7 @@
 
 #include "transport/fault_injector.hpp"
 #include "transport/socket/udp_device.hpp"
-#include "transport/transport.hpp"
+#include "copy_send.hpp"
 
 namespace dpa::transport {
 namespace {
@@ -24,15 +24,21 @@ std::unique_ptr<Queue> loopback_queue() {
 }
 
 struct Link {
-  std::unique_ptr<Transport> sender;
-  std::unique_ptr<Transport> receiver;
+  std::unique_ptr<Queue> sender;
+  std::unique_ptr<Queue> receiver;
 };
 
 // A loopback pair with faults injected on the sending or the receiving side.
 Link faulty_link(const FaultOptions& faults, bool faulty_sender) {
   const FaultOptions none;
-  return Link{as_stream(with_faults(loopback_queue(), faulty_sender ? faults : none)),
-              as_stream(with_faults(loopback_queue(), faulty_sender ? none : faults))};
+  return Link{with_faults(loopback_queue(), faulty_sender ? faults : none),
+              with_faults(loopback_queue(), faulty_sender ? none : faults)};
+}
+
+using TxPacket = testing::Outgoing;
+
+void send(Queue& queue, const std::vector<TxPacket>& packets) {
+  EXPECT_EQ(testing::send_copies(queue, packets), packets.size());
 }
 
 std::uint32_t index_of(const RxPacket& packet) {
@@ -43,7 +49,7 @@ std::uint32_t index_of(const RxPacket& packet) {
 
 // Receives into `indices` until `done()` holds; bounded by two seconds.
 template <class Done>
-void receive_until(Transport& receiver, std::vector<std::uint32_t>& indices, Done done) {
+void receive_until(Queue& receiver, std::vector<std::uint32_t>& indices, Done done) {
   std::vector<RxPacket> batch(64);
   const auto deadline = Clock::now() + 2s;
   while (!done() && Clock::now() < deadline) {
@@ -65,15 +71,15 @@ std::vector<std::uint32_t> transfer(Link& link, std::uint32_t count, std::uint32
     for (std::uint32_t i = first; i < std::min(count, first + per_call); ++i) {
       packets.push_back({reinterpret_cast<const std::byte*>(&indices[i]), sizeof(std::uint32_t), to});
     }
-    link.sender->send(packets);
+    send(*link.sender, packets);
     if (faulty_sender) {
       // After the last call, receive() flushes whatever the injector still holds for reordering.
       if (first + per_call >= count) link.sender->receive({}, 0ns);
-      const TransportCounters sent = link.sender->counters();
+      const QueueCounters sent = link.sender->counters();
       receive_until(*link.receiver, arrived, [&] { return arrived.size() == sent.tx_packets; });
     } else {
       receive_until(*link.receiver, arrived, [&] {
-        const TransportCounters got = link.receiver->counters();
+        const QueueCounters got = link.receiver->counters();
         return got.rx_packets == first + packets.size() &&
                arrived.size() == got.rx_packets - got.injected_drops + got.injected_duplicates;
       });
@@ -118,7 +124,7 @@ TEST(FaultInjector, ReceiveDropsArePlausibleAndReproducible) {
   faults.drop = 0.3;
   Link first = faulty_link(faults, false);
   const std::vector<std::uint32_t> first_run = transfer(first, 2000, 100, false);
-  const TransportCounters counters = first.receiver->counters();
+  const QueueCounters counters = first.receiver->counters();
   EXPECT_EQ(counters.rx_packets, 2000U);
   EXPECT_GE(counters.injected_drops, 450U);
   EXPECT_LE(counters.injected_drops, 750U);
@@ -177,11 +183,11 @@ TEST(FaultInjector, ReorderedPacketFollowsTheNextSendCall) {
   const std::uint32_t indices[] = {0, 1};
   const Endpoint to = link.receiver->local_endpoint();
   std::vector<RxPacket> out(4);
-  link.sender->send(std::vector<TxPacket>{{reinterpret_cast<const std::byte*>(&indices[0]), 4, to}});
+  send(*link.sender, std::vector<TxPacket>{{reinterpret_cast<const std::byte*>(&indices[0]), 4, to}});
   EXPECT_EQ(link.receiver->receive(out, 0ns), 0U);  // held, nothing on the wire yet
   // The second packet is held too (reorder = 1), but the first goes out once the call sends one;
   // receive() on the sender flushes whatever is still held.
-  link.sender->send(std::vector<TxPacket>{{reinterpret_cast<const std::byte*>(&indices[1]), 4, to}});
+  send(*link.sender, std::vector<TxPacket>{{reinterpret_cast<const std::byte*>(&indices[1]), 4, to}});
   link.sender->receive({}, 0ns);
   std::vector<std::uint32_t> arrived;
   receive_until(*link.receiver, arrived, [&] { return arrived.size() == 2; });
@@ -211,7 +217,7 @@ TEST(FaultInjector, DelayedPacketsGoOutWhenDueWhileTheSenderWaits) {
   receiver_ready.get_future().wait();
 
   const auto sent_at = Clock::now();
-  link.sender->send(packets);
+  send(*link.sender, packets);
   EXPECT_EQ(link.sender->counters().tx_packets, 0U);  // all held
   // The sender's receive() must cut its 400 ms wait short to release the packets on time.
   std::vector<RxPacket> out(4);
@@ -229,9 +235,9 @@ TEST(FaultInjector, CountersIncludeTheInnerTransport) {
   faults.drop = 1.0;
   Link link = faulty_link(faults, true);
   const std::uint32_t index = 0;
-  link.sender->send(std::vector<TxPacket>(5, {reinterpret_cast<const std::byte*>(&index), 4,
+  send(*link.sender, std::vector<TxPacket>(5, {reinterpret_cast<const std::byte*>(&index), 4,
                                               link.receiver->local_endpoint()}));
-  const TransportCounters counters = link.sender->counters();
+  const QueueCounters counters = link.sender->counters();
   EXPECT_EQ(counters.injected_drops, 5U);
   EXPECT_EQ(counters.tx_packets, 0U);
   EXPECT_EQ(counters.tx_syscalls, 0U);

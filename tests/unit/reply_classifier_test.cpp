@@ -124,7 +124,9 @@ std::vector<Row> rows() {
       {"late OLD of an earlier operation", kAtRound2, kOld | kComplete, 100, 3, kOpId - 1, 0b11, false, ignore},
       // step 5
       {"result about the other slot", kAtRound2, kResult, 101, 2, kOpId, 0b11, false, expedite},
-      {"copy about the other slot", kAtRound2, kCopy, 101, 1, kOpId, 0b11, false, expedite},
+      {"copy of a later round about the other slot", kAtRound2, kCopy, 101, 2, kOpId, 0b11, false, expedite},
+      {"late result of the previous round", kAtRound2, kResult, 101, 1, kOpId, 0b11, false, ignore},
+      {"late copy of the previous round", kAtRound2, kCopy, 101, 1, kOpId, 0b11, false, ignore},
       {"later operation on the other slot", kAtRound2, kOld, 101, 1, kOpId + 1, 0b10, false, expedite},
       {"OLD about the other slot", kAtRound2, kOld | kComplete, 101, 2, kOpId, 0b11, false, ignore},
       // step 6

@@ -220,5 +220,29 @@ TEST_F(SessionJoin, MembersRejoinWithTheCurrentTokenWhileTheSessionIsInUse) {
   EXPECT_EQ(join(other, intruder, 1).error, ErrorCode::session_busy);
 }
 
+TEST_F(SessionJoin, ReplacedGenerationsAreFreedAfterTheirGracePeriod) {
+  Session session(config(2));
+  const Membership* current = join_all(session, job(2, 10), 0);
+  // A job that rejoins in a loop: every generation replaces the last within the grace period.
+  for (std::uint32_t n = 1; n <= 50; ++n) {
+    auto rejoin = job(2, 100 * n);
+    for (Joiner& j : rejoin) j.token = current->token;
+    current = join_all(session, rejoin, n * 1000);
+    ASSERT_NE(current, nullptr);
+  }
+  EXPECT_EQ(session.retired_generations(), 50u) << "within the grace period nothing is freed";
+  EXPECT_EQ(session.membership(), current);
+
+  // The next join after the grace period frees every generation replaced before it.
+  auto rejoin = job(2, 9000);
+  for (Joiner& j : rejoin) j.token = current->token;
+  const std::uint32_t previous_token = current->token;
+  current = join_all(session, rejoin, 11 * kSecond);
+  ASSERT_NE(current, nullptr);
+  EXPECT_EQ(session.retired_generations(), 1u) << "only the generation it just replaced";
+  EXPECT_EQ(current->previous_token, previous_token);
+  EXPECT_EQ(current->generation, 52u);
+}
+
 }  // namespace
 }  // namespace dpa::sw

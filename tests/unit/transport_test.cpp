@@ -134,7 +134,7 @@ class TransportTest : public ::testing::TestWithParam<Kind> {
       GTEST_SKIP() << "DPDK transport not built: libdpdk was not found by pkg-config at configure time "
                       "(scripts/install-deps.sh --with-dpdk)";
 #else
-      dpdk::start_eal(dpdk_base("", "10.99.0.1", 6000));
+      dpdk::start_eal(dpdk_base("", "10.99.0.1", 6000), 0);
       if (kind == Kind::dpdk_ring) {
         create_ring_ports();
         if (HasFatalFailure()) return;

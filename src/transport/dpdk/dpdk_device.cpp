@@ -135,7 +135,7 @@ class PortClaims {
 class DpdkDevice final : public Device {
  public:
   DpdkDevice(const DpdkTransportConfig& config, std::uint16_t queues) : config_(config) {
-    start_eal(config);
+    start_eal(config, queues);
     const std::vector<std::uint16_t> port_ids = find_ports(config);
     PortClaims::claim(port_ids);
     claimed_ = port_ids;
@@ -241,6 +241,10 @@ class DpdkDevice final : public Device {
                               state_->queues - 1));
     }
     return std::make_unique<DpdkQueue>(state_, static_cast<std::uint16_t>(index), pools_[index]);
+  }
+
+  std::unique_ptr<QueueThread> launch(std::size_t /*index*/, std::function<void()> body) override {
+    return launch_on_lcore(std::move(body));
   }
 
  private:

@@ -177,13 +177,23 @@ void DpdkQueue::request_arp(std::uint32_t ip) {
 }
 
 std::size_t DpdkQueue::allocate(std::span<TxBuffer> out) {
+  std::array<rte_mbuf*, kMaxBurst> mbufs;
   std::size_t given = 0;
-  for (TxBuffer& buffer : out) {
-    rte_mbuf* mbuf = rte_pktmbuf_alloc(pool_);
-    if (mbuf == nullptr) break;
-    // The payload sits right after the header room; the frame header is written at send time.
-    buffer = TxBuffer{frame_of(mbuf) + kFrameHeaderBytes, 0, port_->max_payload, mbuf};
-    ++given;
+  while (given < out.size()) {
+    // All or nothing per call in DPDK: ask for a burst at a time, then one by one at the end.
+    const std::size_t wanted = std::min(out.size() - given, kMaxBurst);
+    std::size_t got = wanted;
+    if (rte_pktmbuf_alloc_bulk(pool_, mbufs.data(), static_cast<unsigned>(wanted)) != 0) {
+      for (got = 0; got < wanted; ++got) {
+        mbufs[got] = rte_pktmbuf_alloc(pool_);
+        if (mbufs[got] == nullptr) break;
+      }
+    }
+    for (std::size_t i = 0; i < got; ++i) {
+      // The payload sits right after the header room; the frame header is written at send time.
+      out[given++] = TxBuffer{frame_of(mbufs[i]) + kFrameHeaderBytes, 0, port_->max_payload, mbufs[i]};
+    }
+    if (got < wanted) break;
   }
   return given;
 }
@@ -228,58 +238,63 @@ void DpdkQueue::finish_frame(rte_mbuf* first_segment) {
 std::size_t DpdkQueue::send(std::span<const TxRequest> packets) {
   std::size_t taken = 0;
   for (const TxRequest& request : packets) {
-    auto* mbuf = static_cast<rte_mbuf*>(request.buffer->native);
-    FrameAddresses addresses;
-    std::uint8_t link = 0;
-    if (!addresses_for(request.to, addresses, link)) {
-      ++taken;  // consumed: dropped until ARP answers; the protocol retransmits
-      continue;
-    }
-    const auto payload_bytes = static_cast<std::uint16_t>(request.buffer->size);
-    std::array<std::byte, kFrameHeaderBytes> header;
-    write_frame_header(header.data(), addresses, payload_bytes, port_->checksum_offload);
-    std::byte* frame = frame_of(mbuf);
-    rte_mbuf* outgoing = mbuf;
-    if (std::memcmp(frame, header.data(), kFrameHeaderBytes) != 0) {
-      if (rte_mbuf_refcnt_read(mbuf) == 1) {
-        std::memcpy(frame, header.data(), kFrameHeaderBytes);  // nobody else reads it now
-      } else {
-        // Still in flight with another header: send the payload under a header of its own.
-        rte_mbuf* head = rte_pktmbuf_alloc(pool_);
-        if (head == nullptr) break;
-        std::memcpy(rte_pktmbuf_append(head, kFrameHeaderBytes), header.data(), kFrameHeaderBytes);
-        if (!chain_payload(head, mbuf, payload_bytes)) {
-          rte_pktmbuf_free(head);
-          break;
-        }
-        finish_frame(head);
-        if (!enqueue(link, head)) {
-          rte_pktmbuf_free(head);
-          break;
-        }
-        ++taken;
-        continue;
-      }
-    }
-    mbuf->data_len = static_cast<std::uint16_t>(kFrameHeaderBytes + payload_bytes);
-    mbuf->pkt_len = mbuf->data_len;
-    finish_frame(mbuf);
-    // The TX ring holds its own reference, so the caller can retransmit or release at will.
-    rte_mbuf_refcnt_update(outgoing, 1);
-    if (!enqueue(link, outgoing)) {
-      rte_mbuf_refcnt_update(outgoing, -1);
-      break;
-    }
+    if (!send_one(*request.buffer, request.to)) break;
     ++taken;
   }
   return taken;
 }
 
+bool DpdkQueue::send_one(const TxBuffer& buffer, const Endpoint& to) {
+  auto* mbuf = static_cast<rte_mbuf*>(buffer.native);
+  FrameAddresses addresses;
+  std::uint8_t link = 0;
+  // Unresolved: consumed, dropped until ARP answers; the protocol retransmits.
+  if (!addresses_for(to, addresses, link)) return true;
+  const auto payload_bytes = static_cast<std::uint16_t>(buffer.size);
+  std::array<std::byte, kFrameHeaderBytes> header;
+  write_frame_header(header.data(), addresses, payload_bytes, port_->checksum_offload);
+  std::byte* frame = frame_of(mbuf);
+  if (std::memcmp(frame, header.data(), kFrameHeaderBytes) != 0) {
+    if (rte_mbuf_refcnt_read(mbuf) == 1) {
+      std::memcpy(frame, header.data(), kFrameHeaderBytes);  // nobody else reads it now
+    } else {
+      // Still in flight with another header: send the payload under a header of its own.
+      rte_mbuf* head = rte_pktmbuf_alloc(pool_);
+      if (head == nullptr) return false;
+      std::memcpy(rte_pktmbuf_append(head, kFrameHeaderBytes), header.data(), kFrameHeaderBytes);
+      if (!chain_payload(head, mbuf, payload_bytes)) {
+        rte_pktmbuf_free(head);
+        return false;
+      }
+      finish_frame(head);
+      if (!enqueue(link, head)) {
+        rte_pktmbuf_free(head);
+        return false;
+      }
+      return true;
+    }
+  }
+  mbuf->data_len = static_cast<std::uint16_t>(kFrameHeaderBytes + payload_bytes);
+  mbuf->pkt_len = mbuf->data_len;
+  finish_frame(mbuf);
+  // The TX ring holds its own reference, so the caller can retransmit or release at will.
+  rte_mbuf_refcnt_update(mbuf, 1);
+  if (!enqueue(link, mbuf)) {
+    rte_mbuf_refcnt_update(mbuf, -1);
+    return false;
+  }
+  return true;
+}
+
 std::size_t DpdkQueue::send_to_all(const TxBuffer& buffer, std::span<const Endpoint> to) {
+  if (to.empty()) return 0;
+  // The first destination gets the buffer itself (its header room is free); the others get a
+  // header each in front of the shared payload.
+  if (!send_one(buffer, to[0])) return 0;
   auto* mbuf = static_cast<rte_mbuf*>(buffer.native);
   const auto payload_bytes = static_cast<std::uint16_t>(buffer.size);
-  std::size_t served = 0;
-  for (const Endpoint& endpoint : to) {
+  std::size_t served = 1;
+  for (const Endpoint& endpoint : to.subspan(1)) {
     FrameAddresses addresses;
     std::uint8_t link = 0;
     if (!addresses_for(endpoint, addresses, link)) {

@@ -39,13 +39,16 @@ class DpdkQueue final : public Queue {
   [[nodiscard]] QueueCounters counters() const override { return counters_; }
 
  private:
-  // Sorts one received frame: ours (appended to `out`), another queue's, ARP, or not for us.
   struct TxBurst {
     std::array<rte_mbuf*, kMaxBurst> packets{};
     std::size_t count = 0;
     std::uint64_t oldest = 0;  // TSC when the oldest packet was queued
   };
 
+  // Sends one buffer to one endpoint (its own frame when free, else a header chained to it);
+  // false when the TX burst is full or the pool is empty.
+  bool send_one(const TxBuffer& buffer, const Endpoint& to);
+  // Sorts one received frame: ours (appended to `out`), another queue's, ARP, or not for us.
   void classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& delivered);
   void answer_arp(const rte_arp_hdr& arp, std::uint8_t link);
   void request_arp(std::uint32_t ip);

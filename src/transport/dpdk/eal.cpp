@@ -2,8 +2,17 @@
 
 #include <rte_eal.h>
 #include <rte_errno.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <sched.h>
 
+#include <algorithm>
+#include <atomic>
+#include <charconv>
 #include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -11,10 +20,129 @@
 #include "dpa/error.hpp"
 
 namespace dpa::transport::dpdk {
+namespace {
 
-std::vector<std::string> eal_arguments(const DpdkTransportConfig& config) {
+// "2-5,7" -> {2, 3, 4, 5, 7}, in the order given.
+std::vector<unsigned> parse_core_list(const std::string& text) {
+  const auto bad = [&](const std::string& why) {
+    return ConfigError(fmt::format("dpdk.cores: \"{}\" is not a core list like \"2-5\" or \"0,2,4\" ({})", text, why));
+  };
+  const auto number = [&](std::string_view digits) {
+    unsigned value = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (error != std::errc() || end != digits.data() + digits.size() || digits.empty() || value >= CPU_SETSIZE) {
+      throw bad(fmt::format("\"{}\" is not a CPU number", digits));
+    }
+    return value;
+  };
+  std::vector<unsigned> cores;
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const std::size_t dash = item.find('-');
+    const unsigned first = number(item.substr(0, dash));
+    const unsigned last = dash == std::string_view::npos ? first : number(item.substr(dash + 1));
+    if (last < first) throw bad(fmt::format("range {} is empty", item));
+    for (unsigned core = first; core <= last; ++core) {
+      if (std::find(cores.begin(), cores.end(), core) != cores.end()) throw bad(fmt::format("core {} twice", core));
+      cores.push_back(core);
+    }
+  }
+  if (cores.empty()) throw bad("no core");
+  if (cores.size() + 1 > RTE_MAX_LCORE) throw bad(fmt::format("more than {} cores", RTE_MAX_LCORE - 1));
+  return cores;
+}
+
+// The CPUs this process may run on, as an EAL CPU group "(0,1,3)".
+std::string own_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+    }
+  }
+  if (cpus.empty()) cpus.push_back(0);
+  return fmt::format("({})", fmt::join(cpus, ","));
+}
+
+// Worker lcores handed out to queue threads (the EAL refuses a second launch on a busy one).
+class LcoreClaims {
+ public:
+  static std::optional<unsigned> claim() {
+    std::lock_guard lock(mutex());
+    unsigned lcore = 0;
+    RTE_LCORE_FOREACH_WORKER(lcore) {
+      if (!claimed().contains(lcore) && rte_eal_get_lcore_state(lcore) == WAIT) {
+        claimed().insert(lcore);
+        return lcore;
+      }
+    }
+    return std::nullopt;
+  }
+  static void release(unsigned lcore) {
+    std::lock_guard lock(mutex());
+    claimed().erase(lcore);
+  }
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex instance;
+    return instance;
+  }
+  static std::set<unsigned>& claimed() {
+    static std::set<unsigned> instance;
+    return instance;
+  }
+};
+
+class LcoreThread final : public QueueThread {
+ public:
+  LcoreThread(unsigned lcore, std::function<void()> body) : lcore_(lcore), body_(std::move(body)) {
+    if (const int status = rte_eal_remote_launch(&LcoreThread::run, this, lcore_); status != 0) {
+      LcoreClaims::release(lcore_);
+      throw Error(fmt::format("dpdk: cannot launch on lcore {}: {}", lcore_, rte_strerror(-status)));
+    }
+  }
+  ~LcoreThread() override {
+    // The lcore may not have picked the launch up yet (it still reads WAIT): wait for the body.
+    while (!finished_.load(std::memory_order_acquire)) std::this_thread::yield();
+    rte_eal_wait_lcore(lcore_);
+    LcoreClaims::release(lcore_);
+  }
+  [[nodiscard]] std::string where() const override {
+    return fmt::format("lcore {} (core {})", lcore_, rte_lcore_to_cpu_id(static_cast<int>(lcore_)));
+  }
+
+ private:
+  static int run(void* self) {
+    auto& thread = *static_cast<LcoreThread*>(self);
+    thread.body_();
+    thread.finished_.store(true, std::memory_order_release);
+    return 0;
+  }
+
+  unsigned lcore_;
+  std::function<void()> body_;
+  std::atomic<bool> finished_{false};
+};
+
+}  // namespace
+
+std::vector<std::string> eal_arguments(const DpdkTransportConfig& config, std::size_t threads) {
   std::vector<std::string> args{"dpa"};
-  if (!config.cores.empty()) args.insert(args.end(), {"-l", config.cores});
+  const std::string cpus = own_cpus();
+  std::string lcores = "0@" + cpus;
+  if (config.cores.empty()) {
+    for (std::size_t i = 1; i <= threads; ++i) lcores += fmt::format(",{}@{}", i, cpus);
+  } else {
+    const std::vector<unsigned> cores = parse_core_list(config.cores);
+    for (std::size_t i = 0; i < cores.size(); ++i) lcores += fmt::format(",{}@{}", i + 1, cores[i]);
+  }
+  args.push_back("--lcores=" + lcores);
   for (const std::string& device : config.allow) args.insert(args.end(), {"-a", device});
   for (const std::string& vdev : config.vdevs) args.push_back("--vdev=" + vdev);
   if (!config.file_prefix.empty()) args.push_back("--file-prefix=" + config.file_prefix);
@@ -24,12 +152,12 @@ std::vector<std::string> eal_arguments(const DpdkTransportConfig& config) {
   return args;
 }
 
-void start_eal(const DpdkTransportConfig& config) {
+void start_eal(const DpdkTransportConfig& config, std::size_t threads) {
   static std::mutex mutex;
   static bool started = false;
   std::lock_guard lock(mutex);
   if (started) return;
-  std::vector<std::string> args = eal_arguments(config);
+  std::vector<std::string> args = eal_arguments(config, threads);
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
@@ -46,6 +174,14 @@ void start_eal(const DpdkTransportConfig& config) {
                             fmt::join(args, " "), rte_strerror(error)));
   }
   started = true;
+}
+
+std::unique_ptr<QueueThread> launch_on_lcore(std::function<void()> body) {
+  if (const std::optional<unsigned> lcore = LcoreClaims::claim()) {
+    return std::make_unique<LcoreThread>(*lcore, std::move(body));
+  }
+  return launch_std_thread(std::move(body),
+                           "an unpinned std::thread (no free worker lcore: list one core per thread in dpdk.cores)");
 }
 
 }  // namespace dpa::transport::dpdk

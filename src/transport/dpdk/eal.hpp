@@ -1,18 +1,29 @@
 // The DPDK Environment Abstraction Layer is process-wide and starts once: the first DPDK device
-// of a process starts it from its config; later devices share it.
+// of a process starts it from its config; later devices share it. Its worker lcores, one per core
+// of dpdk.cores, are handed to the threads that drive queues (a runner's loop) one at a time.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "dpa/transport_config.hpp"
+#include "transport/queue_thread.hpp"
 
 namespace dpa::transport::dpdk {
 
-// The EAL arguments a config stands for (argv[0] included).
-std::vector<std::string> eal_arguments(const DpdkTransportConfig& config);
+// The EAL arguments a config stands for (argv[0] included). dpdk.cores "2-5" becomes
+// --lcores=0@(the process's CPUs),1@2,2@3,3@4,4@5: the main lcore (the caller's thread) keeps
+// the CPUs it had, and each listed core gets one worker lcore. Without dpdk.cores, `threads`
+// worker lcores float over the process's CPUs as plain threads would. ConfigError for a bad list.
+std::vector<std::string> eal_arguments(const DpdkTransportConfig& config, std::size_t threads);
 
 // Starts the EAL unless it is running; dpa::Error with DPDK's reason when it cannot start.
-void start_eal(const DpdkTransportConfig& config);
+void start_eal(const DpdkTransportConfig& config, std::size_t threads);
+
+// `body` on a free worker lcore (rte_eal_remote_launch), or on an unpinned std::thread when every
+// worker lcore is taken (dpdk.cores lists fewer cores than there are threads; where() says so).
+std::unique_ptr<QueueThread> launch_on_lcore(std::function<void()> body);
 
 }  // namespace dpa::transport::dpdk

@@ -33,6 +33,10 @@ class UdpDevice final : public Device {
     return std::make_unique<UdpQueue>(queue_config);
   }
 
+  std::unique_ptr<QueueThread> launch(std::size_t /*index*/, std::function<void()> body) override {
+    return launch_std_thread(std::move(body));
+  }
+
  private:
   UdpTransportConfig config_;
   std::size_t queues_;

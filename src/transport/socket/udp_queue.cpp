@@ -60,7 +60,8 @@ UdpQueue::UdpQueue(const UdpTransportConfig& config)
       rx_addresses_(batch_),
       tx_messages_(batch_),
       tx_iovecs_(batch_),
-      tx_addresses_(batch_) {
+      tx_addresses_(batch_),
+      tx_buffers_(batch_) {
   const Endpoint bind_endpoint = Endpoint::resolve(config.bind_host, config.bind_port, "udp.bind_host");
   socket_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (socket_ < 0) {
@@ -94,9 +95,14 @@ UdpQueue::UdpQueue(const UdpTransportConfig& config)
   }
 }
 
-UdpQueue::~UdpQueue() { close(socket_); }
+UdpQueue::~UdpQueue() {
+  drain();
+  for (std::size_t i = 0; i < queued_; ++i) pool_.drop(tx_buffers_[i]);
+  close(socket_);
+}
 
 std::size_t UdpQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds timeout) {
+  drain();  // a caller that waits for replies has sent its requests
   const std::size_t capacity = std::min(out.size(), batch_);
   if (capacity == 0) return 0;
   std::size_t received = receive_queued(capacity);
@@ -118,33 +124,45 @@ std::size_t UdpQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds 
 
 std::size_t UdpQueue::send(std::span<const TxRequest> packets) {
   std::size_t taken = 0;
-  while (taken < packets.size()) {
-    const std::size_t chunk = std::min(packets.size() - taken, batch_);
-    for (std::size_t i = 0; i < chunk; ++i) {
-      const TxRequest& request = packets[taken + i];
-      tx_iovecs_[i] = iovec{request.buffer->payload, request.buffer->size};
-      tx_addresses_[i] = to_sockaddr(request.to);
-    }
-    const std::size_t sent = send_prepared(chunk);
-    taken += sent;
-    if (sent < chunk) break;
+  for (const TxRequest& request : packets) {
+    if (!enqueue(*request.buffer, request.to)) break;
+    ++taken;
   }
   return taken;
 }
 
 std::size_t UdpQueue::send_to_all(const TxBuffer& buffer, std::span<const Endpoint> to) {
   std::size_t taken = 0;
-  while (taken < to.size()) {
-    const std::size_t chunk = std::min(to.size() - taken, batch_);
-    for (std::size_t i = 0; i < chunk; ++i) {
-      tx_iovecs_[i] = iovec{buffer.payload, buffer.size};  // one payload, many addresses
-      tx_addresses_[i] = to_sockaddr(to[taken + i]);
-    }
-    const std::size_t sent = send_prepared(chunk);
-    taken += sent;
-    if (sent < chunk) break;
+  for (const Endpoint& endpoint : to) {  // one payload, many addresses
+    if (!enqueue(buffer, endpoint)) break;
+    ++taken;
   }
   return taken;
+}
+
+bool UdpQueue::enqueue(const TxBuffer& buffer, const Endpoint& to) {
+  if (queued_ == batch_ && !drain()) return false;
+  tx_iovecs_[queued_] = iovec{buffer.payload, buffer.size};
+  tx_addresses_[queued_] = to_sockaddr(to);
+  tx_buffers_[queued_] = buffer.native;
+  pool_.hold(buffer.native);
+  ++queued_;
+  return true;
+}
+
+bool UdpQueue::drain() {
+  if (queued_ == 0) return true;
+  const std::size_t sent = send_prepared(queued_);
+  for (std::size_t i = 0; i < sent; ++i) pool_.drop(tx_buffers_[i]);
+  // What the kernel did not take moves to the front (messages keep their own iovec and address).
+  std::copy(tx_iovecs_.begin() + static_cast<std::ptrdiff_t>(sent),
+            tx_iovecs_.begin() + static_cast<std::ptrdiff_t>(queued_), tx_iovecs_.begin());
+  std::copy(tx_addresses_.begin() + static_cast<std::ptrdiff_t>(sent),
+            tx_addresses_.begin() + static_cast<std::ptrdiff_t>(queued_), tx_addresses_.begin());
+  std::copy(tx_buffers_.begin() + static_cast<std::ptrdiff_t>(sent),
+            tx_buffers_.begin() + static_cast<std::ptrdiff_t>(queued_), tx_buffers_.begin());
+  queued_ -= sent;
+  return queued_ == 0;
 }
 
 std::size_t UdpQueue::send_prepared(std::size_t count) {

@@ -1,5 +1,7 @@
 // UDP socket queue: one non-blocking socket, batched recvmmsg/sendmmsg, every buffer and message
-// array allocated once at construction so the packet path never allocates.
+// array allocated once at construction so the packet path never allocates. Sends are queued (each
+// holding a reference to its buffer) and go out in one sendmmsg when `batch` are queued or at
+// flush(), so one buffer sent to many addresses is one iovec repeated, never a copy.
 #pragma once
 
 #include <netinet/in.h>
@@ -26,7 +28,7 @@ class UdpQueue final : public Queue {
   std::size_t send(std::span<const TxRequest> packets) override;
   std::size_t send_to_all(const TxBuffer& buffer, std::span<const Endpoint> to) override;
   void release(std::span<TxBuffer> buffers) override { pool_.release(buffers); }
-  void flush() override {}  // every send is a system call already
+  void flush() override { drain(); }
 
   [[nodiscard]] std::uint32_t max_payload() const override { return max_payload_; }
   [[nodiscard]] Endpoint local_endpoint() const override { return local_; }
@@ -35,6 +37,10 @@ class UdpQueue final : public Queue {
  private:
   std::size_t receive_queued(std::size_t capacity);
   bool wait_for(short events, std::chrono::nanoseconds timeout);
+  // Queues one datagram; false when the queue is full and the kernel takes none of it.
+  bool enqueue(const TxBuffer& buffer, const Endpoint& to);
+  // Sends the queued datagrams; false when some stay queued (the socket buffer is full).
+  bool drain();
   // Sends the `count` messages prepared in tx_messages_; returns how many were taken.
   std::size_t send_prepared(std::size_t count);
 
@@ -49,6 +55,8 @@ class UdpQueue final : public Queue {
   std::vector<mmsghdr> tx_messages_;
   std::vector<iovec> tx_iovecs_;
   std::vector<sockaddr_in> tx_addresses_;
+  std::vector<const void*> tx_buffers_;  // the pool handle each queued message holds
+  std::size_t queued_ = 0;
   Endpoint local_;
   QueueCounters counters_;
 };

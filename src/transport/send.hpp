@@ -1,0 +1,24 @@
+// Sending through a Queue beyond one send() call: a burst that meets a full device queue, and
+// one datagram copied into a transmit buffer (for the few packets that are not on the data path,
+// JOIN and LEAVE, and for tests; the data path fills transmit buffers in place).
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "transport/buffer.hpp"
+#include "transport/endpoint.hpp"
+#include "transport/queue.hpp"
+
+namespace dpa::transport {
+
+// Offers `packets` until the queue took them all, flushing when it takes none, at most a few
+// times in a row; returns how many it took (the rest are lost, for the protocol to retransmit).
+// Does not flush at the end.
+std::size_t send_all(Queue& queue, std::span<const TxRequest> packets);
+
+// Copies `bytes` into a buffer of `queue`, sends it to `to` and flushes. Returns false when the
+// queue has no buffer left, `bytes` exceed its max_payload(), or the device queue stays full.
+bool send_datagram(Queue& queue, std::span<const std::byte> bytes, const Endpoint& to);
+
+}  // namespace dpa::transport

@@ -1,0 +1,242 @@
+// Asynchronous operations through real contexts and an embedded switch on loopback: completion
+// callbacks (once, on success and failure, registered before and after completion) and the
+// submission order of several threads.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <span>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "dpa/context.hpp"
+#include "dpa/switch.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+std::unique_ptr<dpa::SoftwareSwitch> start_switch(int world_size) {
+  dpa::SessionConfig session;
+  session.world_size = world_size;
+  session.payload = 64;
+  session.pool_size = 1024;
+  dpa::SwitchConfig config;
+  config.port = 0;
+  config.sessions = {session};
+  return std::make_unique<dpa::SoftwareSwitch>(config);
+}
+
+dpa::Config worker(const dpa::SoftwareSwitch& sw, int rank, int world_size) {
+  dpa::Config config;
+  config.rank = rank;
+  config.world_size = world_size;
+  config.switch_port = sw.port();
+  config.transport = dpa::UdpTransportConfig{.bind_host = "127.0.0.1"};
+  config.timeout = 300ms;
+  config.join_timeout = 20s;
+  return config;
+}
+
+// What a callback saw; the test thread waits for it without sleeping.
+struct Seen {
+  std::mutex mutex;
+  std::condition_variable changed;
+  int calls = 0;
+  std::optional<dpa::OpStats> stats;
+  std::exception_ptr error;
+  std::thread::id thread;
+
+  dpa::Completion callback() {
+    return [this](const dpa::OpStats& op_stats, std::exception_ptr op_error) {
+      std::lock_guard lock(mutex);
+      ++calls;
+      stats = op_stats;
+      error = op_error;
+      thread = std::this_thread::get_id();
+      changed.notify_all();
+    };
+  }
+  bool wait_for_call() {
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, 30s, [this] { return calls > 0; });
+  }
+};
+
+// Both ranks of a world of 2, joined concurrently (a join waits for every rank).
+std::vector<std::unique_ptr<dpa::Context>> join_two(const dpa::SoftwareSwitch& sw) {
+  std::vector<std::unique_ptr<dpa::Context>> contexts(2);
+  std::vector<std::thread> joins;
+  for (int rank = 0; rank < 2; ++rank) {
+    joins.emplace_back([&, rank] {
+      dpa::Config config = worker(sw, rank, 2);
+      config.timeout = 20s;  // rank 1 joins the operation only after the checks below
+      contexts[rank] = std::make_unique<dpa::Context>(config);
+    });
+  }
+  for (auto& thread : joins) thread.join();
+  return contexts;
+}
+
+TEST(Completion, CalledOnceWithStatsWhenRegisteredBeforeCompletion) {
+  const auto sw = start_switch(2);
+  const auto contexts = join_two(*sw);
+  std::vector<float> mine(1000, 1.5f);
+  std::vector<float> theirs(1000, 2.0f);
+  // Rank 1 has not submitted, so rank 0's operation cannot complete yet.
+  dpa::Handle handle = contexts[0]->allreduce_async(mine.data(), mine.data(), mine.size(), dpa::DataType::float32);
+  Seen seen;
+  handle.on_complete(seen.callback());
+  EXPECT_FALSE(handle.done());
+  {
+    std::lock_guard lock(seen.mutex);
+    EXPECT_EQ(seen.calls, 0);
+  }
+  contexts[1]->allreduce(std::span<float>(theirs));
+  ASSERT_TRUE(seen.wait_for_call());
+  const dpa::OpStats& stats = handle.wait();
+  std::lock_guard lock(seen.mutex);
+  EXPECT_EQ(seen.calls, 1);
+  EXPECT_EQ(seen.error, nullptr);
+  EXPECT_NE(seen.thread, std::this_thread::get_id());  // an engine thread
+  ASSERT_TRUE(seen.stats.has_value());
+  EXPECT_EQ(seen.stats->blocks, stats.blocks);
+  EXPECT_EQ(seen.stats->blocks, 16u);  // 1000 values, 64 per packet
+  EXPECT_EQ(mine.front(), 3.5f);
+}
+
+TEST(Completion, RegisteredAfterCompletionRunsAtOnceOnTheCaller) {
+  const auto sw = start_switch(1);
+  dpa::Context context(worker(*sw, 0, 1));
+  std::vector<std::int32_t> data(300, 7);
+  dpa::Handle handle = context.allreduce_async(data.data(), data.data(), data.size(), dpa::DataType::int32);
+  handle.wait();
+  Seen seen;
+  handle.on_complete(seen.callback());
+  EXPECT_EQ(seen.calls, 1);  // already, no waiting
+  EXPECT_EQ(seen.thread, std::this_thread::get_id());
+  EXPECT_EQ(seen.error, nullptr);
+  Seen second;  // every registration gets its own call
+  handle.on_complete(second.callback());
+  EXPECT_EQ(second.calls, 1);
+  EXPECT_EQ(seen.calls, 1);
+}
+
+TEST(Completion, CalledOnceWithTheErrorOnFailureBeforeAndAfter) {
+  auto sw = start_switch(1);
+  dpa::Context context(worker(*sw, 0, 1));
+  sw.reset();  // nobody answers: the operation fails after Config::timeout
+  std::vector<float> data(100, 1.0f);
+  dpa::Handle handle = context.allreduce_async(data.data(), data.data(), data.size(), dpa::DataType::float32);
+  Seen before;
+  handle.on_complete(before.callback());
+  ASSERT_TRUE(before.wait_for_call());
+  EXPECT_THROW(handle.wait(), dpa::TimeoutError);
+  Seen after;
+  handle.on_complete(after.callback());
+  for (Seen* seen : {&before, &after}) {
+    std::lock_guard lock(seen->mutex);
+    EXPECT_EQ(seen->calls, 1);
+    ASSERT_NE(seen->error, nullptr);
+    EXPECT_THROW(std::rethrow_exception(seen->error), dpa::TimeoutError);
+  }
+  EXPECT_NE(before.thread, std::this_thread::get_id());  // an engine thread
+}
+
+TEST(Completion, CallbackMayUseItsHandleAndAThrowIsContained) {
+  const auto sw = start_switch(1);
+  dpa::Context context(worker(*sw, 0, 1));
+  std::vector<float> data(64, 2.0f);
+  dpa::Handle handle = context.allreduce_async(data.data(), data.data(), data.size(), dpa::DataType::float32);
+  std::promise<bool> done_inside;
+  handle.on_complete([&, handle](const dpa::OpStats&, std::exception_ptr) mutable {
+    done_inside.set_value(handle.done());
+    throw std::runtime_error("callback failure");
+  });
+  EXPECT_TRUE(done_inside.get_future().get());
+  // The engine thread survived the throw: the context still works.
+  EXPECT_EQ(context.allreduce(std::span<float>(data)).blocks, 1u);
+}
+
+TEST(Completion, EmptyHandleOrCallbackIsAnError) {
+  dpa::Handle empty;
+  EXPECT_THROW(empty.on_complete([](const dpa::OpStats&, std::exception_ptr) {}), dpa::Error);
+  const auto sw = start_switch(1);
+  dpa::Context context(worker(*sw, 0, 1));
+  std::vector<float> data(8, 1.0f);
+  dpa::Handle handle = context.allreduce_async(data.data(), data.data(), data.size(), dpa::DataType::float32);
+  EXPECT_THROW(handle.on_complete(nullptr), dpa::Error);
+  handle.wait();
+}
+
+// Two ranks in one process. Each takes tickets for its operations in one order, then submits
+// them from threads started in another order: rank 0's in reverse, rank 1's forwards. Operation
+// i of both ranks must meet: if a rank submitted in thread order, operations of different sizes
+// and values would meet, and fail or mix their sums.
+TEST(SubmitOrderAcrossThreads, RanksSubmitInTicketOrder) {
+  const auto sw = start_switch(2);
+  constexpr int kOps = 12;
+  const auto contexts = join_two(*sw);
+  ASSERT_TRUE(contexts[0] && contexts[1]);
+  // data[rank][op]: op i contributes (i + 1) * (rank + 1) in every element.
+  std::vector<std::vector<std::vector<std::int32_t>>> data(2);
+  std::vector<std::vector<dpa::Handle>> handles(2, std::vector<dpa::Handle>(kOps));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    dpa::Context& context = *contexts[rank];
+    for (int op = 0; op < kOps; ++op) {
+      data[rank].emplace_back(100 + 37 * op, (op + 1) * (rank + 1));
+    }
+    std::vector<dpa::SubmitOrder::Ticket> tickets;
+    for (int op = 0; op < kOps; ++op) tickets.push_back(context.submit_order().take_ticket());
+    for (int i = 0; i < kOps; ++i) {
+      const int op = rank == 0 ? kOps - 1 - i : i;
+      threads.emplace_back([&, rank, op, ticket = std::move(tickets[op])]() mutable {
+        const auto turn = context.submit_order().wait_turn(std::move(ticket));
+        auto& buffer = data[rank][op];
+        handles[rank][op] =
+            context.allreduce_async(turn, buffer.data(), buffer.data(), buffer.size(), dpa::DataType::int32);
+      });
+    }
+  }
+  for (auto& thread : threads) thread.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    for (int op = 0; op < kOps; ++op) {
+      ASSERT_NO_THROW(handles[rank][op].wait()) << "rank " << rank << " op " << op;
+      EXPECT_THAT(data[rank][op], ::testing::Each(3 * (op + 1))) << "rank " << rank << " op " << op;
+    }
+  }
+}
+
+TEST(SubmitOrderAcrossThreads, TurnOfAnotherOrderIsRefused) {
+  const auto sw = start_switch(1);
+  dpa::Context context(worker(*sw, 0, 1));
+  const dpa::SubmitOrder other;
+  std::vector<float> data(8, 1.0f);
+  const auto turn = other.wait_turn();
+  EXPECT_THROW(context.allreduce_async(turn, data.data(), data.data(), data.size(), dpa::DataType::float32),
+               dpa::Error);
+}
+
+TEST(SubmitOrderAcrossThreads, ContextsSharingAnOrderShareTheSequence) {
+  const auto sw = start_switch(1);
+  dpa::Context first(worker(*sw, 0, 1));
+  const dpa::SubmitOrder order = first.submit_order();
+  // A second context on the same session would be another job: use a second switch.
+  const auto other_sw = start_switch(1);
+  dpa::Context second(worker(*other_sw, 0, 1), order);
+  std::vector<float> data(8, 1.0f);
+  const auto turn = second.submit_order().wait_turn();
+  EXPECT_TRUE(order.holds(turn));
+  // One turn serves both contexts.
+  first.allreduce_async(turn, data.data(), data.data(), data.size(), dpa::DataType::float32).wait();
+  second.allreduce_async(turn, data.data(), data.data(), data.size(), dpa::DataType::float32).wait();
+}
+
+}  // namespace
