@@ -181,13 +181,7 @@ void WorkerEngine::start_entry(std::uint32_t e, std::uint64_t now) {
   if (entry.blocks == 0) return;
   entry.active = true;
   ++active_entries_;
-  entry.sent_ns = now;
-  arm_rto(entry);
-  entry.data_resent = false;
-  entry.probed = false;
-  entry.expedited = false;
-  entry.loss_probed = false;
-  entry.counted_reply_ns = 0;
+  begin_round(entry, now);
   build_data(e);
   queue_send(e, now);
 }
@@ -305,10 +299,7 @@ void WorkerEngine::queue_send(std::uint32_t e, std::uint64_t now) {
   tx_.push_back({&entry.packet, switch_port_});
 }
 
-void WorkerEngine::move_to(std::uint32_t e, std::uint64_t round, std::uint64_t now) {
-  Entry& entry = entries_[e];
-  entry.round = round;
-  entry.probing = false;
+void WorkerEngine::begin_round(Entry& entry, std::uint64_t now) {
   entry.sent_ns = now;
   arm_rto(entry);
   entry.data_resent = false;
@@ -316,6 +307,13 @@ void WorkerEngine::move_to(std::uint32_t e, std::uint64_t round, std::uint64_t n
   entry.expedited = false;
   entry.loss_probed = false;
   entry.counted_reply_ns = 0;
+}
+
+void WorkerEngine::move_to(std::uint32_t e, std::uint64_t round, std::uint64_t now) {
+  Entry& entry = entries_[e];
+  entry.round = round;
+  entry.probing = false;
+  begin_round(entry, now);
   if (round >= entry.end_round) {
     entry.round = entry.end_round;
     finish_entry(e);

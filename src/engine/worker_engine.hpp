@@ -105,6 +105,8 @@ class WorkerEngine {
   void deliver(std::uint32_t e, std::uint64_t round, const protocol::Header& h,
                std::span<const std::byte> payload);
   void miss_blocks(std::uint32_t e, std::uint64_t from_round, std::uint64_t to_round);
+  // Resets an entry's per-round state for a round sent now and arms its timer.
+  void begin_round(Entry& entry, std::uint64_t now);
   void move_to(std::uint32_t e, std::uint64_t round, std::uint64_t now);
   void finish_entry(std::uint32_t e);
   void check_timeouts(std::uint64_t now);
