@@ -46,6 +46,10 @@ struct Config {
   // Spin on the socket this long before blocking (0: never spin). Lowers latency on machines
   // with a core to spare per worker thread; off by default so small machines stay idle.
   std::chrono::microseconds busy_poll{0};
+  // A thread blocked in Handle::wait() runs the parts of its operation that no engine thread has
+  // started (UDP sockets; DPDK queues stay on their lcores): a small synchronous allreduce then
+  // costs no thread hand-off (DPA_WAITER_RUNS).
+  bool waiter_runs = true;
 
   int k = 0;                 // fastest-K default for operations; 0 uses the session's
   bool preemptive = false;   // complete every block at the first K (DPA_PREEMPTIVE)

@@ -50,7 +50,8 @@ class Handle {
   Handle() = default;
   // Has `callback` called exactly once when the operation completes or fails; each registration
   // gets its own call. If the operation has already finished, it runs now, on this thread.
-  // Otherwise it runs on the libdpa engine thread that finishes the operation, once wait() and
+  // Otherwise it runs on the thread that finishes the operation's last part (a libdpa engine
+  // thread, or a thread inside wait(): Config::waiter_runs), once wait() and
   // done() see it finished and with no libdpa lock held. That thread moves other operations'
   // packets: keep the callback short (hand long work to a thread of your own). It may read the
   // buffers and stats, signal other threads and use this Handle; it must not submit to, wait for
@@ -60,7 +61,9 @@ class Handle {
   // Waits up to `timeout` for completion. Returns false if the operation is still running;
   // throws the operation's error if it failed.
   bool wait(std::chrono::milliseconds timeout);
-  // Waits until the operation completes or fails (bounded by Config::timeout).
+  // Waits until the operation completes or fails (bounded by Config::timeout). With
+  // Config::waiter_runs (the default on UDP sockets) the calling thread first runs the parts
+  // that no engine thread has started yet, instead of sleeping while one wakes up.
   const OpStats& wait();
   [[nodiscard]] bool done() const;
 

@@ -53,6 +53,7 @@ struct SwitchConfig {
   // UDP dpdk.local_port + i); host, port, batch and socket_buffer_bytes do not apply.
   std::optional<DpdkTransportConfig> dpdk;
   std::chrono::microseconds busy_poll{0};  // spin before blocking in receive (0: never)
+  int busy_poll_threads = 0;  // threads 0 .. n-1 spin (busy_poll); 0: every thread
   // Limits that every session, whether configured at start or added at run time, must fit:
   // at most max_sessions sessions holding at most max_memory_mb MiB of slots in all.
   std::uint32_t max_sessions = 256;

@@ -1,5 +1,6 @@
 #include "embedded_switch.hpp"
 
+#include <algorithm>
 #include <thread>
 
 #include "dpa/error.hpp"
@@ -42,7 +43,10 @@ std::unique_ptr<SoftwareSwitch> start_switch(const Config& wide, const std::opti
   switch_config.port = 0;
   switch_config.threads = sizing.switch_threads;
   switch_config.socket_buffer_bytes = sizing.switch_buffer_bytes;
-  switch_config.busy_poll = sizing.busy_poll;
+  // Every thread spins when the wide session does; otherwise only thread 0, which serves the
+  // small session (its one engine thread talks to the switch's first port).
+  switch_config.busy_poll = std::max(sizing.busy_poll, small ? sizing.small_busy_poll : sizing.busy_poll);
+  switch_config.busy_poll_threads = sizing.busy_poll > std::chrono::microseconds(0) ? 0 : 1;
   switch_config.sessions.push_back(session_for(wide, 0, settings.straggler_timeout));
   if (small) {
     switch_config.sessions.push_back(

@@ -26,6 +26,8 @@ constexpr std::int64_t kInFlightPerThread = 512 << 10;  // bytes: covers loopbac
 // The kernel charges a datagram's buffer (its truesize) against the receive buffer, not just its
 // bytes; twice the datagram is a safe bound on loopback.
 constexpr std::int64_t kTruesizeFactor = 2;
+// Covers a loopback round trip through the switch, so a spinning thread rarely sleeps mid-op.
+constexpr std::chrono::microseconds kSpin{50};
 
 int available_cores() {
   cpu_set_t set;
@@ -90,10 +92,13 @@ JobSizing JobSizing::for_job(int world_size, const HostResources& host, const Co
     sizing.window = static_cast<int>(std::clamp<std::int64_t>(window, 1, 64));
   }
   if (!is_set("DPA_SWITCH_BUFFER_BYTES")) sizing.switch_buffer_bytes = host.switch_buffer_request;
-  // Spinning pays only where every engine and switch thread still has a core of its own.
-  if (!is_set("DPA_BUSY_POLL_US") &&
-      host.cores >= 2 * (ranks * (sizing.threads + 1) + sizing.switch_threads)) {
-    sizing.busy_poll = std::chrono::microseconds(50);
+  // Spinning pays only where every engine and switch thread still has a core of its own, with
+  // room to spare; the small session's waiting callers and switch thread 0 need far fewer.
+  if (!is_set("DPA_BUSY_POLL_US")) {
+    if (host.cores >= 2 * (ranks * (sizing.threads + 1) + sizing.switch_threads)) {
+      sizing.busy_poll = kSpin;
+    }
+    if (host.cores >= 2 * (ranks + 1)) sizing.small_busy_poll = kSpin;
   }
   return sizing;
 }
@@ -108,7 +113,7 @@ void JobSizing::apply_overrides(const Config& from_env) {
     payload = from_env.payload;
     small_payload = 0;
   }
-  if (is_set("DPA_BUSY_POLL_US")) busy_poll = from_env.busy_poll;
+  if (is_set("DPA_BUSY_POLL_US")) busy_poll = small_busy_poll = from_env.busy_poll;
   // The embedded switch's own.
   if (const auto value = env_integer("DPA_SWITCH_THREADS", 1, 64)) switch_threads = static_cast<int>(*value);
   if (const auto value = env_integer("DPA_SWITCH_BUFFER_BYTES", 4096, std::int64_t{1} << 30)) {
@@ -124,7 +129,8 @@ std::string JobSizing::to_text() const {
          " small_window=" + std::to_string(small_window) +
          " switch_threads=" + std::to_string(switch_threads) +
          " switch_buffer_bytes=" + std::to_string(switch_buffer_bytes) +
-         " busy_poll_us=" + std::to_string(busy_poll.count());
+         " busy_poll_us=" + std::to_string(busy_poll.count()) +
+         " small_busy_poll_us=" + std::to_string(small_busy_poll.count());
 }
 
 JobSizing JobSizing::from_text(const std::string& text) {
@@ -152,6 +158,7 @@ JobSizing JobSizing::from_text(const std::string& text) {
   sizing.switch_threads = static_cast<int>(get("switch_threads"));
   sizing.switch_buffer_bytes = static_cast<int>(get("switch_buffer_bytes"));
   sizing.busy_poll = std::chrono::microseconds(get("busy_poll_us"));
+  sizing.small_busy_poll = std::chrono::microseconds(get("small_busy_poll_us"));
   return sizing;
 }
 
@@ -168,6 +175,7 @@ Config JobSizing::small_config(const Config& wide) const {
   small.threads = 1;
   small.window = small_window;
   small.payload = small_payload;
+  small.busy_poll = small_busy_poll;
   // The small context's queues take the ports after the wide one's.
   if (auto* udp = std::get_if<UdpTransportConfig>(&small.transport); udp != nullptr && udp->bind_port != 0) {
     udp->bind_port = static_cast<std::uint16_t>(udp->bind_port + wide.threads);

@@ -38,6 +38,10 @@ struct JobSizing {
   int switch_threads = 1;         // DPA_SWITCH_THREADS
   int switch_buffer_bytes = 32 << 20;  // DPA_SWITCH_BUFFER_BYTES
   std::chrono::microseconds busy_poll{0};  // DPA_BUSY_POLL_US
+  // The small session's spin, and the switch thread's that serves it (thread 0): small
+  // operations are latency-bound, and one spinning thread per rank plus one switch thread fit
+  // where the wide session's threads do not. DPA_BUSY_POLL_US sets both.
+  std::chrono::microseconds small_busy_poll{0};
 
   // The rule (docs/tuning.md §8) for `world_size` ranks on this host, then this process's
   // DPA_* overrides.

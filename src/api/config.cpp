@@ -116,6 +116,7 @@ const FieldReaders<Config>& config_readers() {
       {"k", reader_for(&Config::k)},
       {"preemptive", reader_for(&Config::preemptive)},
       {"syn_disable", reader_for(&Config::syn_disable)},
+      {"waiter_runs", reader_for(&Config::waiter_runs)},
       {"faults",
        [](const json& value, const std::string& where, Config& config) {
          require_object(value, where);
@@ -283,6 +284,7 @@ Config Config::from_env() {
   apply_env("DPA_K", config.k, kKs);
   apply_env("DPA_PREEMPTIVE", config.preemptive);
   apply_env("DPA_SYN_DISABLE", config.syn_disable);
+  apply_env("DPA_WAITER_RUNS", config.waiter_runs);
   apply_env("DPA_FAULT_DROP", config.faults.drop, kProbabilities);
   apply_env("DPA_FAULT_DUPLICATE", config.faults.duplicate, kProbabilities);
   apply_env("DPA_FAULT_REORDER", config.faults.reorder, kProbabilities);

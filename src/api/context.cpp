@@ -76,6 +76,9 @@ class ContextImpl {
       return Handle(op);
     }
     op->parts_remaining = static_cast<int>(engines_.size());
+    if (waiter_may_run_) {
+      op->waiter_may_run.assign(engines_.begin(), engines_.end());
+    }
     for (auto& engine : engines_) engine->submit(op);
     last_op_ = op;
     return Handle(op);
@@ -133,7 +136,9 @@ class ContextImpl {
       queues.push_back(transport::with_faults(std::move(queue), faults));
     }
 
-    const std::uint32_t max_packet = device_->properties().max_payload;
+    const transport::DeviceProperties properties = device_->properties();
+    const std::uint32_t max_packet = properties.max_payload;
+    waiter_may_run_ = config_.waiter_runs && properties.any_thread_may_poll;
     if (config_.payload != 0) require_packet_fits(config_.payload, max_packet);
     session_ = join_session(config_, *queues[0], switch_endpoint_, ports, rejoin_token);
     if (session_.world_size != config_.world_size) {
@@ -142,7 +147,7 @@ class ContextImpl {
     }
     require_packet_fits(session_.payload, max_packet);
     for (int t = 0; t < config_.threads; ++t) {
-      engines_.push_back(std::make_unique<EngineRunner>(static_cast<std::uint32_t>(t), config_,
+      engines_.push_back(std::make_shared<EngineRunner>(static_cast<std::uint32_t>(t), config_,
                                                         session_, std::move(queues[t]), *device_));
       log().debug("rank {}: thread {} runs on {}", config_.rank, t, engines_.back()->where());
     }
@@ -170,7 +175,8 @@ class ContextImpl {
   transport::Endpoint switch_endpoint_;
   std::unique_ptr<transport::Device> device_;  // outlives the engines and their queues
   SessionInfo session_;
-  std::vector<std::unique_ptr<EngineRunner>> engines_;
+  std::vector<std::shared_ptr<EngineRunner>> engines_;
+  bool waiter_may_run_ = false;  // Config::waiter_runs, on a device any thread may poll
   std::uint32_t next_op_id_ = 1;
   std::atomic<bool> rejoin_needed_{false};
   std::shared_ptr<Operation> last_op_;  // the engines run operations in submission order
@@ -187,6 +193,7 @@ bool Handle::wait(std::chrono::milliseconds timeout) {
 
 const OpStats& Handle::wait() {
   if (!op_) throw Error("wait() on an empty dpa::Handle");
+  op_->run_parts_here();
   // The engine fails an operation after Config::timeout without replies, so this ends.
   while (!op_->wait_for(std::chrono::hours(1))) {
   }

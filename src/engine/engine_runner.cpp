@@ -46,18 +46,52 @@ void EngineRunner::submit(std::shared_ptr<Operation> op) {
   queue_ready_.notify_one();
 }
 
+bool EngineRunner::run_here(const Operation& op) {
+  std::shared_ptr<Operation> mine;
+  {
+    std::lock_guard lock(queue_mutex_);
+    if (executing_ || stop_.load(std::memory_order_relaxed) || operations_.empty() ||
+        operations_.front().get() != &op) {
+      return false;
+    }
+    mine = std::move(operations_.front());
+    operations_.pop_front();
+    executing_ = true;
+  }
+  execute(*mine);
+  finish_executing();
+  return true;
+}
+
+void EngineRunner::finish_executing() {
+  bool wake = false;
+  {
+    std::lock_guard lock(queue_mutex_);
+    executing_ = false;
+    wake = !operations_.empty() || stop_.load(std::memory_order_relaxed);
+  }
+  // The runner's thread may have woken for a part submitted meanwhile (or for stop()) and found
+  // a waiter running one.
+  if (wake) queue_ready_.notify_one();
+}
+
 void EngineRunner::run() {
   while (true) {
     std::shared_ptr<Operation> op;
     {
       std::unique_lock lock(queue_mutex_);
-      queue_ready_.wait(
-          lock, [this] { return stop_.load(std::memory_order_relaxed) || !operations_.empty(); });
+      // After stop(), parts still queued fail at once (execute checks the flag); a part a waiter
+      // runs ends first, so the thread never leaves the queue to nobody.
+      queue_ready_.wait(lock, [this] {
+        return !executing_ && (!operations_.empty() || stop_.load(std::memory_order_relaxed));
+      });
       if (operations_.empty()) return;
       op = std::move(operations_.front());
       operations_.pop_front();
+      executing_ = true;
     }
     execute(*op);
+    finish_executing();
   }
 }
 

@@ -33,6 +33,10 @@ class EngineRunner {
   EngineRunner& operator=(const EngineRunner&) = delete;
 
   void submit(std::shared_ptr<Operation> op);
+  // Runs this runner's part of `op` on the calling thread when it is next in line and the
+  // runner's thread has not taken it (a thread that waits for `op` anyway saves the two
+  // hand-offs). Returns false, leaving the part to the runner's thread, otherwise.
+  bool run_here(const Operation& op);
   // Stops the thread (idempotent); the queue stays open.
   void stop();
   // Thread 0's queue also carries the context's JOIN and LEAVE. Only after stop().
@@ -43,6 +47,7 @@ class EngineRunner {
  private:
   void run();
   void execute(Operation& op);
+  void finish_executing();
   // Hands the engine's packets to the queue and pushes them out.
   void send_outgoing();
   std::size_t receive(std::chrono::nanoseconds wait, std::uint64_t now);
@@ -55,6 +60,7 @@ class EngineRunner {
   std::mutex queue_mutex_;
   std::condition_variable queue_ready_;
   std::deque<std::shared_ptr<Operation>> operations_;
+  bool executing_ = false;  // a part runs, on the runner's thread or a waiter's
   std::atomic<bool> stop_{false};
   std::unique_ptr<transport::QueueThread> thread_;
 };

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "api/logging.hpp"
+#include "engine/engine_runner.hpp"
 
 namespace dpa::detail {
 
@@ -53,6 +54,13 @@ void Operation::add_completion(Completion callback) {
     }
   }
   run_completion(callback, stats_, error_);
+}
+
+void Operation::run_parts_here() {
+  for (const std::weak_ptr<EngineRunner>& weak : waiter_may_run) {
+    if (complete()) return;
+    if (const std::shared_ptr<EngineRunner> runner = weak.lock()) runner->run_here(*this);
+  }
 }
 
 bool Operation::wait_for(std::chrono::milliseconds timeout) {

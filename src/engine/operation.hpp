@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -15,6 +16,8 @@
 #include "dpa/types.hpp"
 
 namespace dpa::detail {
+
+class EngineRunner;
 
 struct Operation {
   const std::byte* in = nullptr;
@@ -48,6 +51,10 @@ struct Operation {
   [[nodiscard]] bool failed() const { return failed_.load(std::memory_order_acquire); }
 
   int parts_remaining = 0;  // set before the parts are handed to the threads
+  // Runners whose parts a waiting thread may run itself (Config::waiter_runs); set at submit.
+  std::vector<std::weak_ptr<EngineRunner>> waiter_may_run;
+  // Runs, on the calling thread, each of those parts that its runner's thread has not started.
+  void run_parts_here();
 
  private:
   mutable std::mutex mutex_;

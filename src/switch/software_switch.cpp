@@ -278,7 +278,8 @@ class SwitchImpl {
     Batch batch(io, config_.batch);
     constexpr auto kStopCheck = std::chrono::milliseconds(20);
 
-    const auto spin = std::chrono::nanoseconds(config_.busy_poll);
+    const bool spins = config_.busy_poll_threads == 0 || static_cast<int>(index) < config_.busy_poll_threads;
+    const auto spin = spins ? std::chrono::nanoseconds(config_.busy_poll) : std::chrono::nanoseconds(0);
     while (!stop_.load(std::memory_order_relaxed)) {
       passed_epoch_[index].store(epoch_.load(std::memory_order_acquire), std::memory_order_release);
       std::size_t received = 0;

@@ -94,6 +94,7 @@ const FieldReaders<SwitchConfig>& switch_readers() {
       {"batch", reader_for(&SwitchConfig::batch)},
       {"socket_buffer_bytes", reader_for(&SwitchConfig::socket_buffer_bytes)},
       {"busy_poll_us", reader_for(&SwitchConfig::busy_poll)},
+      {"busy_poll_threads", reader_for(&SwitchConfig::busy_poll_threads)},
       {"max_sessions", reader_for(&SwitchConfig::max_sessions)},
       {"max_memory_mb", reader_for(&SwitchConfig::max_memory_mb)},
       {"dpdk",
@@ -188,6 +189,10 @@ void SwitchConfig::validate() const {
           "switch.port {} + threads {} - 1 exceeds 65535", port, threads);
   require(batch >= 1 && batch <= kMaxBatch, "switch.batch {} out of range [1, {}]", batch, kMaxBatch);
   require(socket_buffer_bytes > 0, "switch.socket_buffer_bytes {} must be positive", socket_buffer_bytes);
+  require(busy_poll.count() >= 0 && busy_poll <= std::chrono::seconds(1),
+          "switch.busy_poll_us {} out of range [0, 1000000]", busy_poll.count());
+  require(busy_poll_threads >= 0 && busy_poll_threads <= threads,
+          "switch.busy_poll_threads {} out of range [0 (every thread), threads {}]", busy_poll_threads, threads);
   require(max_sessions >= 1 && max_sessions <= kMaxSessions, "switch.max_sessions {} out of range [1, {}]",
           max_sessions, kMaxSessions);
   require(max_memory_mb >= 1 && max_memory_mb <= kMaxMemoryMb, "switch.max_memory_mb {} out of range [1, {}]",

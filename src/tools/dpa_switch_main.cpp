@@ -52,6 +52,10 @@ int main(int argc, char** argv) {
   app.add_option("--threads", config.threads, "Switch threads")->capture_default_str();
   app.add_option("--busy-poll-us", busy_poll_us, "Spin this long before blocking (0: never)")
       ->capture_default_str();
+  int busy_poll_threads = 0;
+  app.add_option("--busy-poll-threads", busy_poll_threads,
+                 "Only threads 0 .. n-1 spin (0: every thread)")
+      ->capture_default_str();
   app.add_option("--control-port", control_port,
                  "Serve JSON control requests (add/remove sessions, counters) on this TCP port; "
                  "0: ephemeral")
@@ -104,6 +108,8 @@ int main(int argc, char** argv) {
       if (app.count("--max-sessions") == 0) config.max_sessions = from_file.max_sessions;
       if (app.count("--max-memory-mb") == 0) config.max_memory_mb = from_file.max_memory_mb;
       config.batch = from_file.batch;
+      config.busy_poll = from_file.busy_poll;
+      config.busy_poll_threads = from_file.busy_poll_threads;
       config.socket_buffer_bytes = from_file.socket_buffer_bytes;
       config.dpdk = from_file.dpdk;
       config.sessions = from_file.sessions;
@@ -114,6 +120,7 @@ int main(int argc, char** argv) {
                              "(see configs/switch-dpdk.json)");
     }
     if (app.count("--busy-poll-us") > 0) config.busy_poll = std::chrono::microseconds(busy_poll_us);
+    if (app.count("--busy-poll-threads") > 0) config.busy_poll_threads = busy_poll_threads;
     if (world_size > 0) {
       session.world_size = world_size;
       session.straggler_timeout = std::chrono::microseconds(straggler_timeout_us);

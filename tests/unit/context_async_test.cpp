@@ -175,6 +175,84 @@ TEST(Completion, EmptyHandleOrCallbackIsAnError) {
   handle.wait();
 }
 
+// How many of `operations` allreduces completed on the thread that waited for them, counting only
+// those still running when their callback was registered (a finished one calls back at once, on
+// the caller, whoever ran it).
+int completed_by_the_waiter(dpa::Context& context, int operations) {
+  std::vector<std::int32_t> data(300, 7);
+  int by_waiter = 0;
+  for (int i = 0; i < operations; ++i) {
+    Seen seen;
+    dpa::Handle handle = context.allreduce_async(data.data(), data.data(), data.size(), dpa::DataType::int32);
+    handle.on_complete(seen.callback());
+    bool finished_before_wait = false;
+    {
+      std::lock_guard lock(seen.mutex);
+      finished_before_wait = seen.calls > 0;
+    }
+    handle.wait();
+    EXPECT_TRUE(seen.wait_for_call());
+    std::lock_guard lock(seen.mutex);
+    if (!finished_before_wait && seen.thread == std::this_thread::get_id()) ++by_waiter;
+  }
+  EXPECT_EQ(data.front(), 7);  // a world of 1 sums to its own input
+  return by_waiter;
+}
+
+// The waiting thread takes a part its engine thread has not started (which one wins is a race,
+// but the waiter arrives microseconds after submitting, long before a woken thread runs).
+TEST(WaiterRuns, AWaitingThreadRunsThePartsNoEngineThreadStarted) {
+  const auto sw = start_switch(1);
+  dpa::Context context(worker(*sw, 0, 1));
+  EXPECT_GT(completed_by_the_waiter(context, 50), 0);
+}
+
+TEST(WaiterRuns, OffEveryPartRunsOnAnEngineThread) {
+  const auto sw = start_switch(1);
+  dpa::Config config = worker(*sw, 0, 1);
+  config.waiter_runs = false;
+  dpa::Context context(config);
+  EXPECT_EQ(completed_by_the_waiter(context, 50), 0);
+}
+
+// Parts of one operation on several engine threads, each rank's submitting thread waiting for
+// (and so running some of) them: every operation still meets its counterpart, in order.
+TEST(WaiterRuns, SeveralThreadsAndEnginesKeepTheOrder) {
+  const auto sw = start_switch(2);
+  std::vector<std::unique_ptr<dpa::Context>> contexts(2);
+  {
+    std::vector<std::thread> joins;
+    for (int rank = 0; rank < 2; ++rank) {
+      joins.emplace_back([&, rank] {
+        dpa::Config config = worker(*sw, rank, 2);
+        config.threads = 3;
+        config.timeout = 20s;
+        contexts[rank] = std::make_unique<dpa::Context>(config);
+      });
+    }
+    for (auto& thread : joins) thread.join();
+  }
+  constexpr int kOperations = 40;
+  std::vector<std::thread> ranks;
+  std::atomic<int> wrong{0};
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      for (int i = 0; i < kOperations; ++i) {
+        // Sizes from one value (one engine) to several packets per engine.
+        std::vector<std::int32_t> data(static_cast<std::size_t>(1 + (i * 97) % 1000), i + rank);
+        const dpa::OpStats& stats = contexts[rank]->allreduce_async(data.data(), data.data(), data.size(),
+                                                                    dpa::DataType::int32).wait();
+        if (stats.blocks == 0) ++wrong;
+        for (const std::int32_t value : data) {
+          if (value != 2 * i + 1) ++wrong;
+        }
+      }
+    });
+  }
+  for (auto& thread : ranks) thread.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
 // Two ranks in one process. Each takes tickets for its operations in one order, then submits
 // them from threads started in another order: rank 0's in reverse, rank 1's forwards. Operation
 // i of both ranks must meet: if a rank submitted in thread order, operations of different sizes

@@ -19,7 +19,8 @@ class UdpDevice final : public Device {
                             .queues = queues_,
                             .checksum_offload = false,
                             .flow_steering = true,  // each queue has its own socket
-                            .zero_copy_multicast = true};  // one iovec, many addresses
+                            .zero_copy_multicast = true,  // one iovec, many addresses
+                            .any_thread_may_poll = true};
   }
 
   std::unique_ptr<Queue> open_queue(std::size_t index) override {
