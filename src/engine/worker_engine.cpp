@@ -231,8 +231,12 @@ void WorkerEngine::build_data(std::uint32_t e) {
       quant::int32_to_wire(reinterpret_cast<const std::int32_t*>(op.in) + begin, valid, values);
     }
   }
-  std::memset(values + 4 * valid, 0, 4 * (payload - valid));
   protocol::encode(h, entry.packet.payload);
+  if (j < 0) {
+    entry.packet.size = static_cast<std::uint32_t>(protocol::kHeaderSize);  // header only (§2)
+    return;
+  }
+  std::memset(values + 4 * valid, 0, 4 * (payload - valid));
   entry.packet.size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * payload);
 }
 

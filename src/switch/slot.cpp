@@ -115,7 +115,8 @@ SlotAction step_slot(SlotState& slot, std::span<std::int32_t> values, const Head
     slot.exp_used = protocol::exp_to_wire(h.exp_used);
     slot.exp_max = protocol::exp_to_wire(h.exp_next);
     slot.first_arrival = now;
-    accumulate_be(values, payload.data(), /*overwrite=*/true);
+    // A header-only request (count 0) adds nothing, and its round's result carries no values.
+    if (!payload.empty()) accumulate_be(values, payload.data(), /*overwrite=*/true);
     slot.complete = slot.contributors >= slot.target;
     return slot.complete ? SlotAction::multicast_result : SlotAction::counted;
   }
@@ -134,6 +135,11 @@ SlotAction step_slot(SlotState& slot, std::span<std::int32_t> values, const Head
   if (h.op_length != slot.op_length) {
     return poison(slot, protocol::ErrorCode::length_mismatch, slot.op_length, h.op_length, h.rank);
   }
+  // Every rank derives a block's count from the same op_length and offset; a rank that sends
+  // values into a round opened without any (or none into one with values) disagrees.
+  if (h.count != slot.count) {
+    return poison(slot, protocol::ErrorCode::length_mismatch, slot.count, h.count, h.rank);
+  }
   // A complete round's bitmap is frozen: a late contribution only fetches a copy.
   if (slot.complete) return SlotAction::unicast_result;
 
@@ -147,7 +153,7 @@ SlotAction step_slot(SlotState& slot, std::span<std::int32_t> values, const Head
     return SlotAction::duplicate;
   }
 
-  accumulate_be(values, payload.data(), /*overwrite=*/false);
+  if (!payload.empty()) accumulate_be(values, payload.data(), /*overwrite=*/false);
   slot.bitmap |= sender_bit;
   ++slot.contributors;
   slot.exp_max = std::max(slot.exp_max, protocol::exp_to_wire(h.exp_next));

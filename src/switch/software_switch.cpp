@@ -478,7 +478,9 @@ class SwitchImpl {
       return;
     }
     const std::uint32_t payload_values = session.config().payload;
-    if (!probe && (payload.size() != 4u * payload_values || h.count > payload_values)) {
+    // A data request carries P values, except the exponent-priming request (count 0): header only.
+    const std::size_t expected_bytes = h.count == 0 ? 0 : 4u * payload_values;
+    if (!probe && (payload.size() != expected_bytes || h.count > payload_values)) {
       send_error(batch, h, ErrorCode::bad_length, payload_values, from);
       return;
     }
@@ -564,7 +566,9 @@ class SwitchImpl {
     transport::TxBuffer* buffer = batch.next_buffer();
     if (buffer == nullptr) return;
     protocol::encode(sw::reply_header(slot, action, request, members.token), buffer->payload);
-    const std::span<const std::int32_t> values = session.values(request.slot);
+    // A round of no values (exponent priming) has a header-only result.
+    const std::span<const std::int32_t> values =
+        slot.count == 0 ? std::span<const std::int32_t>{} : session.values(request.slot);
     quant::int32_to_wire(values.data(), values.size(), buffer->payload + protocol::kHeaderSize);
     buffer->size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * values.size());
     if (action != sw::SlotAction::multicast_result) {

@@ -69,7 +69,11 @@ struct Sent {
   [[nodiscard]] bool is_probe() const {
     return bytes.size() == protocol::kHeaderSize && h.has(flag::kSyn);
   }
-  [[nodiscard]] bool is_data() const { return bytes.size() == kDataSize && !h.has(flag::kSyn); }
+  // P values, or header only for the exponent-priming request (count 0).
+  [[nodiscard]] bool is_data() const {
+    return !h.has(flag::kSyn) &&
+           (bytes.size() == kDataSize || (bytes.size() == protocol::kHeaderSize && h.count == 0));
+  }
   [[nodiscard]] std::span<const std::byte> payload() const {
     return std::span<const std::byte>(bytes).subspan(protocol::kHeaderSize);
   }

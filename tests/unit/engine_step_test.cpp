@@ -63,8 +63,10 @@ struct Sent {
   [[nodiscard]] bool is_probe() const {
     return bytes.size() == protocol::kHeaderSize && h.has(flag::kSyn);
   }
+  // P values, or header only for the exponent-priming request (count 0).
   [[nodiscard]] bool is_data() const {
-    return bytes.size() == protocol::kHeaderSize + 4 * kPayload && !h.has(flag::kSyn);
+    return !h.has(flag::kSyn) && (bytes.size() == protocol::kHeaderSize + 4 * kPayload ||
+                                  (bytes.size() == protocol::kHeaderSize && h.count == 0));
   }
   [[nodiscard]] std::vector<std::int32_t> values() const {
     std::vector<std::int32_t> v((bytes.size() - protocol::kHeaderSize) / 4);
@@ -1017,6 +1019,7 @@ TEST_F(EngineStep, FloatExponentsFlowFromPrimingThroughResultsAndSkips) {
 
   const Sent prime = h.take_data(slot_of(0, 0, 0, 1), 1);
   EXPECT_EQ(prime.h.count, 0u);
+  EXPECT_EQ(prime.bytes.size(), protocol::kHeaderSize) << "the priming request is header only";
   EXPECT_EQ(prime.h.offset, 0u);
   EXPECT_EQ(prime.h.exp_used, protocol::kExpZero);
   EXPECT_EQ(prime.h.exp_next, exponent(job, 0));

@@ -216,9 +216,10 @@ class Driver:
             width = self._session(header["session"]).payload
             if len(values) > width:
                 raise CaseError(f"send: {len(values)} values exceed the session's payload {width}")
-            payload = encoding.encode_values(values + [0] * (width - len(values)))
             if "count" not in header_spec:
                 header["count"] = len(values)
+            # count 0 is the header-only exponent-priming request (docs/protocol.md §2).
+            payload = b"" if not values and header["count"] == 0 else encoding.encode_values(values + [0] * (width - len(values)))
         return endpoint, index, wire.encode_header(header) + payload
 
     def _build_expected(self, spec: dict, requests: list[tuple[int, bytes]]) -> list[_Expected]:
