@@ -271,6 +271,7 @@ control Admission(inout headers_t hdr,
                 activity.count(hdr.bridged.session_index);
             }
             md.packet_round = 16w0 ++ md.round_target ++ md.round_k;
+            md.world_minus_one = md.world - 1;
             // A round whose target is 1 (N = 1 or K = 1) completes with the packet that opens it.
             if (md.round_target <= 1) {
                 md.open_count = COUNT_COMPLETE | 1;

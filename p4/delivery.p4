@@ -67,7 +67,7 @@ control Delivery(inout headers_t hdr,
         hdr.dpa.offset = md.slot_offset;
         hdr.dpa.op_length = md.slot_op_length;
         hdr.dpa.k = md.slot_round[15:8];
-        hdr.dpa.contributors = md.count[7:0];
+        hdr.dpa.contributors = md.contributors;
         hdr.dpa.exp_used = md.slot_exp_used;
         hdr.dpa.exp_next = md.exp_max;
         hdr.dpa.bitmap_hi = 0;
@@ -228,6 +228,7 @@ control Delivery(inout headers_t hdr,
             md.poison_info : ternary;
             md.count_op : ternary;
             md.count : ternary;
+            md.short : ternary;
             md.op_x : ternary;
             md.full_x : ternary;
         }
@@ -239,59 +240,68 @@ control Delivery(inout headers_t hdr,
         const default_action = drop_packet;
         counters = outcomes;
         size = 64;
+        // md.count is the count register before the packet (after it for a NEW); 0x100: complete.
         const entries = {
             // Admission (§8.1).
-            (ADM_DROP, _, _, _, _, _, _, _) : drop_packet();
-            (ADM_CPU, _, _, _, _, _, _, _) : to_cpu();
-            (ADM_ERROR, 1, _, _, _, _, _, _) : admission_error(0x14);
-            (ADM_ERROR, 0, _, _, _, _, _, _) : admission_error(0x10);
+            (ADM_DROP, _, _, _, _, _, _, _, _) : drop_packet();
+            (ADM_CPU, _, _, _, _, _, _, _, _) : to_cpu();
+            (ADM_ERROR, 1, _, _, _, _, _, _, _) : admission_error(0x14);
+            (ADM_ERROR, 0, _, _, _, _, _, _, _) : admission_error(0x10);
 
             // SYN probes (§8.2, first rows).
-            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, 0x100 &&& 0x100, _, _) : syn_reply(0x84);
-            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, _, _, _) : syn_reply(0x04);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, 0x0B00 &&& 0xFF00, _, _, _, _) : poisoned_op(0x14);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, 0x0F00 &&& 0xFF00, _, _, _, _) : poisoned_type(0x14);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, 0x1000 &&& 0xFF00, _, _, _, _) : poisoned_length(0x14);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, COUNT_OP_REACTIVE, 0x200 &&& 0x200, _, _) : copy_to_probe();
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, COUNT_OP_REACTIVE, 0x100 &&& 0x100, _, 0) : completed_by_probe(EV_COMPLETED);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, COUNT_OP_REACTIVE, 0x100 &&& 0x100, _, _) : completed_by_probe(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, 0x100 &&& 0x100, _, _) : copy_to_probe();
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _) : syn_reply(0x04);
+            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, 0x100 &&& 0x100, _, _, _) : syn_reply(0x84);
+            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, _, _, _, _) : syn_reply(0x04);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, 0x0B00 &&& 0xFF00, _, _, _, _, _) : poisoned_op(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, 0x0F00 &&& 0xFF00, _, _, _, _, _) : poisoned_type(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, 0x1000 &&& 0xFF00, _, _, _, _, _) : poisoned_length(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, 0x100 &&& 0x100, _, _, _) : copy_to_probe();
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, COUNT_OP_REACTIVE, _, 0, _, 0) : completed_by_probe(EV_COMPLETED);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, COUNT_OP_REACTIVE, _, 0, _, _) : completed_by_probe(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _) : syn_reply(0x04);
 
             // NEW (§8.2): opens the round; complete at once when the target is 1.
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, 0x100 &&& 0x100, _, 0) : completed_at_open(EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, 0x100 &&& 0x100, _, _) : completed_at_open(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _) : counted(REDUCE_WRITE);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, 0x100 &&& 0x100, _, _, 0) : completed_at_open(EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, 0x100 &&& 0x100, _, _, _) : completed_at_open(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _, _) : counted(REDUCE_WRITE);
             // OLD and ahead.
-            (ADM_ACCEPT, 0, GATE_OLD, _, _, 0x100 &&& 0x100, _, _) : old_reply(0x88);
-            (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, _) : old_reply(0x08);
-            (ADM_ACCEPT, 0, GATE_AHEAD, _, _, _, _, _) : seq_ahead();
+            (ADM_ACCEPT, 0, GATE_OLD, _, _, 0x100 &&& 0x100, _, _, _) : old_reply(0x88);
+            (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, _, _) : old_reply(0x08);
+            (ADM_ACCEPT, 0, GATE_AHEAD, _, _, _, _, _, _) : seq_ahead();
             // Poisoned earlier (the round's error again), or poisoned by this packet (§8.3).
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0x0B00 &&& 0xFF00, _, _, _, _) : poisoned_op(0x10);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0x0F00 &&& 0xFF00, _, _, _, _) : poisoned_type(0x10);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0x1000 &&& 0xFF00, _, _, _, _) : poisoned_length(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0x0B00 &&& 0xFF00, _, _, _, _) : poisoned_op(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0x0F00 &&& 0xFF00, _, _, _, _) : poisoned_type(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0x1000 &&& 0xFF00, _, _, _, _) : poisoned_length(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, _, _, 0, _) : poisoned_now();
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, _, _, _, _) : poisoned_now_with_sender_copy();
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0x0B00 &&& 0xFF00, _, _, _, _, _) : poisoned_op(0x10);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0x0F00 &&& 0xFF00, _, _, _, _, _) : poisoned_type(0x10);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0x1000 &&& 0xFF00, _, _, _, _, _) : poisoned_length(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0x0B00 &&& 0xFF00, _, _, _, _, _) : poisoned_op(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0x0F00 &&& 0xFF00, _, _, _, _, _) : poisoned_type(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0x1000 &&& 0xFF00, _, _, _, _, _) : poisoned_length(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, _, _, _, 0, _) : poisoned_now();
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, _, _, _, _, _) : poisoned_now_with_sender_copy();
             // A new contributor: late (copy), completing (multicast) or counted.
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_ADD, 0x200 &&& 0x200, _, _) : copy_to_data(EV_LATE);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_ADD, 0x100 &&& 0x100, _, 0) : completed(REDUCE_ADD, EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_ADD, 0x100 &&& 0x100, _, _) : completed(REDUCE_ADD, EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_ADD, _, _, _) : counted(REDUCE_ADD);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_ADD, 0x100 &&& 0x100, _, _, _) : copy_to_data(EV_LATE);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_ADD, _, 0 &&& 0xFE, _, 0) : completed(REDUCE_ADD, EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_ADD, _, 0 &&& 0xFE, _, _) : completed(REDUCE_ADD, EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_ADD, _, _, _, _) : counted(REDUCE_ADD);
             // A counted rank's retransmission: copy, reactive completion, or a duplicate.
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_REACTIVE, 0x200 &&& 0x200, _, _) : copy_to_data(EV_RETRANSMITTED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_REACTIVE, 0x100 &&& 0x100, _, 0) : completed(REDUCE_NONE, EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_REACTIVE, 0x100 &&& 0x100, _, _) : completed(REDUCE_NONE, EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_READ, 0x100 &&& 0x100, _, _) : copy_to_data(EV_RETRANSMITTED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, _) : duplicate();
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, 0x100 &&& 0x100, _, _, _) : copy_to_data(EV_RETRANSMITTED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_REACTIVE, _, 0, _, 0) : completed(REDUCE_NONE, EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_REACTIVE, _, 0, _, _) : completed(REDUCE_NONE, EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, _, _) : duplicate();
         }
     }
 
     apply {
         pass_plan.apply();
-        md.full_x = md.count[7:0] ^ md.world;
+        // The count RegisterActions return the register as the packet found it (slot_state.p4).
+        // An ADD completes the round when threshold - 1 <= that (short 0 or 1), a reactive one
+        // when threshold <= that (short 0); a counted ADD is one more contributor.
+        md.short = md.threshold[7:0] |-| md.count[7:0];
+        if (md.count_op == COUNT_OP_ADD && md.count[8:8] == 0) {
+            md.contributors = md.count[7:0] + 1;
+            md.full_x = md.count[7:0] ^ md.world_minus_one;
+        } else {
+            md.contributors = md.count[7:0];
+            md.full_x = md.count[7:0] ^ md.world;
+        }
         reply.apply();
     }
 }

@@ -38,7 +38,7 @@ control Exponent(inout headers_t hdr,
             md.slot_exp_used = exp_used_read.execute(index);
             // Only a counted contribution raises the maximum (§8.2 Add).
             if (md.gate == GATE_CURRENT && md.poison_info == 0 && md.dup == 0 &&
-                (md.count & COUNT_WAS_COMPLETE) == 0) {
+                (md.count & COUNT_COMPLETE) == 0) {
                 md.exp_max = exp_max_add.execute(index);
             } else {
                 md.exp_max = exp_max_read.execute(index);

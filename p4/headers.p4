@@ -223,6 +223,7 @@ struct metadata_t {
     bit<32> generation;
     bit<32> pool_base;
     bit<8>  world;
+    bit<8>  world_minus_one;
     bit<8>  k_default;
     bit<8>  round_k;        // of a NEW: the packet's k, or the session default
     bit<8>  round_target;   // of a NEW: round_k with COUNT_TO_K, else N
@@ -238,12 +239,11 @@ struct metadata_t {
     bit<32> slot_meta;      // type flag << 16 | count
     bit<32> slot_round;     // target << 8 | k
     bit<8>  slot_exp_used;
-    bit<32> first_arrival;
     bit<32> op_x;           // packet XOR slot: zero when they agree
     bit<1>  type_x;
     bit<32> length_x;
     bit<8>  gate;           // GATE_*
-    bit<32> elapsed;
+    bit<32> elapsed;        // now - first arrival of the round (0 for a NEW)
     bit<32> not_late;       // (timeout + 1) -sat elapsed: zero once the round timed out
     bit<32> poison_info;    // code << 8 | offender rank, 0 while not poisoned
     bit<32> poison_value;   // the offender's value
@@ -255,6 +255,8 @@ struct metadata_t {
     bit<32> threshold;      // contributions that complete the round for this packet
     bit<32> count;          // count register result (COUNT_* encoding)
     bit<8>  count_op;       // COUNT_OP_*
+    bit<8>  short;          // threshold -sat contributors before the packet (the count's verdict)
+    bit<8>  contributors;   // contributors after the packet
     bit<8>  full_x;         // contributors XOR N: zero for a full round
     bit<9>  input_port;     // pass port of the first input pass (pass_plan)
     bit<8>  exp_max;

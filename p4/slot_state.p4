@@ -64,10 +64,16 @@ control SlotState(inout headers_t hdr,
     DPA_WRITE_READ(op_length, hdr.dpa.op_length)
     DPA_WRITE_READ(meta, md.packet_meta)
     DPA_WRITE_READ(round, md.packet_round)
-#if DPA_STRAGGLER_AWARE
-    DPA_WRITE_READ(first_arrival, md.now)
-#endif
 #undef DPA_WRITE_READ
+#if DPA_STRAGGLER_AWARE
+    // Both return the time since the round opened (§8.4), so the MAU only compares it.
+    RegisterAction<bit<32>, slot_index_t, bit<32>>(first_arrival) first_arrival_write = {
+        void apply(inout bit<32> value, out bit<32> rv) { value = md.now; rv = 0; }
+    };
+    RegisterAction<bit<32>, slot_index_t, bit<32>>(first_arrival) first_arrival_read = {
+        void apply(inout bit<32> value, out bit<32> rv) { rv = md.now - value; }
+    };
+#endif
 
     RegisterAction<bit<32>, slot_index_t, bit<32>>(poison_info) poison_info_clear = {
         void apply(inout bit<32> value, out bit<32> rv) { value = 0; rv = 0; }
@@ -111,6 +117,9 @@ control SlotState(inout headers_t hdr,
         void apply(inout bit<32> value, out bit<32> rv) { rv = value; }
     };
 
+    // A stateful ALU has one output source per RegisterAction, so every count action returns the
+    // register as the packet found it (count_open the value it writes); the reply decides whether
+    // the packet completed the round from that and md.threshold (md.short, below).
     // NEW: one contribution, complete at once when the target is 1 (md.open_count = 0x101).
     RegisterAction<bit<32>, slot_index_t, bit<32>>(count) count_open = {
         void apply(inout bit<32> value, out bit<32> rv) { value = md.open_count; rv = value; }
@@ -120,14 +129,13 @@ control SlotState(inout headers_t hdr,
     // or its K once the straggler timeout has passed (reactive fastest-K, §9.3).
     RegisterAction<bit<32>, slot_index_t, bit<32>>(count) count_add = {
         void apply(inout bit<32> value, out bit<32> rv) {
-            if (value >= COUNT_COMPLETE) {
-                rv = value | COUNT_WAS_COMPLETE;
-            } else if (value + 1 >= md.threshold) {
-                value = value + (COUNT_COMPLETE + 1);
-                rv = value;
-            } else {
-                value = value + 1;
-                rv = value;
+            rv = value;
+            if (value < COUNT_COMPLETE) {
+                if (value + 1 >= md.threshold) {
+                    value = value + (COUNT_COMPLETE + 1);
+                } else {
+                    value = value + 1;
+                }
             }
         }
     };
@@ -136,13 +144,9 @@ control SlotState(inout headers_t hdr,
     // round with the contributions it has once they reach its K.
     RegisterAction<bit<32>, slot_index_t, bit<32>>(count) count_reactive = {
         void apply(inout bit<32> value, out bit<32> rv) {
-            if (value >= COUNT_COMPLETE) {
-                rv = value | COUNT_WAS_COMPLETE;
-            } else if (value >= md.threshold) {
+            rv = value;
+            if (value < COUNT_COMPLETE && value >= md.threshold) {
                 value = value | COUNT_COMPLETE;
-                rv = value;
-            } else {
-                rv = value;
             }
         }
     };
@@ -229,7 +233,7 @@ control SlotState(inout headers_t hdr,
             md.slot_meta = meta_write.execute(index);
             md.slot_round = round_write.execute(index);
 #if DPA_STRAGGLER_AWARE
-            md.first_arrival = first_arrival_write.execute(index);
+            md.elapsed = first_arrival_write.execute(index);
 #endif
         } else {
             md.slot_op_id = op_id_read.execute(index);
@@ -238,13 +242,10 @@ control SlotState(inout headers_t hdr,
             md.slot_meta = meta_read.execute(index);
             md.slot_round = round_read.execute(index);
 #if DPA_STRAGGLER_AWARE
-            md.first_arrival = first_arrival_read.execute(index);
+            md.elapsed = first_arrival_read.execute(index);
 #endif
         }
         compare_with_round();
-#if DPA_STRAGGLER_AWARE
-        md.elapsed = md.now - md.first_arrival;
-#endif
         gate.apply();
 #if DPA_STRAGGLER_AWARE
         // timed_out = elapsed > timeout  <=>  (timeout + 1) -sat elapsed == 0 (§8.4, unsigned).

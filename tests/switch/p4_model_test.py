@@ -171,33 +171,34 @@ class P4Slot:
         dup = bitmap_old & sender_bit
         bitmap_now = bitmap_old | sender_bit
         threshold = (r["round"] & 0xFF) if not_late == 0 else (r["round"] >> 8 & 0xFF)
-        # count
+        # count: every RegisterAction returns the register as the packet found it, except
+        # count_open, which returns what it writes.
         count_op, count = "NONE", 0
         if g == "NEW":
             r["count"] = open_count
             count, count_op = r["count"], "OPEN"
         elif g == "CURRENT" and poison_info == 0 and dup == 0:
-            v = r["count"]
-            if v >= 0x100:
-                count = v | 0x200
-            elif v + 1 >= threshold:
-                r["count"] = count = v + 0x101
-            else:
-                r["count"] = count = v + 1
+            count = v = r["count"]
+            if v < 0x100:
+                r["count"] = v + 0x101 if v + 1 >= threshold else v + 1
             count_op = "ADD"
         elif (self.straggler_aware and g in ("CURRENT", "PROBE_CURRENT") and poison_info == 0 and
               dup != 0 and not_late == 0):
-            v = r["count"]
-            if v >= 0x100:
-                count = v | 0x200
-            elif v >= threshold:
-                r["count"] = count = v | 0x100
-            else:
-                count = v
+            count = v = r["count"]
+            if v < 0x100 and v >= threshold:
+                r["count"] = v | 0x100
             count_op = "REACTIVE"
         elif g in ("CURRENT", "PROBE_CURRENT", "OLD", "PROBE_OTHER"):
             count, count_op = r["count"], "READ"
-        accepted_add = g == "CURRENT" and poison_info == 0 and dup == 0 and not count & 0x200
+        accepted_add = g == "CURRENT" and poison_info == 0 and dup == 0 and not count & 0x100
+        # delivery.p4's apply: the count's verdict, the contributors after the packet, full or not.
+        short = max((threshold & 0xFF) - (count & 0xFF), 0)
+        if count_op == "ADD" and not count & 0x100:
+            contributors = (count + 1) & 0xFF
+            full_x = (count & 0xFF) ^ ((self.world - 1) & 0xFF)
+        else:
+            contributors = count & 0xFF
+            full_x = (count & 0xFF) ^ self.world
         # exponent.p4, result_bitmap.p4
         if g == "NEW":
             r["exp_max"] = p.exp_next
@@ -207,12 +208,12 @@ class P4Slot:
             r["contributors"] = bitmap_now
         # delivery.p4
         keys = (CONST["ADM_ACCEPT"], probe, CONST["GATE_" + g], poison_info,
-                CONST["COUNT_OP_" + count_op], count, op_x, (count & 0xFF) ^ self.world)
+                CONST["COUNT_OP_" + count_op], count, short, op_x, full_x)
         action, args = lookup(REPLY, keys)
-        return self._reply(action, args, p, d, count, poison_info, poison_value, mismatch_info,
+        return self._reply(action, args, p, d, contributors, poison_info, poison_value, mismatch_info,
                            mismatch_value, error_expected)
 
-    def _reply(self, action, args, p, d, count, poison_info, poison_value, mismatch_info,
+    def _reply(self, action, args, p, d, contributors, poison_info, poison_value, mismatch_info,
                mismatch_value, error_expected):
         r = self.r
         slot_float = (r["meta"] >> 16 & 1) << 8
@@ -220,7 +221,7 @@ class P4Slot:
         def slot_view(flags, seq, with_count):
             return dict(flags=slot_float | flags, error=0, op_id=r["op_id"], seq=seq,
                         offset=r["offset"], op_length=r["op_length"], k=r["round"] >> 8 & 0xFF,
-                        contributors=count & 0xFF, exp_used=r["exp_used"], exp_next=r["exp_max"],
+                        contributors=contributors, exp_used=r["exp_used"], exp_next=r["exp_max"],
                         bitmap=r["contributors"], count=r["meta"] & 0xFFFF if with_count else 0,
                         rank=p.rank)
 
