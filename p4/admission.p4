@@ -126,11 +126,12 @@ control Admission(inout headers_t hdr,
     }
 
     // The round's K and target if this packet opens it (§8.2 NEW): k, or the session default
-    // when k = 0; the target is K with COUNT_TO_K, else N.
-    action round_default_n() { md.round_k = md.k_default; md.round_target = md.world; }
-    action round_default_k() { md.round_k = md.k_default; md.round_target = md.k_default; }
-    action round_packet_n() { md.round_k = hdr.dpa.k; md.round_target = md.world; }
-    action round_packet_k() { md.round_k = hdr.dpa.k; md.round_target = hdr.dpa.k; }
+    // when k = 0; the target is K with COUNT_TO_K, else N. Each goes into the byte of the word
+    // the slot's registers store (headers.p4), whose other bytes are written apart.
+    action round_default_n() { md.packet_round[7:0] = md.k_default; md.packet_meta[7:0] = md.world; }
+    action round_default_k() { md.packet_round[7:0] = md.k_default; md.packet_meta[7:0] = md.k_default; }
+    action round_packet_n() { md.packet_round[7:0] = hdr.dpa.k; md.packet_meta[7:0] = md.world; }
+    action round_packet_k() { md.packet_round[7:0] = hdr.dpa.k; md.packet_meta[7:0] = hdr.dpa.k; }
     table round_parameters {
         key = { hdr.dpa.k : ternary; md.count_to_k : exact; }
         actions = { round_default_n; round_default_k; round_packet_n; round_packet_k; }
@@ -243,7 +244,8 @@ control Admission(inout headers_t hdr,
         if (hdr.dpa.isValid()) {
             md.is_probe = hdr.dpa.flags[2:2];
             md.count_to_k = hdr.dpa.flags[5:5];
-            md.packet_meta = 15w0 ++ hdr.dpa.flags[8:8] ++ hdr.dpa.count;
+            md.packet_meta[31:16] = hdr.dpa.count;
+            md.packet_round[8:8] = hdr.dpa.flags[8:8];
             // §2's decoder: `count` words must fit the payload, which is empty for a probe and P
             // values for data of the canonical size.
             if (hdr.dpa.flags[2:2] == 1) {
@@ -270,10 +272,9 @@ control Admission(inout headers_t hdr,
             if (md.admit == ADM_ACCEPT) {
                 activity.count(hdr.bridged.session_index);
             }
-            md.packet_round = 16w0 ++ md.round_target ++ md.round_k;
             md.world_minus_one = md.world - 1;
             // A round whose target is 1 (N = 1 or K = 1) completes with the packet that opens it.
-            if (md.round_target <= 1) {
+            if (md.packet_meta[7:0] <= 1) {
                 md.open_count = COUNT_COMPLETE | 1;
             } else {
                 md.open_count = 1;

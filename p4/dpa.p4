@@ -86,8 +86,7 @@ control Ingress(inout headers_t hdr,
             hdr.bridged.with_values = 0;
             hdr.bridged.event = EV_NONE;
             hdr.bridged.request_op_id = hdr.dpa.op_id;
-            hdr.bridged.slot_index = hdr.dpa.slot[DPA_SLOT_BITS - 1:0];
-            hdr.bridged.pad1 = 0;
+            hdr.bridged.slot = hdr.dpa.slot;
             admission.apply(hdr, md, ig_intr_md, ig_prsr_md);
 #if DPA_DROP_SIMULATOR
             if (md.admit == ADM_ACCEPT) {

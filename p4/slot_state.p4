@@ -27,12 +27,12 @@ control SlotState(inout headers_t hdr,
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) op_id;
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) offset;
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) op_length;
-    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) meta;        // FLOAT bit << 16 | count
-    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) round;       // target << 8 | K; 0: never opened
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) meta;        // count << 16 | target; target 0: never opened
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) round;       // FLOAT bit << 8 | K
 #if DPA_STRAGGLER_AWARE
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) first_arrival;
 #endif
-    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) poison_info;  // code << 8 | offender rank
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) poison_info;  // offender rank << 8 | code
     Register<poison_value_t, slot_index_t>(DPA_SLOTS, {0, 0}) poison_value;
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) arrivals;
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) count;       // COUNT_* encoding (types.p4)
@@ -164,19 +164,19 @@ control SlotState(inout headers_t hdr,
     action gate_probe_other() { md.gate = GATE_PROBE_OTHER; }
     action gate_op_mismatch() {
         md.gate = GATE_MISMATCH;
-        md.mismatch_info = 16w0 ++ ERR_OP_MISMATCH ++ hdr.dpa.rank;
+        md.mismatch_info = 16w0 ++ hdr.dpa.rank ++ ERR_OP_MISMATCH;
         md.mismatch_value = hdr.dpa.op_id;
         md.error_expected = md.slot_op_id;
     }
     action gate_type_mismatch() {
         md.gate = GATE_MISMATCH;
-        md.mismatch_info = 16w0 ++ ERR_DTYPE_MISMATCH ++ hdr.dpa.rank;
-        md.mismatch_value = 23w0 ++ hdr.dpa.flags[8:8] ++ 8w0;
-        md.error_expected = 23w0 ++ md.slot_meta[16:16] ++ 8w0;
+        md.mismatch_info = 16w0 ++ hdr.dpa.rank ++ ERR_DTYPE_MISMATCH;
+        md.mismatch_value = md.packet_round & 0x100;
+        md.error_expected = md.slot_round & 0x100;
     }
     action gate_length_mismatch() {
         md.gate = GATE_MISMATCH;
-        md.mismatch_info = 16w0 ++ ERR_LENGTH_MISMATCH ++ hdr.dpa.rank;
+        md.mismatch_info = 16w0 ++ hdr.dpa.rank ++ ERR_LENGTH_MISMATCH;
         md.mismatch_value = hdr.dpa.op_length;
         md.error_expected = md.slot_op_length;
     }
@@ -184,9 +184,9 @@ control SlotState(inout headers_t hdr,
         key = {
             md.is_probe : exact;
             md.seq_diff : ternary;
-            md.slot_round : ternary;
+            md.slot_meta : ternary;
             md.op_x : ternary;
-            md.type_x : ternary;
+            md.round_x : ternary;
             md.length_x : ternary;
         }
         actions = {
@@ -197,16 +197,16 @@ control SlotState(inout headers_t hdr,
         size = 16;
         const entries = {
             // SYN probes: only d == 0 on an opened round looks any further (§8.2).
-            (1, 0, 0 &&& 0xFF00, _, _, _) : gate_probe_other();
+            (1, 0, 0 &&& 0xFF, _, _, _) : gate_probe_other();
             (1, 0, _, _, _, _) : gate_probe_current();
             (1, _, _, _, _, _) : gate_probe_other();
             (0, 1, _, _, _, _) : gate_new();
             (0, 0x80000000 &&& 0x80000000, _, _, _, _) : gate_old();
             // d == 0 on a slot never opened in this generation is "ahead".
-            (0, 0, 0 &&& 0xFF00, _, _, _) : gate_ahead();
-            (0, 0, _, 0, 0, 0) : gate_current();
+            (0, 0, 0 &&& 0xFF, _, _, _) : gate_ahead();
+            (0, 0, _, 0, 0 &&& 0x100, 0) : gate_current();
             // Disagreements, checked in §8.2's order: op_id, then type, then op_length.
-            (0, 0, _, 0, 0, _) : gate_length_mismatch();
+            (0, 0, _, 0, 0 &&& 0x100, _) : gate_length_mismatch();
             (0, 0, _, 0, _, _) : gate_type_mismatch();
             (0, 0, _, _, _, _) : gate_op_mismatch();
         }
@@ -215,7 +215,7 @@ control SlotState(inout headers_t hdr,
     action compare_with_round() {
         md.op_x = hdr.dpa.op_id ^ md.slot_op_id;
         md.length_x = hdr.dpa.op_length ^ md.slot_op_length;
-        md.type_x = md.packet_meta[16:16] ^ md.slot_meta[16:16];
+        md.round_x = md.packet_round ^ md.slot_round;
     }
 
     apply {
@@ -246,6 +246,7 @@ control SlotState(inout headers_t hdr,
 #endif
         }
         compare_with_round();
+        md.state_meta = md.slot_meta & 0xFF;
         gate.apply();
 #if DPA_STRAGGLER_AWARE
         // timed_out = elapsed > timeout  <=>  (timeout + 1) -sat elapsed == 0 (§8.4, unsigned).
@@ -280,7 +281,7 @@ control SlotState(inout headers_t hdr,
         if (md.not_late == 0) {
             md.threshold = 24w0 ++ md.slot_round[7:0];
         } else {
-            md.threshold = 24w0 ++ md.slot_round[15:8];
+            md.threshold = 24w0 ++ md.slot_meta[7:0];
         }
 
         if (md.gate == GATE_NEW) {
