@@ -69,13 +69,13 @@ control Delivery(inout headers_t hdr,
         to_sender();
         hdr.dpa.version = DPA_VERSION;
         hdr.dpa.error_code = 0;
-        hdr.dpa.flags = 7w0 ++ md.slot_round[8:8] ++ flags;
+        hdr.dpa.flags = md.slot_round[15:8] ++ flags;
         hdr.dpa.op_id = md.slot_op_id;
         hdr.dpa.offset = md.slot_offset;
         hdr.dpa.op_length = md.slot_op_length;
         hdr.dpa.count = meta[31:16];
         hdr.dpa.k = meta[7:0];
-        hdr.dpa.contributors = md.contributors;
+        hdr.dpa.contributors = md.contributors[7:0];
         hdr.dpa.bitmap_hi = 0;
         hdr.dpa.bitmap_lo = md.result_bitmap;
     }
@@ -97,7 +97,7 @@ control Delivery(inout headers_t hdr,
         to_sender();
         hdr.dpa.version = DPA_VERSION;
         hdr.dpa.error_code = code;
-        hdr.dpa.flags = 7w0 ++ hdr.dpa.flags[8:8] ++ flags;
+        hdr.dpa.flags[7:0] = flags;
         hdr.dpa.offset = expected;
         hdr.dpa.contributors = 0;
         hdr.dpa.bitmap_hi = 0;
@@ -186,7 +186,7 @@ control Delivery(inout headers_t hdr,
     }
     action poisoned_type(bit<8> flags) {
         outcomes.count();
-        poisoned_before(flags, ERR_DTYPE_MISMATCH, md.slot_round & 0x100);
+        poisoned_before(flags, ERR_DTYPE_MISMATCH, 16w0 ++ md.slot_round[15:8] ++ 8w0);
     }
     action poisoned_length(bit<8> flags) {
         outcomes.count();
@@ -244,9 +244,9 @@ control Delivery(inout headers_t hdr,
             md.error_code : ternary;
             md.count_op : ternary;
             md.count : ternary;
-            md.short : ternary;
+            md.short[7:0] : ternary;
             md.op_x : ternary;
-            md.full_x : ternary;
+            md.full_x[7:0] : ternary;
         }
         actions = {
             drop_packet; to_cpu; admission_error; seq_ahead; old_reply; syn_reply; poisoned_now;
@@ -317,13 +317,13 @@ control Delivery(inout headers_t hdr,
         // The count RegisterActions return the register as the packet found it (slot_state.p4).
         // An ADD completes the round when threshold - 1 <= that (short 0 or 1), a reactive one
         // when threshold <= that (short 0); a counted ADD is one more contributor.
-        md.short = md.threshold[7:0] |-| md.count[7:0];
-        if (md.count_op == COUNT_OP_ADD && md.count[8:8] == 0) {
-            md.contributors = md.count[7:0] + 1;
-            md.full_x = md.count[7:0] ^ md.world_minus_one;
+        md.short = md.threshold |-| md.count;
+        if (md.count_op == COUNT_OP_ADD && md.count[15:8] == 0) {
+            md.contributors = md.count + 1;
+            md.full_x = md.count ^ md.world_minus_one;
         } else {
-            md.contributors = md.count[7:0];
-            md.full_x = md.count[7:0] ^ md.world;
+            md.contributors = md.count;
+            md.full_x = md.count ^ md.world;
         }
         reply.apply();
     }

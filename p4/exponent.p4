@@ -41,7 +41,7 @@ control Exponent(inout headers_t hdr,
                    ((md.gate == GATE_CURRENT || md.gate == GATE_PROBE_CURRENT) && md.poison_info == 0)) {
             hdr.dpa.exp_used = exp_used_read.execute(index);
             // Only a counted contribution raises the maximum (§8.2 Add).
-            if (md.gate == GATE_CURRENT && md.dup == 0 && (md.count & COUNT_COMPLETE) == 0) {
+            if (md.gate == GATE_CURRENT && md.dup == 0 && md.count[15:8] == 0) {
                 hdr.dpa.exp_next = exp_max_add.execute(index);
             } else {
                 hdr.dpa.exp_next = exp_max_read.execute(index);

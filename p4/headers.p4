@@ -221,8 +221,11 @@ struct metadata_t {
     bit<32> error_expected;
     bit<32> generation;
     bit<32> pool_base;
-    bit<8>  world;
-    bit<8>  world_minus_one;
+    // 32-bit, as everything that meets the dpa header's 32-bit words in one ALU instruction:
+    // an operation on a byte of a wider field makes bf-p4c slice the whole chain of fields
+    // (registers, header words) it is tied to, and the words then no longer fit one container.
+    bit<32> world;
+    bit<32> world_minus_one;
     bit<8>  k_default;
     bit<32> open_count;     // of a NEW: the count register's first value
     bit<32> now;            // ticks: global timestamp bits 47..16 (§8.4)
@@ -234,7 +237,7 @@ struct metadata_t {
     bit<32> slot_offset;
     bit<32> slot_op_length;
     bit<32> slot_meta;      // count << 16 | target
-    bit<32> slot_round;     // FLOAT bit << 8 | K
+    bit<32> slot_round;     // flags' high byte (the FLOAT bit) << 8 | K
     bit<32> state_meta;     // slot_meta without the count (replies other than results)
     bit<32> op_x;           // packet XOR slot: zero when they agree
     bit<32> round_x;        // bit 8: the packet's type differs from the round's
@@ -252,9 +255,9 @@ struct metadata_t {
     bit<32> threshold;      // contributions that complete the round for this packet
     bit<32> count;          // count register result (COUNT_* encoding)
     bit<8>  count_op;       // COUNT_OP_*
-    bit<8>  short;          // threshold -sat contributors before the packet (the count's verdict)
-    bit<8>  contributors;   // contributors after the packet
-    bit<8>  full_x;         // contributors XOR N: zero for a full round
+    bit<32> short;          // threshold -sat the count before the packet (the count's verdict)
+    bit<32> contributors;   // contributors after the packet
+    bit<32> full_x;         // low byte: contributors XOR N, zero for a full round
     bit<9>  input_port;     // pass port of the first input pass (pass_plan)
     bit<32> result_bitmap;  // contributors (frozen at completion)
     bit<1>  full;           // completed with N contributions
@@ -265,10 +268,11 @@ struct metadata_t {
     bit<48> switch_mac;
     bit<32> switch_ip;
     // What a NEW stores, laid out as the reply's header words need them: count and target
-    // where `count` and `k` sit in the dpa header's ninth word, the FLOAT bit where it sits in
-    // `flags` (delivery.p4 then copies each word from one source).
+    // where `count` and `k` sit in the dpa header's ninth word, the flags' high byte where it
+    // sits in the first (delivery.p4 then copies each word from one source). Whole bytes: a
+    // single-bit slice would make bf-p4c slice every word tied to it.
     bit<32> packet_meta;    // count << 16 | target (K with COUNT_TO_K, else N)
-    bit<32> packet_round;   // FLOAT bit << 8 | K (the packet's k, or the session default)
+    bit<32> packet_round;   // flags' high byte (FLOAT, §2) << 8 | K (the packet's k, or the session default)
 }
 
 // The egress reads only headers and its intrinsic metadata: no user metadata to carry there.

@@ -28,7 +28,7 @@ control SlotState(inout headers_t hdr,
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) offset;
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) op_length;
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) meta;        // count << 16 | target; target 0: never opened
-    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) round;       // FLOAT bit << 8 | K
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) round;       // flags' high byte (FLOAT) << 8 | K
 #if DPA_STRAGGLER_AWARE
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) first_arrival;
 #endif
@@ -171,8 +171,8 @@ control SlotState(inout headers_t hdr,
     action gate_type_mismatch() {
         md.gate = GATE_MISMATCH;
         md.mismatch_info = 16w0 ++ hdr.dpa.rank ++ ERR_DTYPE_MISMATCH;
-        md.mismatch_value = md.packet_round & 0x100;
-        md.error_expected = md.slot_round & 0x100;
+        md.mismatch_value = 16w0 ++ md.packet_round[15:8] ++ 8w0;
+        md.error_expected = 16w0 ++ md.slot_round[15:8] ++ 8w0;
     }
     action gate_length_mismatch() {
         md.gate = GATE_MISMATCH;

@@ -193,13 +193,13 @@ class P4Slot:
             count, count_op = r["count"], "READ"
         accepted_add = g == "CURRENT" and poison_info == 0 and dup == 0 and not count & 0x100
         # delivery.p4's apply: the count's verdict, the contributors after the packet, full or not.
-        short = max((threshold & 0xFF) - (count & 0xFF), 0)
+        short = max(threshold - count, 0) & 0xFF
         if count_op == "ADD" and not count & 0x100:
             contributors = (count + 1) & 0xFF
-            full_x = (count & 0xFF) ^ ((self.world - 1) & 0xFF)
+            full_x = (count ^ (self.world - 1)) & 0xFF
         else:
             contributors = count & 0xFF
-            full_x = (count & 0xFF) ^ self.world
+            full_x = (count ^ self.world) & 0xFF
         # exponent.p4 (straight into the header's exp_used, exp_next), result_bitmap.p4
         exp_used, exp_next = p.exp_used, p.exp_next
         if g == "NEW":
