@@ -260,7 +260,6 @@ struct metadata_t {
     bit<32> full_x;         // low byte: contributors XOR N, zero for a full round
     bit<9>  input_port;     // pass port of the first input pass (pass_plan)
     bit<32> result_bitmap;  // contributors (frozen at completion)
-    bit<1>  full;           // completed with N contributions
     bit<16> icmp_residual;  // ICMP checksum of everything but type, code and checksum
     bit<1>  session_hit;
     bit<1>  count_ok;       // count fits the canonical payload (0 for a probe, <= P for data)

@@ -74,7 +74,7 @@ const bit<16> RID_SENDER = 0xFFFF;
 // Counter indices (counters.p4); the controller prints them under the software switch's names.
 const bit<8> EV_NONE = 0;
 const bit<8> EV_AGGREGATED = 1;
-const bit<8> EV_COMPLETED = 2;        // completed_full or completed_partial, split by md.full
+const bit<8> EV_COMPLETED = 2;        // completed_full (EV_COMPLETED_PARTIAL: fewer than N)
 const bit<8> EV_RETRANSMITTED = 3;
 const bit<8> EV_DUPLICATE = 4;
 const bit<8> EV_LATE = 5;
