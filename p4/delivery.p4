@@ -90,8 +90,9 @@ control Delivery(inout headers_t hdr,
         slot_view(flags, md.state_meta);
         hdr.dpa.seq = hdr.dpa.seq - md.seq_diff;
     }
-    // An ERROR echoes the request (§4): kind bits kept, count and contributors zero. The caller
-    // sets the bitmap's low word (0, or the offender's value of a poisoned round), so no field is
+    // An ERROR echoes the request (§4): kind bits kept (the request's high flag byte is its FLOAT
+    // bit alone, §8.1 admits nothing else), count and contributors zero. The caller sets `count`
+    // and the bitmap's low word (0, or the offender's value of a poisoned round), so no field is
     // written twice in one action.
     action error_view(bit<8> flags, bit<8> code, bit<32> expected) {
         to_sender();
