@@ -6,13 +6,13 @@
 //
 // Order of the stages, and why (one access per register per pass):
 //   seq             -> the packet's class (d = packet.seq - slot.seq)
-//   op/offset/length/meta, written by NEW, read otherwise
-//   round (target, K), first arrival, mismatch XORs
+//   op/offset/length/meta (count, target), written by NEW, read otherwise
+//   round (type, K), first arrival (elapsed time), mismatch XORs
 //   gate            -> NEW / CURRENT / OLD / AHEAD / MISMATCH / PROBE_*
 //   poison          (set by the first mismatch)  |  arrival bitmap (duplicates), side by side
 //   count           (contributors, completion; refuses a poisoned round, and gates itself: a
 //                    complete round is never counted)
-// The bitmap that replies report is the frozen one kept by exponent.p4's snapshot register.
+// The bitmap that replies report is the frozen one kept by result_bitmap.p4's register.
 #ifndef DPA_SLOT_STATE_P4
 #define DPA_SLOT_STATE_P4
 
@@ -202,7 +202,8 @@ control SlotState(inout headers_t hdr,
             (1, _, _, _, _, _) : gate_probe_other();
             (0, 1, _, _, _, _) : gate_new();
             (0, 0x80000000 &&& 0x80000000, _, _, _, _) : gate_old();
-            // d == 0 on a slot never opened in this generation is "ahead".
+            // d == 0 on a slot never opened in this generation (target 0) is "ahead". round_x
+            // bit 8: the packet's FLOAT bit differs from the round's.
             (0, 0, 0 &&& 0xFF, _, _, _) : gate_ahead();
             (0, 0, _, 0, 0 &&& 0x100, 0) : gate_current();
             // Disagreements, checked in §8.2's order: op_id, then type, then op_length.
