@@ -26,7 +26,7 @@ control Admission(inout headers_t hdr,
                        bit<32> timeout_plus_one, bit<32> pool_base, bit<16> mgid,
                        bit<32> generation) {
         md.session_hit = 1;
-        md.world = world;
+        md.world = (bit<32>)world;
         md.k_default = k_default;
         md.timeout_plus_one = timeout_plus_one;
         md.pool_base = pool_base;
@@ -126,11 +126,12 @@ control Admission(inout headers_t hdr,
     }
 
     // The round's K and target if this packet opens it (§8.2 NEW): k, or the session default
-    // when k = 0; the target is K with COUNT_TO_K, else N.
-    action round_default_n() { md.round_k = md.k_default; md.round_target = md.world; }
-    action round_default_k() { md.round_k = md.k_default; md.round_target = md.k_default; }
-    action round_packet_n() { md.round_k = hdr.dpa.k; md.round_target = md.world; }
-    action round_packet_k() { md.round_k = hdr.dpa.k; md.round_target = hdr.dpa.k; }
+    // when k = 0; the target is K with COUNT_TO_K, else N. Each goes into the byte of the word
+    // the slot's registers store (headers.p4), whose other bytes are written apart.
+    action round_default_n() { md.packet_round[7:0] = md.k_default; md.packet_meta[7:0] = md.world[7:0]; }
+    action round_default_k() { md.packet_round[7:0] = md.k_default; md.packet_meta[7:0] = md.k_default; }
+    action round_packet_n() { md.packet_round[7:0] = hdr.dpa.k; md.packet_meta[7:0] = md.world[7:0]; }
+    action round_packet_k() { md.packet_round[7:0] = hdr.dpa.k; md.packet_meta[7:0] = hdr.dpa.k; }
     table round_parameters {
         key = { hdr.dpa.k : ternary; md.count_to_k : exact; }
         actions = { round_default_n; round_default_k; round_packet_n; round_packet_k; }
@@ -141,6 +142,21 @@ control Admission(inout headers_t hdr,
             (0, 1) : round_default_k();
             (_, 0) : round_packet_n();
             (_, 1) : round_packet_k();
+        }
+    }
+
+    // A round whose target is 1 (N = 1 or K = 1) completes with the packet that opens it. A
+    // table rather than a comparison: bf-p4c would slice the target's word at bit 1 for it.
+    action open_complete() { md.open_count = COUNT_COMPLETE | 1; }
+    action open_one() { md.open_count = 1; }
+    table open_counts {
+        key = { md.packet_meta[7:0] : exact; }
+        actions = { open_complete; open_one; }
+        const default_action = open_one;
+        size = 2;
+        const entries = {
+            0 : open_complete();
+            1 : open_complete();
         }
     }
 
@@ -161,7 +177,7 @@ control Admission(inout headers_t hdr,
     }
     action error_k_invalid() {
         verdicts.count();
-        md.admit = ADM_ERROR; md.error_code = ERR_K_INVALID; md.error_expected = (bit<32>)md.world;
+        md.admit = ADM_ERROR; md.error_code = ERR_K_INVALID; md.error_expected = md.world;
     }
 
     // §8.1 in priority order, for requests of the canonical size (header only for a SYN probe,
@@ -243,7 +259,8 @@ control Admission(inout headers_t hdr,
         if (hdr.dpa.isValid()) {
             md.is_probe = hdr.dpa.flags[2:2];
             md.count_to_k = hdr.dpa.flags[5:5];
-            md.packet_meta = 15w0 ++ hdr.dpa.flags[8:8] ++ hdr.dpa.count;
+            md.packet_meta[31:16] = hdr.dpa.count;
+            md.packet_round[15:8] = hdr.dpa.flags[15:8];
             // §2's decoder: `count` words must fit the payload, which is empty for a probe and P
             // values for data of the canonical size.
             if (hdr.dpa.flags[2:2] == 1) {
@@ -270,13 +287,8 @@ control Admission(inout headers_t hdr,
             if (md.admit == ADM_ACCEPT) {
                 activity.count(hdr.bridged.session_index);
             }
-            md.packet_round = 16w0 ++ md.round_target ++ md.round_k;
-            // A round whose target is 1 (N = 1 or K = 1) completes with the packet that opens it.
-            if (md.round_target <= 1) {
-                md.open_count = COUNT_COMPLETE | 1;
-            } else {
-                md.open_count = 1;
-            }
+            md.world_minus_one = md.world - 1;
+            open_counts.apply();
         }
     }
 }

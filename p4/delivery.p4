@@ -56,47 +56,50 @@ control Delivery(inout headers_t hdr,
         hdr.udp.src_port = DPA_UDP_PORT;
         hdr.udp.checksum = 0;
     }
+    // Every reply action writes each header word from at most one metadata word (a Tofino
+    // action writes a container from one PHV source plus constants, or two PHV sources), which
+    // is why the registers store their words as the header lays them out (headers.p4), the
+    // exponent codes are already in place (exponent.p4) and the error code is action data.
+    //
     // The slot's state (result, OLD, SYN). `flags` holds the reply's low flag byte; FLOAT is
-    // the slot's type. The round number is the packet's minus d, except for the packet that
-    // opened the round (its seq is the slot's now).
-    action slot_view(bit<8> flags) {
+    // the slot's type. `meta` is count << 16 | target: the round's count for a result, 0 for
+    // the others. The round number is the packet's minus d, except for the packet that opened
+    // the round (its seq is the slot's now). The sender's rank stays in `rank`.
+    action slot_view(bit<8> flags, bit<32> meta) {
         to_sender();
-        hdr.dpa.flags = 7w0 ++ md.slot_meta[16:16] ++ flags;
+        hdr.dpa.version = DPA_VERSION;
         hdr.dpa.error_code = 0;
+        hdr.dpa.flags = md.slot_round[15:8] ++ flags;
         hdr.dpa.op_id = md.slot_op_id;
         hdr.dpa.offset = md.slot_offset;
         hdr.dpa.op_length = md.slot_op_length;
-        hdr.dpa.k = md.slot_round[15:8];
-        hdr.dpa.contributors = md.count[7:0];
-        hdr.dpa.exp_used = md.slot_exp_used;
-        hdr.dpa.exp_next = md.exp_max;
+        hdr.dpa.count = meta[31:16];
+        hdr.dpa.k = meta[7:0];
+        hdr.dpa.contributors = md.contributors[7:0];
         hdr.dpa.bitmap_hi = 0;
         hdr.dpa.bitmap_lo = md.result_bitmap;
     }
-    // A result: the view plus the round's count; the sender's rank stays in `rank`.
     action result_view(bit<8> flags) {
-        slot_view(flags);
+        slot_view(flags, md.slot_meta);
         hdr.dpa.seq = hdr.dpa.seq - md.seq_diff;
-        hdr.dpa.count = md.slot_meta[15:0];
     }
     action opened_result_view() {
-        slot_view(0x01);
-        hdr.dpa.count = md.slot_meta[15:0];
+        slot_view(0x01, md.slot_meta);
     }
     action state_view(bit<8> flags) {
-        slot_view(flags);
+        slot_view(flags, md.state_meta);
         hdr.dpa.seq = hdr.dpa.seq - md.seq_diff;
-        hdr.dpa.count = 0;
     }
-    // An ERROR echoes the request (§4): kind bits kept, count and contributors zero. The caller
-    // sets the bitmap's low word (0, or the offender's value of a poisoned round), so no field is
+    // An ERROR echoes the request (§4): kind bits kept (the request's high flag byte is its FLOAT
+    // bit alone, §8.1 admits nothing else), count and contributors zero. The caller sets `count`
+    // and the bitmap's low word (0, or the offender's value of a poisoned round), so no field is
     // written twice in one action.
     action error_view(bit<8> flags, bit<8> code, bit<32> expected) {
         to_sender();
-        hdr.dpa.flags = 7w0 ++ hdr.dpa.flags[8:8] ++ flags;
+        hdr.dpa.version = DPA_VERSION;
         hdr.dpa.error_code = code;
+        hdr.dpa.flags[7:0] = flags;
         hdr.dpa.offset = expected;
-        hdr.dpa.count = 0;
         hdr.dpa.contributors = 0;
         hdr.dpa.bitmap_hi = 0;
     }
@@ -112,9 +115,10 @@ control Delivery(inout headers_t hdr,
         ig_tm_md.bypass_egress = 0;
         hdr.bridged.delivery = DELIVER_CPU;
     }
-    action admission_error(bit<8> flags) {
+    action admission_error(bit<8> flags, bit<8> code) {
         outcomes.count();
-        error_view(flags, md.error_code, md.error_expected);
+        error_view(flags, code, md.error_expected);
+        hdr.dpa.count = 0;
         hdr.dpa.bitmap_lo = 0;
         route_now();
         hdr.bridged.event = EV_ERROR;
@@ -122,6 +126,7 @@ control Delivery(inout headers_t hdr,
     action seq_ahead() {
         outcomes.count();
         error_view(0x10, ERR_SEQ_AHEAD, hdr.dpa.seq - md.seq_diff);
+        hdr.dpa.count = 0;
         hdr.dpa.bitmap_lo = 0;
         route_now();
         hdr.bridged.event = EV_ERROR;
@@ -141,9 +146,10 @@ control Delivery(inout headers_t hdr,
     // §8.3: the packet poisons the round now. Every rank gets the error (the round's op_id);
     // the offender also gets one with its own op_id when that differs (mcast_grp_b: the group
     // of its port alone, replication id RID_SENDER).
-    action poisoned_now() {
+    action poisoned_now(bit<8> code) {
         outcomes.count();
-        error_view(0x10, md.mismatch_info[15:8], md.error_expected);
+        error_view(0x10, code, md.error_expected);
+        hdr.dpa.count = 0;
         hdr.dpa.op_id = md.slot_op_id;
         hdr.dpa.bitmap_lo = md.mismatch_value;
         ig_tm_md.mcast_grp_a = hdr.bridged.mgid;
@@ -154,7 +160,8 @@ control Delivery(inout headers_t hdr,
     }
     action poisoned_now_with_sender_copy() {
         outcomes.count();
-        error_view(0x10, md.mismatch_info[15:8], md.error_expected);
+        error_view(0x10, ERR_OP_MISMATCH, md.error_expected);
+        hdr.dpa.count = 0;
         hdr.dpa.op_id = md.slot_op_id;
         hdr.dpa.bitmap_lo = md.mismatch_value;
         ig_tm_md.mcast_grp_a = hdr.bridged.mgid;
@@ -164,20 +171,28 @@ control Delivery(inout headers_t hdr,
         hdr.bridged.with_values = 0;
         hdr.bridged.event = EV_ERROR;
     }
-    // A packet for a round poisoned earlier: the round's error under the sender's op_id.
-    action poisoned_before(bit<8> flags, bit<32> expected) {
-        error_view(flags, md.poison_info[15:8], expected);
-        hdr.dpa.rank = md.poison_info[7:0];
+    // A packet for a round poisoned earlier: the round's error under the sender's op_id. The
+    // poison word puts the offender's rank where `rank` sits and zeros over `count`.
+    action poisoned_before(bit<8> flags, bit<8> code, bit<32> expected) {
+        error_view(flags, code, expected);
+        hdr.dpa.count = md.poison_info[31:16];
+        hdr.dpa.rank = md.poison_info[15:8];
         hdr.dpa.bitmap_lo = md.poison_value;
         route_now();
         hdr.bridged.event = EV_ERROR;
     }
-    action poisoned_op(bit<8> flags) { outcomes.count(); poisoned_before(flags, md.slot_op_id); }
+    action poisoned_op(bit<8> flags) {
+        outcomes.count();
+        poisoned_before(flags, ERR_OP_MISMATCH, md.slot_op_id);
+    }
     action poisoned_type(bit<8> flags) {
         outcomes.count();
-        poisoned_before(flags, 23w0 ++ md.slot_meta[16:16] ++ 8w0);
+        poisoned_before(flags, ERR_DTYPE_MISMATCH, 16w0 ++ md.slot_round[15:8] ++ 8w0);
     }
-    action poisoned_length(bit<8> flags) { outcomes.count(); poisoned_before(flags, md.slot_op_length); }
+    action poisoned_length(bit<8> flags) {
+        outcomes.count();
+        poisoned_before(flags, ERR_LENGTH_MISMATCH, md.slot_op_length);
+    }
     // Contributions: NEW writes the accumulators, a counted packet adds to them.
     action counted(bit<8> reduce_op) {
         outcomes.count();
@@ -225,11 +240,14 @@ control Delivery(inout headers_t hdr,
             md.admit : exact;
             md.is_probe : ternary;
             md.gate : ternary;
-            md.poison_info : ternary;
+            md.poison_info[7:0] : ternary;   // the poison code, 0 while not poisoned
+            md.mismatch_info[7:0] : ternary; // the code this packet poisons the round with
+            md.error_code : ternary;
             md.count_op : ternary;
             md.count : ternary;
+            md.short[7:0] : ternary;
             md.op_x : ternary;
-            md.full_x : ternary;
+            md.full_x[7:0] : ternary;
         }
         actions = {
             drop_packet; to_cpu; admission_error; seq_ahead; old_reply; syn_reply; poisoned_now;
@@ -239,59 +257,75 @@ control Delivery(inout headers_t hdr,
         const default_action = drop_packet;
         counters = outcomes;
         size = 64;
+        // md.count is the count register before the packet (after it for a NEW); 0x100: complete.
         const entries = {
             // Admission (§8.1).
-            (ADM_DROP, _, _, _, _, _, _, _) : drop_packet();
-            (ADM_CPU, _, _, _, _, _, _, _) : to_cpu();
-            (ADM_ERROR, 1, _, _, _, _, _, _) : admission_error(0x14);
-            (ADM_ERROR, 0, _, _, _, _, _, _) : admission_error(0x10);
+            (ADM_DROP, _, _, _, _, _, _, _, _, _, _) : drop_packet();
+            (ADM_CPU, _, _, _, _, _, _, _, _, _, _) : to_cpu();
+            (ADM_ERROR, 1, _, _, _, ERR_NOT_JOINED, _, _, _, _, _) : admission_error(0x14, ERR_NOT_JOINED);
+            (ADM_ERROR, 1, _, _, _, ERR_SESSION_TAKEN_OVER, _, _, _, _, _) : admission_error(0x14, ERR_SESSION_TAKEN_OVER);
+            (ADM_ERROR, 1, _, _, _, ERR_SLOT_OUT_OF_RANGE, _, _, _, _, _) : admission_error(0x14, ERR_SLOT_OUT_OF_RANGE);
+            (ADM_ERROR, 1, _, _, _, ERR_K_INVALID, _, _, _, _, _) : admission_error(0x14, ERR_K_INVALID);
+            (ADM_ERROR, 0, _, _, _, ERR_NOT_JOINED, _, _, _, _, _) : admission_error(0x10, ERR_NOT_JOINED);
+            (ADM_ERROR, 0, _, _, _, ERR_SESSION_TAKEN_OVER, _, _, _, _, _) : admission_error(0x10, ERR_SESSION_TAKEN_OVER);
+            (ADM_ERROR, 0, _, _, _, ERR_SLOT_OUT_OF_RANGE, _, _, _, _, _) : admission_error(0x10, ERR_SLOT_OUT_OF_RANGE);
+            (ADM_ERROR, 0, _, _, _, ERR_K_INVALID, _, _, _, _, _) : admission_error(0x10, ERR_K_INVALID);
 
             // SYN probes (§8.2, first rows).
-            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, 0x100 &&& 0x100, _, _) : syn_reply(0x84);
-            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, _, _, _) : syn_reply(0x04);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, 0x0B00 &&& 0xFF00, _, _, _, _) : poisoned_op(0x14);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, 0x0F00 &&& 0xFF00, _, _, _, _) : poisoned_type(0x14);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, 0x1000 &&& 0xFF00, _, _, _, _) : poisoned_length(0x14);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, COUNT_OP_REACTIVE, 0x200 &&& 0x200, _, _) : copy_to_probe();
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, COUNT_OP_REACTIVE, 0x100 &&& 0x100, _, 0) : completed_by_probe(EV_COMPLETED);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, COUNT_OP_REACTIVE, 0x100 &&& 0x100, _, _) : completed_by_probe(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, 0x100 &&& 0x100, _, _) : copy_to_probe();
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _) : syn_reply(0x04);
+            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, _, _, 0x100 &&& 0x100, _, _, _) : syn_reply(0x84);
+            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, _, _, _, _, _, _) : syn_reply(0x04);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_OP_MISMATCH, _, _, _, _, _, _, _) : poisoned_op(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _) : poisoned_type(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _) : poisoned_length(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, 0x100 &&& 0x100, _, _, _) : copy_to_probe();
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, 0) : completed_by_probe(EV_COMPLETED);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, _) : completed_by_probe(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _) : syn_reply(0x04);
 
             // NEW (§8.2): opens the round; complete at once when the target is 1.
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, 0x100 &&& 0x100, _, 0) : completed_at_open(EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, 0x100 &&& 0x100, _, _) : completed_at_open(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _) : counted(REDUCE_WRITE);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, 0) : completed_at_open(EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, _) : completed_at_open(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _, _, _, _) : counted(REDUCE_WRITE);
             // OLD and ahead.
-            (ADM_ACCEPT, 0, GATE_OLD, _, _, 0x100 &&& 0x100, _, _) : old_reply(0x88);
-            (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, _) : old_reply(0x08);
-            (ADM_ACCEPT, 0, GATE_AHEAD, _, _, _, _, _) : seq_ahead();
+            (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, 0x100 &&& 0x100, _, _, _) : old_reply(0x88);
+            (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, _, _, _, _) : old_reply(0x08);
+            (ADM_ACCEPT, 0, GATE_AHEAD, _, _, _, _, _, _, _, _) : seq_ahead();
             // Poisoned earlier (the round's error again), or poisoned by this packet (§8.3).
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0x0B00 &&& 0xFF00, _, _, _, _) : poisoned_op(0x10);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0x0F00 &&& 0xFF00, _, _, _, _) : poisoned_type(0x10);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0x1000 &&& 0xFF00, _, _, _, _) : poisoned_length(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0x0B00 &&& 0xFF00, _, _, _, _) : poisoned_op(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0x0F00 &&& 0xFF00, _, _, _, _) : poisoned_type(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0x1000 &&& 0xFF00, _, _, _, _) : poisoned_length(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, _, _, 0, _) : poisoned_now();
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, _, _, _, _) : poisoned_now_with_sender_copy();
+            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_OP_MISMATCH, _, _, _, _, _, _, _) : poisoned_op(0x10);
+            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _) : poisoned_type(0x10);
+            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _) : poisoned_length(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_OP_MISMATCH, _, _, _, _, _, _, _) : poisoned_op(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _) : poisoned_type(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _) : poisoned_length(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, ERR_DTYPE_MISMATCH, _, _, _, _, 0, _) : poisoned_now(ERR_DTYPE_MISMATCH);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, ERR_LENGTH_MISMATCH, _, _, _, _, 0, _) : poisoned_now(ERR_LENGTH_MISMATCH);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, _, _, _, _, _, _, _) : poisoned_now_with_sender_copy();
             // A new contributor: late (copy), completing (multicast) or counted.
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_ADD, 0x200 &&& 0x200, _, _) : copy_to_data(EV_LATE);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_ADD, 0x100 &&& 0x100, _, 0) : completed(REDUCE_ADD, EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_ADD, 0x100 &&& 0x100, _, _) : completed(REDUCE_ADD, EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_ADD, _, _, _) : counted(REDUCE_ADD);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, 0x100 &&& 0x100, _, _, _) : copy_to_data(EV_LATE);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, 0) : completed(REDUCE_ADD, EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, _) : completed(REDUCE_ADD, EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, _, _, _) : counted(REDUCE_ADD);
             // A counted rank's retransmission: copy, reactive completion, or a duplicate.
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_REACTIVE, 0x200 &&& 0x200, _, _) : copy_to_data(EV_RETRANSMITTED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_REACTIVE, 0x100 &&& 0x100, _, 0) : completed(REDUCE_NONE, EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_REACTIVE, 0x100 &&& 0x100, _, _) : completed(REDUCE_NONE, EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, COUNT_OP_READ, 0x100 &&& 0x100, _, _) : copy_to_data(EV_RETRANSMITTED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, _) : duplicate();
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, 0x100 &&& 0x100, _, _, _) : copy_to_data(EV_RETRANSMITTED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, 0) : completed(REDUCE_NONE, EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, _) : completed(REDUCE_NONE, EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, _, _, _, _) : duplicate();
         }
     }
 
     apply {
         pass_plan.apply();
-        md.full_x = md.count[7:0] ^ md.world;
+        // The count RegisterActions return the register as the packet found it (slot_state.p4).
+        // An ADD completes the round when threshold - 1 <= that (short 0 or 1), a reactive one
+        // when threshold <= that (short 0); a counted ADD is one more contributor.
+        md.short = md.threshold |-| md.count;
+        if (md.count_op == COUNT_OP_ADD && md.count[15:8] == 0) {
+            md.contributors = md.count + 1;
+            md.full_x = md.count ^ md.world_minus_one;
+        } else {
+            md.contributors = md.count;
+            md.full_x = md.count ^ md.world;
+        }
         reply.apply();
     }
 }

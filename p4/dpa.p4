@@ -36,6 +36,35 @@
 #include "counters.p4"
 #include "deparsers.p4"
 
+// The state pass's metadata and a value pass's values are never in one packet: values are
+// parsed only on pass ports, where the ingress touches no metadata (reduce.p4, next_pass.p4),
+// and the parser writes no metadata (metadata_t starts zeroed). Without this bf-p4c allocates
+// both at once, and they do not fit the PHV of either target. Every field of metadata_t but
+// icmp_residual (the ingress deparser reads it for ICMP) is listed: the pragma takes fields or
+// headers, not structs.
+#define DPA_STATE_ONLY(field) \
+    @pa_mutually_exclusive("ingress", field, "hdr.values_lo") \
+    @pa_mutually_exclusive("ingress", field, "hdr.values_hi")
+DPA_STATE_ONLY("md.is_probe") DPA_STATE_ONLY("md.count_to_k") DPA_STATE_ONLY("md.simulated_drop")
+DPA_STATE_ONLY("md.endpoint_hit") DPA_STATE_ONLY("md.identity_hit") DPA_STATE_ONLY("md.pool_hit")
+DPA_STATE_ONLY("md.host_hit") DPA_STATE_ONLY("md.k_ok") DPA_STATE_ONLY("md.token_state")
+DPA_STATE_ONLY("md.admit") DPA_STATE_ONLY("md.error_code") DPA_STATE_ONLY("md.error_expected")
+DPA_STATE_ONLY("md.generation") DPA_STATE_ONLY("md.pool_base") DPA_STATE_ONLY("md.world")
+DPA_STATE_ONLY("md.world_minus_one") DPA_STATE_ONLY("md.k_default") DPA_STATE_ONLY("md.open_count")
+DPA_STATE_ONLY("md.now") DPA_STATE_ONLY("md.timeout_plus_one") DPA_STATE_ONLY("md.sender_bit")
+DPA_STATE_ONLY("md.seq_diff") DPA_STATE_ONLY("md.slot_op_id") DPA_STATE_ONLY("md.slot_offset")
+DPA_STATE_ONLY("md.slot_op_length") DPA_STATE_ONLY("md.slot_meta") DPA_STATE_ONLY("md.slot_round")
+DPA_STATE_ONLY("md.state_meta") DPA_STATE_ONLY("md.op_x") DPA_STATE_ONLY("md.round_x")
+DPA_STATE_ONLY("md.length_x") DPA_STATE_ONLY("md.gate") DPA_STATE_ONLY("md.elapsed")
+DPA_STATE_ONLY("md.not_late") DPA_STATE_ONLY("md.poison_info") DPA_STATE_ONLY("md.poison_value")
+DPA_STATE_ONLY("md.mismatch_info") DPA_STATE_ONLY("md.mismatch_value") DPA_STATE_ONLY("md.bitmap_old")
+DPA_STATE_ONLY("md.bitmap_now") DPA_STATE_ONLY("md.dup") DPA_STATE_ONLY("md.threshold")
+DPA_STATE_ONLY("md.count") DPA_STATE_ONLY("md.count_op") DPA_STATE_ONLY("md.short")
+DPA_STATE_ONLY("md.contributors") DPA_STATE_ONLY("md.full_x") DPA_STATE_ONLY("md.input_port")
+DPA_STATE_ONLY("md.result_bitmap") DPA_STATE_ONLY("md.session_hit") DPA_STATE_ONLY("md.count_ok")
+DPA_STATE_ONLY("md.random") DPA_STATE_ONLY("md.switch_mac") DPA_STATE_ONLY("md.switch_ip")
+DPA_STATE_ONLY("md.packet_meta") DPA_STATE_ONLY("md.packet_round")
+#undef DPA_STATE_ONLY
 control Ingress(inout headers_t hdr,
                 inout metadata_t md,
                 in ingress_intrinsic_metadata_t ig_intr_md,
@@ -66,7 +95,6 @@ control Ingress(inout headers_t hdr,
     }
 
     apply {
-        switch_address.apply();
         if (ig_prsr_md.parser_err != 0) {
             // Truncated headers (§2: shorter than 48 bytes is malformed).
             ig_dprsr_md.drop_ctl = 1;
@@ -74,41 +102,44 @@ control Ingress(inout headers_t hdr,
             // A value pass (next_pass.p4).
             reduce.apply(hdr);
             next_pass.apply(hdr, ig_dprsr_md, ig_tm_md);
-        } else if (hdr.dpa.isValid()) {
-            // The state pass: admission, the slot's registers, the reply.
-            hdr.bridged.setValid();
-            hdr.bridged.pass_index = 0;
-            hdr.bridged.reduce_op = REDUCE_NONE;
-            hdr.bridged.delivery = DELIVER_DROP;
-            hdr.bridged.pad0 = 0;
-            hdr.bridged.worker_port = ig_intr_md.ingress_port;
-            hdr.bridged.sender_mgid = DPA_SENDER_MGID_BASE + (bit<16>)ig_intr_md.ingress_port;
-            hdr.bridged.with_values = 0;
-            hdr.bridged.event = EV_NONE;
-            hdr.bridged.request_op_id = hdr.dpa.op_id;
-            hdr.bridged.slot_index = hdr.dpa.slot[DPA_SLOT_BITS - 1:0];
-            hdr.bridged.pad1 = 0;
-            admission.apply(hdr, md, ig_intr_md, ig_prsr_md);
-#if DPA_DROP_SIMULATOR
-            if (md.admit == ADM_ACCEPT) {
-                drop_simulator.apply(hdr, md, ig_dprsr_md);
-            }
-#endif
-            if (md.admit == ADM_ACCEPT && md.simulated_drop == 0) {
-                slot_state.apply(hdr, md);
-                exponent.apply(hdr, md);
-                result_bitmap.apply(hdr, md);
-            }
-            if (md.simulated_drop == 0) {
-                delivery.apply(hdr, md, ig_intr_md, ig_dprsr_md, ig_tm_md);
-            }
         } else {
-            hdr.bridged.setValid();
-            hdr.bridged.pass_index = 0;
-            hdr.bridged.reduce_op = REDUCE_NONE;
-            hdr.bridged.delivery = DELIVER_NET;
-            hdr.bridged.event = EV_NONE;
-            net.apply(hdr, md, ig_intr_md, ig_tm_md);
+            switch_address.apply();
+            if (hdr.dpa.isValid()) {
+                // The state pass: admission, the slot's registers, the reply.
+                hdr.bridged.setValid();
+                hdr.bridged.pass_index = 0;
+                hdr.bridged.reduce_op = REDUCE_NONE;
+                hdr.bridged.delivery = DELIVER_DROP;
+                hdr.bridged.pad0 = 0;
+                hdr.bridged.worker_port = ig_intr_md.ingress_port;
+                hdr.bridged.sender_mgid = DPA_SENDER_MGID_BASE + (bit<16>)ig_intr_md.ingress_port;
+                hdr.bridged.with_values = 0;
+                hdr.bridged.event = EV_NONE;
+                hdr.bridged.request_op_id = hdr.dpa.op_id;
+                hdr.bridged.slot = hdr.dpa.slot;
+                admission.apply(hdr, md, ig_intr_md, ig_prsr_md);
+#if DPA_DROP_SIMULATOR
+                if (md.admit == ADM_ACCEPT) {
+                    drop_simulator.apply(hdr, md, ig_dprsr_md);
+                }
+#endif
+                if (md.admit == ADM_ACCEPT && md.simulated_drop == 0) {
+                    slot_state.apply(hdr, md);
+                    exponent.apply(hdr, md);
+                    result_bitmap.apply(hdr, md);
+                }
+                if (md.simulated_drop == 0) {
+                    delivery.apply(hdr, md, ig_intr_md, ig_dprsr_md, ig_tm_md);
+                }
+            } else {
+                // Not dpa traffic (net.p4).
+                hdr.bridged.setValid();
+                hdr.bridged.pass_index = 0;
+                hdr.bridged.reduce_op = REDUCE_NONE;
+                hdr.bridged.delivery = DELIVER_NET;
+                hdr.bridged.event = EV_NONE;
+                net.apply(hdr, md, ig_intr_md, ig_tm_md);
+            }
         }
     }
 }

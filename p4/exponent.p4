@@ -29,19 +29,22 @@ control Exponent(inout headers_t hdr,
         void apply(inout bit<8> value, out bit<8> rv) { rv = value; }
     };
 
+    // The slot's codes go straight into the header's exp_used and exp_next, which only replies
+    // with the slot's view carry (delivery.p4); an error reply echoes the request's, so poisoned
+    // rounds, disagreeing and early packets do not touch them.
     apply {
         slot_index_t index = hdr.dpa.slot[DPA_SLOT_BITS - 1:0];
         if (md.gate == GATE_NEW) {
-            md.slot_exp_used = exp_used_write.execute(index);
-            md.exp_max = exp_max_open.execute(index);
-        } else if (md.gate != GATE_NONE) {
-            md.slot_exp_used = exp_used_read.execute(index);
+            hdr.dpa.exp_used = exp_used_write.execute(index);
+            hdr.dpa.exp_next = exp_max_open.execute(index);
+        } else if (md.gate == GATE_OLD || md.gate == GATE_PROBE_OTHER ||
+                   ((md.gate == GATE_CURRENT || md.gate == GATE_PROBE_CURRENT) && md.poison_info == 0)) {
+            hdr.dpa.exp_used = exp_used_read.execute(index);
             // Only a counted contribution raises the maximum (§8.2 Add).
-            if (md.gate == GATE_CURRENT && md.poison_info == 0 && md.dup == 0 &&
-                (md.count & COUNT_WAS_COMPLETE) == 0) {
-                md.exp_max = exp_max_add.execute(index);
+            if (md.gate == GATE_CURRENT && md.dup == 0 && md.count[15:8] == 0) {
+                hdr.dpa.exp_next = exp_max_add.execute(index);
             } else {
-                md.exp_max = exp_max_read.execute(index);
+                hdr.dpa.exp_next = exp_max_read.execute(index);
             }
         }
     }

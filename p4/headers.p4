@@ -187,8 +187,7 @@ header bridged_h {
     bit<8>  with_values;    // 1: the reply carries P values, 0: header only
     bit<8>  event;          // counter index of what the state pass decided
     bit<32> request_op_id;  // the sender's op_id, for its copy of a poisoned round's error
-    bit<DPA_SLOT_BITS> slot_index;
-    bit<(32 - DPA_SLOT_BITS)> pad1;
+    bit<32> slot;           // the request's slot (registers use its low DPA_SLOT_BITS)
 }
 
 struct headers_t {
@@ -222,10 +221,12 @@ struct metadata_t {
     bit<32> error_expected;
     bit<32> generation;
     bit<32> pool_base;
-    bit<8>  world;
+    // 32-bit, as everything that meets the dpa header's 32-bit words in one ALU instruction:
+    // an operation on a byte of a wider field makes bf-p4c slice the whole chain of fields
+    // (registers, header words) it is tied to, and the words then no longer fit one container.
+    bit<32> world;
+    bit<32> world_minus_one;
     bit<8>  k_default;
-    bit<8>  round_k;        // of a NEW: the packet's k, or the session default
-    bit<8>  round_target;   // of a NEW: round_k with COUNT_TO_K, else N
     bit<32> open_count;     // of a NEW: the count register's first value
     bit<32> now;            // ticks: global timestamp bits 47..16 (§8.4)
     bit<32> timeout_plus_one;
@@ -235,17 +236,16 @@ struct metadata_t {
     bit<32> slot_op_id;
     bit<32> slot_offset;
     bit<32> slot_op_length;
-    bit<32> slot_meta;      // type flag << 16 | count
-    bit<32> slot_round;     // target << 8 | k
-    bit<8>  slot_exp_used;
-    bit<32> first_arrival;
+    bit<32> slot_meta;      // count << 16 | target
+    bit<32> slot_round;     // flags' high byte (the FLOAT bit) << 8 | K
+    bit<32> state_meta;     // slot_meta without the count (replies other than results)
     bit<32> op_x;           // packet XOR slot: zero when they agree
-    bit<1>  type_x;
+    bit<32> round_x;        // bit 8: the packet's type differs from the round's
     bit<32> length_x;
     bit<8>  gate;           // GATE_*
-    bit<32> elapsed;
+    bit<32> elapsed;        // now - first arrival of the round (0 for a NEW)
     bit<32> not_late;       // (timeout + 1) -sat elapsed: zero once the round timed out
-    bit<32> poison_info;    // code << 8 | offender rank, 0 while not poisoned
+    bit<32> poison_info;    // offender rank << 8 | code, 0 while not poisoned
     bit<32> poison_value;   // the offender's value
     bit<32> mismatch_info;  // what this packet would poison the round with
     bit<32> mismatch_value;
@@ -255,19 +255,23 @@ struct metadata_t {
     bit<32> threshold;      // contributions that complete the round for this packet
     bit<32> count;          // count register result (COUNT_* encoding)
     bit<8>  count_op;       // COUNT_OP_*
-    bit<8>  full_x;         // contributors XOR N: zero for a full round
+    bit<32> short;          // threshold -sat the count before the packet (the count's verdict)
+    bit<32> contributors;   // contributors after the packet
+    bit<32> full_x;         // low byte: contributors XOR N, zero for a full round
     bit<9>  input_port;     // pass port of the first input pass (pass_plan)
-    bit<8>  exp_max;
     bit<32> result_bitmap;  // contributors (frozen at completion)
-    bit<1>  full;           // completed with N contributions
     bit<16> icmp_residual;  // ICMP checksum of everything but type, code and checksum
     bit<1>  session_hit;
     bit<1>  count_ok;       // count fits the canonical payload (0 for a probe, <= P for data)
     bit<16> random;         // drop simulator draw
     bit<48> switch_mac;
     bit<32> switch_ip;
-    bit<32> packet_meta;    // FLOAT bit << 16 | count, as the meta register stores it
-    bit<32> packet_round;   // round_target << 8 | round_k, as the round register stores it
+    // What a NEW stores, laid out as the reply's header words need them: count and target
+    // where `count` and `k` sit in the dpa header's ninth word, the flags' high byte where it
+    // sits in the first (delivery.p4 then copies each word from one source). Whole bytes: a
+    // single-bit slice would make bf-p4c slice every word tied to it.
+    bit<32> packet_meta;    // count << 16 | target (K with COUNT_TO_K, else N)
+    bit<32> packet_round;   // flags' high byte (FLOAT, §2) << 8 | K (the packet's k, or the session default)
 }
 
 // The egress reads only headers and its intrinsic metadata: no user metadata to carry there.

@@ -15,19 +15,9 @@ parser IngressParser(packet_in pkt,
     state start {
         pkt.extract(ig_intr_md);
         pkt.advance(PORT_METADATA_SIZE);
-        md.is_probe = 0;
-        md.count_to_k = 0;
-        md.simulated_drop = 0;
-        md.endpoint_hit = 0;
-        md.identity_hit = 0;
-        md.pool_hit = 0;
-        md.host_hit = 0;
-        md.k_ok = 0;
-        md.token_state = 0;
-        md.admit = ADM_NONE;
-        md.gate = GATE_NONE;
-        md.count_op = COUNT_OP_NONE;
-        md.full = 0;
+        // metadata_t starts zeroed (@pa_auto_init_metadata, headers.p4): ADM_NONE, GATE_NONE,
+        // COUNT_OP_NONE and every hit flag clear. The parser writes none of it, so bf-p4c may
+        // overlay it with the value headers of the value passes (dpa.p4).
         transition select(ig_intr_md.ingress_port) {
             pass_ports: parse_bridged;
             default: parse_ethernet;

@@ -150,7 +150,7 @@ control Reduce(inout headers_t hdr) {
 #endif
 
     apply {
-        slot_index_t index = hdr.bridged.slot_index;
+        slot_index_t index = hdr.bridged.slot[DPA_SLOT_BITS - 1:0];
         // An output pass fills the half it reads; an input pass consumes its chunk, so the next
         // pass parses the next one.
         if (hdr.bridged.reduce_op == REDUCE_READ_LO) {

@@ -20,7 +20,7 @@ control ResultBitmap(inout headers_t hdr,
         slot_index_t index = hdr.dpa.slot[DPA_SLOT_BITS - 1:0];
         if (md.gate == GATE_NEW ||
             (md.gate == GATE_CURRENT && md.poison_info == 0 && md.dup == 0 &&
-             (md.count & COUNT_WAS_COMPLETE) == 0)) {
+             md.count[15:8] == 0)) {
             md.result_bitmap = contributors_set.execute(index);
         } else if (md.gate != GATE_NONE) {
             md.result_bitmap = contributors_read.execute(index);

@@ -6,13 +6,13 @@
 //
 // Order of the stages, and why (one access per register per pass):
 //   seq             -> the packet's class (d = packet.seq - slot.seq)
-//   op/offset/length/meta, written by NEW, read otherwise
-//   round (target, K), first arrival, mismatch XORs
+//   op/offset/length/meta (count, target), written by NEW, read otherwise
+//   round (type, K), first arrival (elapsed time), mismatch XORs
 //   gate            -> NEW / CURRENT / OLD / AHEAD / MISMATCH / PROBE_*
 //   poison          (set by the first mismatch)  |  arrival bitmap (duplicates), side by side
 //   count           (contributors, completion; refuses a poisoned round, and gates itself: a
 //                    complete round is never counted)
-// The bitmap that replies report is the frozen one kept by exponent.p4's snapshot register.
+// The bitmap that replies report is the frozen one kept by result_bitmap.p4's register.
 #ifndef DPA_SLOT_STATE_P4
 #define DPA_SLOT_STATE_P4
 
@@ -27,12 +27,12 @@ control SlotState(inout headers_t hdr,
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) op_id;
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) offset;
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) op_length;
-    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) meta;        // FLOAT bit << 16 | count
-    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) round;       // target << 8 | K; 0: never opened
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) meta;        // count << 16 | target; target 0: never opened
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) round;       // flags' high byte (FLOAT) << 8 | K
 #if DPA_STRAGGLER_AWARE
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) first_arrival;
 #endif
-    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) poison_info;  // code << 8 | offender rank
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) poison_info;  // offender rank << 8 | code
     Register<poison_value_t, slot_index_t>(DPA_SLOTS, {0, 0}) poison_value;
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) arrivals;
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) count;       // COUNT_* encoding (types.p4)
@@ -64,10 +64,16 @@ control SlotState(inout headers_t hdr,
     DPA_WRITE_READ(op_length, hdr.dpa.op_length)
     DPA_WRITE_READ(meta, md.packet_meta)
     DPA_WRITE_READ(round, md.packet_round)
-#if DPA_STRAGGLER_AWARE
-    DPA_WRITE_READ(first_arrival, md.now)
-#endif
 #undef DPA_WRITE_READ
+#if DPA_STRAGGLER_AWARE
+    // Both return the time since the round opened (§8.4), so the MAU only compares it.
+    RegisterAction<bit<32>, slot_index_t, bit<32>>(first_arrival) first_arrival_write = {
+        void apply(inout bit<32> value, out bit<32> rv) { value = md.now; rv = 0; }
+    };
+    RegisterAction<bit<32>, slot_index_t, bit<32>>(first_arrival) first_arrival_read = {
+        void apply(inout bit<32> value, out bit<32> rv) { rv = md.now - value; }
+    };
+#endif
 
     RegisterAction<bit<32>, slot_index_t, bit<32>>(poison_info) poison_info_clear = {
         void apply(inout bit<32> value, out bit<32> rv) { value = 0; rv = 0; }
@@ -111,6 +117,9 @@ control SlotState(inout headers_t hdr,
         void apply(inout bit<32> value, out bit<32> rv) { rv = value; }
     };
 
+    // A stateful ALU has one output source per RegisterAction, so every count action returns the
+    // register as the packet found it (count_open the value it writes); the reply decides whether
+    // the packet completed the round from that and md.threshold (md.short, below).
     // NEW: one contribution, complete at once when the target is 1 (md.open_count = 0x101).
     RegisterAction<bit<32>, slot_index_t, bit<32>>(count) count_open = {
         void apply(inout bit<32> value, out bit<32> rv) { value = md.open_count; rv = value; }
@@ -120,14 +129,13 @@ control SlotState(inout headers_t hdr,
     // or its K once the straggler timeout has passed (reactive fastest-K, §9.3).
     RegisterAction<bit<32>, slot_index_t, bit<32>>(count) count_add = {
         void apply(inout bit<32> value, out bit<32> rv) {
-            if (value >= COUNT_COMPLETE) {
-                rv = value | COUNT_WAS_COMPLETE;
-            } else if (value + 1 >= md.threshold) {
-                value = value + (COUNT_COMPLETE + 1);
-                rv = value;
-            } else {
-                value = value + 1;
-                rv = value;
+            rv = value;
+            if (value < COUNT_COMPLETE) {
+                if (value + 1 >= md.threshold) {
+                    value = value + (COUNT_COMPLETE + 1);
+                } else {
+                    value = value + 1;
+                }
             }
         }
     };
@@ -136,13 +144,9 @@ control SlotState(inout headers_t hdr,
     // round with the contributions it has once they reach its K.
     RegisterAction<bit<32>, slot_index_t, bit<32>>(count) count_reactive = {
         void apply(inout bit<32> value, out bit<32> rv) {
-            if (value >= COUNT_COMPLETE) {
-                rv = value | COUNT_WAS_COMPLETE;
-            } else if (value >= md.threshold) {
+            rv = value;
+            if (value < COUNT_COMPLETE && value >= md.threshold) {
                 value = value | COUNT_COMPLETE;
-                rv = value;
-            } else {
-                rv = value;
             }
         }
     };
@@ -160,19 +164,19 @@ control SlotState(inout headers_t hdr,
     action gate_probe_other() { md.gate = GATE_PROBE_OTHER; }
     action gate_op_mismatch() {
         md.gate = GATE_MISMATCH;
-        md.mismatch_info = 16w0 ++ ERR_OP_MISMATCH ++ hdr.dpa.rank;
+        md.mismatch_info = 16w0 ++ hdr.dpa.rank ++ ERR_OP_MISMATCH;
         md.mismatch_value = hdr.dpa.op_id;
         md.error_expected = md.slot_op_id;
     }
     action gate_type_mismatch() {
         md.gate = GATE_MISMATCH;
-        md.mismatch_info = 16w0 ++ ERR_DTYPE_MISMATCH ++ hdr.dpa.rank;
-        md.mismatch_value = 23w0 ++ hdr.dpa.flags[8:8] ++ 8w0;
-        md.error_expected = 23w0 ++ md.slot_meta[16:16] ++ 8w0;
+        md.mismatch_info = 16w0 ++ hdr.dpa.rank ++ ERR_DTYPE_MISMATCH;
+        md.mismatch_value = 16w0 ++ md.packet_round[15:8] ++ 8w0;
+        md.error_expected = 16w0 ++ md.slot_round[15:8] ++ 8w0;
     }
     action gate_length_mismatch() {
         md.gate = GATE_MISMATCH;
-        md.mismatch_info = 16w0 ++ ERR_LENGTH_MISMATCH ++ hdr.dpa.rank;
+        md.mismatch_info = 16w0 ++ hdr.dpa.rank ++ ERR_LENGTH_MISMATCH;
         md.mismatch_value = hdr.dpa.op_length;
         md.error_expected = md.slot_op_length;
     }
@@ -180,9 +184,9 @@ control SlotState(inout headers_t hdr,
         key = {
             md.is_probe : exact;
             md.seq_diff : ternary;
-            md.slot_round : ternary;
+            md.slot_meta : ternary;
             md.op_x : ternary;
-            md.type_x : ternary;
+            md.round_x : ternary;
             md.length_x : ternary;
         }
         actions = {
@@ -193,16 +197,17 @@ control SlotState(inout headers_t hdr,
         size = 16;
         const entries = {
             // SYN probes: only d == 0 on an opened round looks any further (§8.2).
-            (1, 0, 0 &&& 0xFF00, _, _, _) : gate_probe_other();
+            (1, 0, 0 &&& 0xFF, _, _, _) : gate_probe_other();
             (1, 0, _, _, _, _) : gate_probe_current();
             (1, _, _, _, _, _) : gate_probe_other();
             (0, 1, _, _, _, _) : gate_new();
             (0, 0x80000000 &&& 0x80000000, _, _, _, _) : gate_old();
-            // d == 0 on a slot never opened in this generation is "ahead".
-            (0, 0, 0 &&& 0xFF00, _, _, _) : gate_ahead();
-            (0, 0, _, 0, 0, 0) : gate_current();
+            // d == 0 on a slot never opened in this generation (target 0) is "ahead". round_x
+            // bit 8: the packet's FLOAT bit differs from the round's.
+            (0, 0, 0 &&& 0xFF, _, _, _) : gate_ahead();
+            (0, 0, _, 0, 0 &&& 0x100, 0) : gate_current();
             // Disagreements, checked in §8.2's order: op_id, then type, then op_length.
-            (0, 0, _, 0, 0, _) : gate_length_mismatch();
+            (0, 0, _, 0, 0 &&& 0x100, _) : gate_length_mismatch();
             (0, 0, _, 0, _, _) : gate_type_mismatch();
             (0, 0, _, _, _, _) : gate_op_mismatch();
         }
@@ -211,7 +216,7 @@ control SlotState(inout headers_t hdr,
     action compare_with_round() {
         md.op_x = hdr.dpa.op_id ^ md.slot_op_id;
         md.length_x = hdr.dpa.op_length ^ md.slot_op_length;
-        md.type_x = md.packet_meta[16:16] ^ md.slot_meta[16:16];
+        md.round_x = md.packet_round ^ md.slot_round;
     }
 
     apply {
@@ -229,7 +234,7 @@ control SlotState(inout headers_t hdr,
             md.slot_meta = meta_write.execute(index);
             md.slot_round = round_write.execute(index);
 #if DPA_STRAGGLER_AWARE
-            md.first_arrival = first_arrival_write.execute(index);
+            md.elapsed = first_arrival_write.execute(index);
 #endif
         } else {
             md.slot_op_id = op_id_read.execute(index);
@@ -238,13 +243,11 @@ control SlotState(inout headers_t hdr,
             md.slot_meta = meta_read.execute(index);
             md.slot_round = round_read.execute(index);
 #if DPA_STRAGGLER_AWARE
-            md.first_arrival = first_arrival_read.execute(index);
+            md.elapsed = first_arrival_read.execute(index);
 #endif
         }
         compare_with_round();
-#if DPA_STRAGGLER_AWARE
-        md.elapsed = md.now - md.first_arrival;
-#endif
+        md.state_meta = md.slot_meta & 0xFF;
         gate.apply();
 #if DPA_STRAGGLER_AWARE
         // timed_out = elapsed > timeout  <=>  (timeout + 1) -sat elapsed == 0 (§8.4, unsigned).
@@ -279,7 +282,7 @@ control SlotState(inout headers_t hdr,
         if (md.not_late == 0) {
             md.threshold = 24w0 ++ md.slot_round[7:0];
         } else {
-            md.threshold = 24w0 ++ md.slot_round[15:8];
+            md.threshold = 24w0 ++ md.slot_meta[7:0];
         }
 
         if (md.gate == GATE_NEW) {

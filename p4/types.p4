@@ -74,7 +74,7 @@ const bit<16> RID_SENDER = 0xFFFF;
 // Counter indices (counters.p4); the controller prints them under the software switch's names.
 const bit<8> EV_NONE = 0;
 const bit<8> EV_AGGREGATED = 1;
-const bit<8> EV_COMPLETED = 2;        // completed_full or completed_partial, split by md.full
+const bit<8> EV_COMPLETED = 2;        // completed_full (EV_COMPLETED_PARTIAL: fewer than N)
 const bit<8> EV_RETRANSMITTED = 3;
 const bit<8> EV_DUPLICATE = 4;
 const bit<8> EV_LATE = 5;
@@ -92,9 +92,8 @@ const bit<8> EV_COMPLETED_PARTIAL = 16;
 const bit<32> EV_COUNT = 17;      // size of the reply counter
 
 // Count register encoding (slot_state.p4): contributors in the low byte, COUNT_COMPLETE once
-// the round completed; a RegisterAction reports "was already complete" as COUNT_WAS_COMPLETE.
+// the round completed.
 const bit<32> COUNT_COMPLETE = 0x100;
-const bit<32> COUNT_WAS_COMPLETE = 0x200;
 
 // Which count RegisterAction a packet ran (slot_state.p4), for the reply decision.
 const bit<8> COUNT_OP_NONE = 0;

@@ -53,8 +53,11 @@ for config in "$source_dir/configs/netberg.json" "$source_dir/configs/edgecore.j
     echo "  compiled in $((SECONDS - start)) s"
     python3 "$source_dir/tests/switch/bf_p4c_summary.py" "$work/$name/out"
   else
-    echo "  FAILED after $((SECONDS - start)) s:"
-    tail -n 40 "$work/$name/compile.log"
+    echo "  FAILED after $((SECONDS - start)) s (the whole log is compile.log, kept with BF_P4C_OUT):"
+    # The errors and the PHV allocator's verdict; what follows them in the log is a diagnosis
+    # of the unallocated fields that can run to thousands of lines.
+    grep -E "error:|field slices remain unallocated" "$work/$name/compile.log" | head -n 20 | sed 's/^/    /' || true
+    grep -A 12 "following fields were not allocated" "$work/$name/compile.log" | sed 's/^/    /' || true
     failures=$((failures + 1))
   fi
 done

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Prints the resource summary of one bf-p4c output directory (compiled with -g): per MAU stage
-the logical tables, SRAMs, map RAMs, TCAMs and stateful (meter) ALUs from logs/resources.json,
-and the PHV containers allocated per type and width from logs/phv.json.
+the logical tables, input crossbar bytes, hash bits, gateways, SRAMs, map RAMs, TCAMs, stateful
+(meter) ALUs and VLIW instructions from logs/resources.json, and the PHV containers allocated per
+type and width from logs/phv.json.
 Usage: bf_p4c_summary.py OUT_DIR"""
 import collections
 import json
@@ -20,20 +21,32 @@ def count(stage, key, items):
     return len(stage.get(key, {}).get(items, []))
 
 
+def used_instructions(stage):
+    return sum(1 for instruction in stage.get("vliw", {}).get("instructions", [])
+               if instruction.get("color_usages"))
+
+
+COLUMNS = ("tables", "xbar bytes", "hash bits", "gateways", "SRAMs", "map RAMs", "TCAMs",
+           "stateful ALUs", "VLIW")
+
+
 def print_stages(resources):
     mau = resources["resources"]["mau"]
     rows = []
     for stage in mau["mau_stages"]:
         rows.append((stage["stage_number"], count(stage, "logical_tables", "ids"),
-                     count(stage, "rams", "srams"), count(stage, "map_rams", "maprams"),
-                     count(stage, "tcams", "tcams"), count(stage, "meter_alus", "meters")))
+                     count(stage, "xbar_bytes", "bytes"), count(stage, "hash_bits", "bits"),
+                     count(stage, "gateways", "gateways"), count(stage, "rams", "srams"),
+                     count(stage, "map_rams", "maprams"), count(stage, "tcams", "tcams"),
+                     count(stage, "meter_alus", "meters"), used_instructions(stage)))
     used = [row for row in rows if any(row[1:])]
     print(f"  MAU stages used: {len(used)} of {mau['nStages']}")
-    print("  stage  tables  SRAMs  map RAMs  TCAMs  stateful ALUs")
+    widths = [max(len(name), 4) for name in COLUMNS]
+    print("  stage " + " ".join(name.rjust(width) for name, width in zip(COLUMNS, widths)))
     for row in used:
-        print("  {:>5} {:>7} {:>6} {:>9} {:>6} {:>14}".format(*row))
+        print(f"  {row[0]:>5} " + " ".join(str(v).rjust(width) for v, width in zip(row[1:], widths)))
     totals = [sum(column) for column in zip(*(row[1:] for row in rows))]
-    print("  total {:>7} {:>6} {:>9} {:>6} {:>14}".format(*totals))
+    print("  total " + " ".join(str(v).rjust(width) for v, width in zip(totals, widths)))
 
 
 def print_phv(phv):

@@ -118,7 +118,8 @@ class P4Slot:
         # admission.p4: the round's K and target if the packet opens it.
         round_k = p.k if p.k else self.k_default
         round_target = round_k if p.flags & COUNT_TO_K else self.world
-        packet_meta = ((p.flags >> 8) & 1) << 16 | p.count
+        packet_meta = p.count << 16 | round_target
+        packet_round = (p.flags & FLOAT) | round_k
         open_count = 0x101 if round_target <= 1 else 1
         sender_bit = 1 << p.rank
         # seq
@@ -128,19 +129,19 @@ class P4Slot:
         # op/offset/length/meta/round/first_arrival/exp_used
         if not probe and d == 1:
             r.update(op_id=p.op_id, offset=p.offset, op_length=p.op_length, meta=packet_meta,
-                     round=round_target << 8 | round_k, first_arrival=now, exp_used=p.exp_used)
+                     round=packet_round, first_arrival=now, exp_used=p.exp_used)
         op_x = p.op_id ^ r["op_id"]
         length_x = p.op_length ^ r["op_length"]
-        type_x = ((packet_meta >> 16) ^ (r["meta"] >> 16)) & 1
-        gate, gargs = lookup(GATE, (probe, d, r["round"], op_x, type_x, length_x))
+        round_x = packet_round ^ r["round"]
+        gate, gargs = lookup(GATE, (probe, d, r["meta"], op_x, round_x, length_x))
         mismatch_info = mismatch_value = error_expected = 0
         if gate == "gate_op_mismatch":
-            mismatch_info, mismatch_value, error_expected = OP_MISMATCH << 8 | p.rank, p.op_id, r["op_id"]
+            mismatch_info, mismatch_value, error_expected = p.rank << 8 | OP_MISMATCH, p.op_id, r["op_id"]
         elif gate == "gate_type_mismatch":
-            mismatch_info = DTYPE_MISMATCH << 8 | p.rank
-            mismatch_value, error_expected = p.flags & FLOAT, (r["meta"] >> 16 & 1) << 8
+            mismatch_info = p.rank << 8 | DTYPE_MISMATCH
+            mismatch_value, error_expected = packet_round & 0x100, r["round"] & 0x100
         elif gate == "gate_length_mismatch":
-            mismatch_info = LENGTH_MISMATCH << 8 | p.rank
+            mismatch_info = p.rank << 8 | LENGTH_MISMATCH
             mismatch_value, error_expected = p.op_length, r["op_length"]
         g = {"gate_new": "NEW", "gate_current": "CURRENT", "gate_old": "OLD", "gate_ahead": "AHEAD",
              "gate_probe_current": "PROBE_CURRENT", "gate_probe_other": "PROBE_OTHER"}.get(gate, "MISMATCH")
@@ -170,58 +171,64 @@ class P4Slot:
             bitmap_old = r["arrivals"]
         dup = bitmap_old & sender_bit
         bitmap_now = bitmap_old | sender_bit
-        threshold = (r["round"] & 0xFF) if not_late == 0 else (r["round"] >> 8 & 0xFF)
-        # count
+        threshold = (r["round"] & 0xFF) if not_late == 0 else (r["meta"] & 0xFF)
+        # count: every RegisterAction returns the register as the packet found it, except
+        # count_open, which returns what it writes.
         count_op, count = "NONE", 0
         if g == "NEW":
             r["count"] = open_count
             count, count_op = r["count"], "OPEN"
         elif g == "CURRENT" and poison_info == 0 and dup == 0:
-            v = r["count"]
-            if v >= 0x100:
-                count = v | 0x200
-            elif v + 1 >= threshold:
-                r["count"] = count = v + 0x101
-            else:
-                r["count"] = count = v + 1
+            count = v = r["count"]
+            if v < 0x100:
+                r["count"] = v + 0x101 if v + 1 >= threshold else v + 1
             count_op = "ADD"
         elif (self.straggler_aware and g in ("CURRENT", "PROBE_CURRENT") and poison_info == 0 and
               dup != 0 and not_late == 0):
-            v = r["count"]
-            if v >= 0x100:
-                count = v | 0x200
-            elif v >= threshold:
-                r["count"] = count = v | 0x100
-            else:
-                count = v
+            count = v = r["count"]
+            if v < 0x100 and v >= threshold:
+                r["count"] = v | 0x100
             count_op = "REACTIVE"
         elif g in ("CURRENT", "PROBE_CURRENT", "OLD", "PROBE_OTHER"):
             count, count_op = r["count"], "READ"
-        accepted_add = g == "CURRENT" and poison_info == 0 and dup == 0 and not count & 0x200
-        # exponent.p4, result_bitmap.p4
+        accepted_add = g == "CURRENT" and poison_info == 0 and dup == 0 and not count & 0x100
+        # delivery.p4's apply: the count's verdict, the contributors after the packet, full or not.
+        short = max(threshold - count, 0) & 0xFF
+        if count_op == "ADD" and not count & 0x100:
+            contributors = (count + 1) & 0xFF
+            full_x = (count ^ (self.world - 1)) & 0xFF
+        else:
+            contributors = count & 0xFF
+            full_x = (count ^ self.world) & 0xFF
+        # exponent.p4 (straight into the header's exp_used, exp_next), result_bitmap.p4
+        exp_used, exp_next = p.exp_used, p.exp_next
         if g == "NEW":
             r["exp_max"] = p.exp_next
             r["contributors"] = bitmap_now
-        elif accepted_add:
-            r["exp_max"] = max(r["exp_max"], p.exp_next)
+            exp_used, exp_next = r["exp_used"], r["exp_max"]
+        elif g in ("OLD", "PROBE_OTHER") or (g in ("CURRENT", "PROBE_CURRENT") and poison_info == 0):
+            if accepted_add:
+                r["exp_max"] = max(r["exp_max"], p.exp_next)
+            exp_used, exp_next = r["exp_used"], r["exp_max"]
+        if accepted_add:
             r["contributors"] = bitmap_now
         # delivery.p4
-        keys = (CONST["ADM_ACCEPT"], probe, CONST["GATE_" + g], poison_info,
-                CONST["COUNT_OP_" + count_op], count, op_x, (count & 0xFF) ^ self.world)
+        keys = (CONST["ADM_ACCEPT"], probe, CONST["GATE_" + g], poison_info & 0xFF, mismatch_info & 0xFF,
+                0, CONST["COUNT_OP_" + count_op], count, short, op_x, full_x)
         action, args = lookup(REPLY, keys)
-        return self._reply(action, args, p, d, count, poison_info, poison_value, mismatch_info,
+        return self._reply(action, args, p, d, contributors, exp_used, exp_next, poison_info, poison_value,
                            mismatch_value, error_expected)
 
-    def _reply(self, action, args, p, d, count, poison_info, poison_value, mismatch_info,
+    def _reply(self, action, args, p, d, contributors, exp_used, exp_next, poison_info, poison_value,
                mismatch_value, error_expected):
         r = self.r
-        slot_float = (r["meta"] >> 16 & 1) << 8
+        slot_float = r["round"] & FLOAT
 
         def slot_view(flags, seq, with_count):
             return dict(flags=slot_float | flags, error=0, op_id=r["op_id"], seq=seq,
-                        offset=r["offset"], op_length=r["op_length"], k=r["round"] >> 8 & 0xFF,
-                        contributors=count & 0xFF, exp_used=r["exp_used"], exp_next=r["exp_max"],
-                        bitmap=r["contributors"], count=r["meta"] & 0xFFFF if with_count else 0,
+                        offset=r["offset"], op_length=r["op_length"], k=r["meta"] & 0xFF,
+                        contributors=contributors, exp_used=exp_used, exp_next=exp_next,
+                        bitmap=r["contributors"], count=r["meta"] >> 16 if with_count else 0,
                         rank=p.rank)
 
         def error_view(flags, code, expected, **extra):
@@ -241,14 +248,15 @@ class P4Slot:
             kind, header = "error_seq_ahead", error_view(0x10, SEQ_AHEAD, slot_seq)
         elif action in ("poisoned_now", "poisoned_now_with_sender_copy"):
             kind = "multicast_error" + ("+sender" if action.endswith("copy") else "")
-            header = error_view(0x10, mismatch_info >> 8, error_expected, op_id=r["op_id"],
-                                bitmap=mismatch_value)
+            code = args[0] if action == "poisoned_now" else OP_MISMATCH
+            header = error_view(0x10, code, error_expected, op_id=r["op_id"], bitmap=mismatch_value)
         elif action in ("poisoned_op", "poisoned_type", "poisoned_length"):
-            expected = {"poisoned_op": r["op_id"], "poisoned_length": r["op_length"],
-                        "poisoned_type": (r["meta"] >> 16 & 1) << 8}[action]
+            code, expected = {"poisoned_op": (OP_MISMATCH, r["op_id"]),
+                              "poisoned_length": (LENGTH_MISMATCH, r["op_length"]),
+                              "poisoned_type": (DTYPE_MISMATCH, r["round"] & 0x100)}[action]
             kind = "unicast_error"
-            header = error_view(args[0], poison_info >> 8, expected, rank=poison_info & 0xFF,
-                                bitmap=poison_value)
+            header = error_view(args[0], code, expected, rank=poison_info >> 8 & 0xFF,
+                                count=poison_info >> 16, bitmap=poison_value)
         elif action == "counted":
             kind, header, reduce_op = "counted", None, args[0]
         elif action == "completed_at_open":
