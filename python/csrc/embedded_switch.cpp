@@ -38,10 +38,11 @@ std::unique_ptr<SoftwareSwitch> start_switch(const Config& wide, const std::opti
   if (small) small->validate();
   const EmbeddedSwitchSettings settings = EmbeddedSwitchSettings::from_env();
   SwitchConfig switch_config;
-  switch_config.host = "127.0.0.1";
-  switch_config.port = 0;
+  auto& udp = std::get<UdpTransportConfig>(switch_config.transport);
+  udp.bind_host = "127.0.0.1";
+  udp.bind_port = 0;
+  udp.socket_buffer_bytes = sizing.switch_buffer_bytes;
   switch_config.threads = sizing.switch_threads;
-  switch_config.socket_buffer_bytes = sizing.switch_buffer_bytes;
   switch_config.busy_poll = sizing.busy_poll;
   switch_config.sessions.push_back(session_for(wide, 0, settings.straggler_timeout));
   if (small) {

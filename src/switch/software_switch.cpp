@@ -51,7 +51,7 @@ class SwitchImpl {
   explicit SwitchImpl(const SwitchConfig& config) : config_(config) {
     config_.validate();
     // Thread i drives queue i of the device: UDP port (or dpdk.local_port) + i.
-    device_ = transport::open_device(transport_config(), static_cast<std::size_t>(config_.threads));
+    device_ = transport::open_device(config_.transport, static_cast<std::size_t>(config_.threads));
     for (int i = 0; i < config_.threads; ++i) {
       queues_.push_back(device_->open_queue(static_cast<std::size_t>(i)));
       ports_.push_back(queues_.back()->local_endpoint().port);
@@ -63,8 +63,8 @@ class SwitchImpl {
     for (std::size_t i = 0; i < queues_.size(); ++i) {
       threads_.push_back(device_->launch(i, [this, i] { run(i); }));
     }
-    log().info("dpa-switch listening on {}:{} ({} thread{}, {})", config_.dpdk ? config_.dpdk->local_ip : config_.host,
-               ports_[0], ports_.size(), ports_.size() == 1 ? "" : "s", device_->properties().name);
+    log().info("dpa-switch listening on {} ({} thread{}, {})", queues_[0]->local_endpoint().to_string(),
+               ports_.size(), ports_.size() == 1 ? "" : "s", device_->properties().name);
     for (std::size_t i = 0; i < threads_.size(); ++i) log().info("thread {} runs on {}", i, threads_[i]->where());
   }
 
@@ -137,17 +137,6 @@ class SwitchImpl {
   }
 
  private:
-  [[nodiscard]] TransportConfig transport_config() const {
-    if (config_.dpdk) return *config_.dpdk;
-    UdpTransportConfig udp;
-    udp.bind_host = config_.host;
-    udp.bind_port = config_.port;
-    udp.batch = config_.batch;
-    udp.buffers = 2 * config_.batch;  // at most two replies per received packet
-    udp.socket_buffer_bytes = config_.socket_buffer_bytes;
-    return udp;
-  }
-
   // Called with admin_mutex_ held (or from the constructor).
   void publish(std::unique_ptr<SessionTable> table) {
     table_.store(table.get(), std::memory_order_release);
@@ -275,7 +264,7 @@ class SwitchImpl {
 
   void run(std::size_t index) {
     transport::Queue& io = *queues_[index];
-    Batch batch(io, config_.batch);
+    Batch batch(io, device_->properties().burst);
     constexpr auto kStopCheck = std::chrono::milliseconds(20);
 
     const auto spin = std::chrono::nanoseconds(config_.busy_poll);
