@@ -212,7 +212,9 @@ class SwitchImpl {
     }
 
     // Sends the batch's replies in order (runs of unicasts as one burst, each multicast as one
-    // send_to_all), flushes, and releases their buffers.
+    // send_to_all) and releases their buffers. No flush: the queue's transmit bursts build up
+    // over batches until full or until the transport's flush interval, counted by the receive()
+    // calls of run().
     void finish() {
       for (std::size_t i = 0; i < sends_.size(); ++i) {
         const std::size_t end = i + 1 < sends_.size() ? sends_[i + 1].first : endpoints_.size();
@@ -228,7 +230,6 @@ class SwitchImpl {
         counters.tx_dropped += to.size() - served;
       }
       send_unicasts();
-      queue_.flush();
       queue_.release(used_);
       used_.clear();
       sends_.clear();
