@@ -159,6 +159,12 @@ class TransportTest : public ::testing::TestWithParam<Kind> {
   void TearDown() override {
     stop_.store(true);
     if (echo_thread_.joinable()) echo_thread_.join();
+    // The local side closes first, while the memif peer is still connected: stopping the port
+    // disconnects it in this thread. Were the peer to exit first, the EAL's interrupt thread
+    // would unmap the connection's rings while this thread still flushes and drains the port
+    // (and, in a process that runs several cases, while the next case already polls it).
+    queues_.clear();
+    local_.reset();
     if (peer_pid_ > 0) {
       kill(peer_pid_, SIGTERM);
       int status = 0;
@@ -173,8 +179,6 @@ class TransportTest : public ::testing::TestWithParam<Kind> {
       }
       remove_dpdk_files(peer_prefix_);
     }
-    queues_.clear();
-    local_.reset();
     peer_queues_.clear();
     peer_device_.reset();
     std::error_code ignored;
