@@ -58,6 +58,9 @@ std::size_t DpdkQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds
       taken += rte_eth_rx_burst(link.port_id, queue_, rx_.data() + taken, static_cast<std::uint16_t>(capacity - taken));
     }
     next_link_ = (next_link_ + 1) % links;  // no port starves the others when bursts are full
+    // Nothing came in: no more work to batch with right now, so what is queued leaves. While
+    // packets keep coming, bursts build up until full or due.
+    if (taken == 0) flush();
     for (std::size_t i = 0; i < taken; ++i) classify(rx_[i], out, delivered);
     if (delivered > 0 || now - start >= wait) break;
   }

@@ -1,7 +1,7 @@
 // One thread's RX/TX queue pair on each port of a DPDK device: burst RX (plus the inbox other
-// queues dispatch to), TX buffered per port until a burst is full or its first packet has waited
-// tx_flush (checked at every poll step of receive(); flush() sends at once), mbufs from the
-// queue's own pool.
+// queues dispatch to), TX buffered per port until a burst is full, its first packet has waited
+// tx_flush, or a poll step of receive() finds nothing to receive (flush() sends at once), mbufs
+// from the queue's own pool.
 // Busy-polls; nothing on the packet path allocates from the heap or takes a lock.
 #pragma once
 
