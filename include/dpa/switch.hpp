@@ -1,12 +1,11 @@
 // The software switch: the dpa aggregation state machine (the same one the Tofino program
-// implements) on UDP sockets. `dpa-switch` is a command-line front end to this class; it can
-// also be embedded in a process (tests, the PyTorch backend's local default).
+// implements) on UDP sockets or DPDK. `dpa-switch` is a command-line front end to this class;
+// it can also be embedded in a process (tests, the PyTorch backend's local default).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,15 +42,11 @@ struct SessionConfig {
 };
 
 struct SwitchConfig {
-  // UDP sockets (the default transport): thread i listens on host:port + i.
-  std::string host = "127.0.0.1";
-  std::uint16_t port = 4242;  // 0 binds ephemeral ports
+  // How packets move, as in a worker's Config (transport_config.hpp; JSON: a "udp" or "dpdk"
+  // section inside "switch"): thread i serves queue i, on UDP port udp.bind_port + i (sockets)
+  // or dpdk.local_port + i (DPDK). Default: sockets on udp_defaults().
+  TransportConfig transport = udp_defaults();
   int threads = 1;
-  std::size_t batch = 64;
-  int socket_buffer_bytes = 32 << 20;
-  // Set: the switch runs on DPDK instead, thread i on queue i of the port (dpdk.local_ip,
-  // UDP dpdk.local_port + i); host, port, batch and socket_buffer_bytes do not apply.
-  std::optional<DpdkTransportConfig> dpdk;
   std::chrono::microseconds busy_poll{0};  // spin before blocking in receive (0: never)
   int busy_poll_threads = 0;  // threads 0 .. n-1 spin (busy_poll); 0: every thread
   // Limits that every session, whether configured at start or added at run time, must fit:
@@ -63,7 +58,13 @@ struct SwitchConfig {
   bool manual_clock = false;
   std::vector<SessionConfig> sessions;
 
-  // Reads configs/softswitch.json's format; unknown keys are a ConfigError.
+  // The switch's socket settings where a "udp" section leaves a key out: 127.0.0.1:4242, batches
+  // of 64, two transmit buffers per received packet (128), 32 MiB socket buffers.
+  static UdpTransportConfig udp_defaults();
+
+  // Reads configs/softswitch.json's format; unknown keys are a ConfigError, and so are the
+  // top-level "host", "port", "batch" and "socket_buffer_bytes" of earlier versions (the message
+  // names the key of the "udp" section that replaced each).
   static SwitchConfig from_json_file(const std::string& path);
   void validate() const;
 };

@@ -39,10 +39,11 @@ std::unique_ptr<SoftwareSwitch> start_switch(const Config& wide, const std::opti
   if (small) small->validate();
   const EmbeddedSwitchSettings settings = EmbeddedSwitchSettings::from_env();
   SwitchConfig switch_config;
-  switch_config.host = "127.0.0.1";
-  switch_config.port = 0;
+  auto& udp = std::get<UdpTransportConfig>(switch_config.transport);
+  udp.bind_host = "127.0.0.1";
+  udp.bind_port = 0;
+  udp.socket_buffer_bytes = sizing.switch_buffer_bytes;
   switch_config.threads = sizing.switch_threads;
-  switch_config.socket_buffer_bytes = sizing.switch_buffer_bytes;
   // Every thread spins when the wide session does; otherwise only thread 0, which serves the
   // small session (its one engine thread talks to the switch's first port).
   switch_config.busy_poll = std::max(sizing.busy_poll, small ? sizing.small_busy_poll : sizing.busy_poll);

@@ -77,11 +77,6 @@ const FieldReaders<DpdkTransportConfig>& dpdk_readers() {
 
 }  // namespace
 
-void read_dpdk_section(const json& value, const std::string& where, DpdkTransportConfig& dpdk) {
-  require_object(value, where);
-  read_object(value, where + ".", dpdk_readers(), dpdk);
-}
-
 void require_one_transport_section(const json& root, const std::string& where) {
   if (root.contains("udp") && root.contains("dpdk")) {
     fail(fmt::format("{}udp, dpdk: give one transport section, not both", where));
@@ -91,14 +86,14 @@ void require_one_transport_section(const json& root, const std::string& where) {
 void read_transport_section(const json& value, const std::string& where, const std::string& key,
                             TransportConfig& transport) {
   require_object(value, where);
+  // Keys left out keep the holder's defaults for that transport (the switch's differ from a
+  // worker's); a section of the other transport starts from that transport's defaults.
   if (key == "udp") {
-    UdpTransportConfig udp;
-    read_object(value, where + ".", udp_readers(), udp);
-    transport = udp;
+    if (!std::holds_alternative<UdpTransportConfig>(transport)) transport = UdpTransportConfig{};
+    read_object(value, where + ".", udp_readers(), std::get<UdpTransportConfig>(transport));
   } else {
-    DpdkTransportConfig dpdk;
-    read_dpdk_section(value, where, dpdk);
-    transport = dpdk;
+    if (!std::holds_alternative<DpdkTransportConfig>(transport)) transport = DpdkTransportConfig{};
+    read_object(value, where + ".", dpdk_readers(), std::get<DpdkTransportConfig>(transport));
   }
 }
 

@@ -9,12 +9,10 @@
 
 namespace dpa::detail {
 
-// Reads section `key` ("udp" or "dpdk") into `transport`.
+// Reads section `key` ("udp" or "dpdk") into `transport`: over the values it holds when it
+// already is that transport (keys left out keep them), else over that transport's defaults.
 void read_transport_section(const json& value, const std::string& where, const std::string& key,
                             TransportConfig& transport);
-
-// Reads a "dpdk" section on its own (the switch config's optional DPDK transport).
-void read_dpdk_section(const json& value, const std::string& where, DpdkTransportConfig& dpdk);
 
 // A process runs one transport: fails naming `where` when `root` has both sections.
 void require_one_transport_section(const json& root, const std::string& where);

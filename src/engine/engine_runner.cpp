@@ -112,6 +112,8 @@ void EngineRunner::execute(Operation& op) {
       engine_.poll(now);
     }
     send_outgoing();
+    // Idle from here until the next operation: nothing polls the queue, so nothing may wait in it.
+    queue_->flush();
   } catch (...) {
     // The stop flag, or the transport failing (a receive error): the part fails with it.
     engine_.fail(std::current_exception());
@@ -121,8 +123,9 @@ void EngineRunner::execute(Operation& op) {
 void EngineRunner::send_outgoing() {
   // What a full device queue leaves over is lost like any packet: the engine retransmits it.
   transport::send_all(*queue_, engine_.outgoing());
-  // One TX burst per step of the loop: everything the last receive burst caused.
-  queue_->flush();
+  // No flush: the transport sends a burst when it is full or, from the receive() calls of this
+  // loop, when its oldest packet has waited the flush interval (DPDK tx_flush_us; sockets send
+  // before they wait).
   engine_.clear_outgoing();
 }
 

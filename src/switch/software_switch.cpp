@@ -51,7 +51,7 @@ class SwitchImpl {
   explicit SwitchImpl(const SwitchConfig& config) : config_(config) {
     config_.validate();
     // Thread i drives queue i of the device: UDP port (or dpdk.local_port) + i.
-    device_ = transport::open_device(transport_config(), static_cast<std::size_t>(config_.threads));
+    device_ = transport::open_device(config_.transport, static_cast<std::size_t>(config_.threads));
     for (int i = 0; i < config_.threads; ++i) {
       queues_.push_back(device_->open_queue(static_cast<std::size_t>(i)));
       ports_.push_back(queues_.back()->local_endpoint().port);
@@ -63,8 +63,8 @@ class SwitchImpl {
     for (std::size_t i = 0; i < queues_.size(); ++i) {
       threads_.push_back(device_->launch(i, [this, i] { run(i); }));
     }
-    log().info("dpa-switch listening on {}:{} ({} thread{}, {})", config_.dpdk ? config_.dpdk->local_ip : config_.host,
-               ports_[0], ports_.size(), ports_.size() == 1 ? "" : "s", device_->properties().name);
+    log().info("dpa-switch listening on {} ({} thread{}, {})", queues_[0]->local_endpoint().to_string(),
+               ports_.size(), ports_.size() == 1 ? "" : "s", device_->properties().name);
     for (std::size_t i = 0; i < threads_.size(); ++i) log().info("thread {} runs on {}", i, threads_[i]->where());
   }
 
@@ -137,17 +137,6 @@ class SwitchImpl {
   }
 
  private:
-  [[nodiscard]] TransportConfig transport_config() const {
-    if (config_.dpdk) return *config_.dpdk;
-    UdpTransportConfig udp;
-    udp.bind_host = config_.host;
-    udp.bind_port = config_.port;
-    udp.batch = config_.batch;
-    udp.buffers = 2 * config_.batch;  // at most two replies per received packet
-    udp.socket_buffer_bytes = config_.socket_buffer_bytes;
-    return udp;
-  }
-
   // Called with admin_mutex_ held (or from the constructor).
   void publish(std::unique_ptr<SessionTable> table) {
     table_.store(table.get(), std::memory_order_release);
@@ -223,7 +212,9 @@ class SwitchImpl {
     }
 
     // Sends the batch's replies in order (runs of unicasts as one burst, each multicast as one
-    // send_to_all), flushes, and releases their buffers.
+    // send_to_all) and releases their buffers. No flush: the queue's transmit bursts build up
+    // over batches until full or until the transport's flush interval, counted by the receive()
+    // calls of run().
     void finish() {
       for (std::size_t i = 0; i < sends_.size(); ++i) {
         const std::size_t end = i + 1 < sends_.size() ? sends_[i + 1].first : endpoints_.size();
@@ -239,7 +230,6 @@ class SwitchImpl {
         counters.tx_dropped += to.size() - served;
       }
       send_unicasts();
-      queue_.flush();
       queue_.release(used_);
       used_.clear();
       sends_.clear();
@@ -275,7 +265,7 @@ class SwitchImpl {
 
   void run(std::size_t index) {
     transport::Queue& io = *queues_[index];
-    Batch batch(io, config_.batch);
+    Batch batch(io, device_->properties().burst);
     constexpr auto kStopCheck = std::chrono::milliseconds(20);
 
     const bool spins = config_.busy_poll_threads == 0 || static_cast<int>(index) < config_.busy_poll_threads;

@@ -1,5 +1,6 @@
 #include <arpa/inet.h>
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -31,7 +32,6 @@ using detail::require_array;
 using detail::require_object;
 
 constexpr int kMaxSwitchThreads = 64;
-constexpr std::size_t kMaxBatch = 1024;  // packets one recvmmsg/sendmmsg call moves
 constexpr std::uint32_t kMaxSessions = 65536;
 constexpr std::uint64_t kMaxMemoryMb = std::uint64_t{1} << 20;  // 1 TiB
 constexpr std::uint64_t kSlotSpace = std::uint64_t{1} << 32;  // slot indices are 32-bit on the wire
@@ -86,22 +86,40 @@ const FieldReaders<SessionConfig>& session_readers() {
   return readers;
 }
 
+// Keys of earlier versions that moved into the transport section: reading one names where it went.
+constexpr std::array<std::pair<const char*, const char*>, 4> kMovedKeys{{
+    {"host", "udp.bind_host"},
+    {"port", "udp.bind_port"},
+    {"batch", "udp.batch"},
+    {"socket_buffer_bytes", "udp.socket_buffer_bytes"},
+}};
+
 const FieldReaders<SwitchConfig>& switch_readers() {
-  static const FieldReaders<SwitchConfig> readers{
-      {"host", reader_for(&SwitchConfig::host)},
-      {"port", reader_for(&SwitchConfig::port)},
-      {"threads", reader_for(&SwitchConfig::threads)},
-      {"batch", reader_for(&SwitchConfig::batch)},
-      {"socket_buffer_bytes", reader_for(&SwitchConfig::socket_buffer_bytes)},
-      {"busy_poll_us", reader_for(&SwitchConfig::busy_poll)},
-      {"busy_poll_threads", reader_for(&SwitchConfig::busy_poll_threads)},
-      {"max_sessions", reader_for(&SwitchConfig::max_sessions)},
-      {"max_memory_mb", reader_for(&SwitchConfig::max_memory_mb)},
-      {"dpdk",
-       [](const json& value, const std::string& where, SwitchConfig& config) {
-         detail::read_dpdk_section(value, where, config.dpdk.emplace());
-       }},
-  };
+  static const FieldReaders<SwitchConfig> readers = [] {
+    FieldReaders<SwitchConfig> table{
+        {"threads", reader_for(&SwitchConfig::threads)},
+        {"busy_poll_us", reader_for(&SwitchConfig::busy_poll)},
+        {"busy_poll_threads", reader_for(&SwitchConfig::busy_poll_threads)},
+        {"max_sessions", reader_for(&SwitchConfig::max_sessions)},
+        {"max_memory_mb", reader_for(&SwitchConfig::max_memory_mb)},
+        {"udp",
+         [](const json& v, const std::string& w, SwitchConfig& c) {
+           detail::read_transport_section(v, w, "udp", c.transport);
+         }},
+        {"dpdk",
+         [](const json& v, const std::string& w, SwitchConfig& c) {
+           detail::read_transport_section(v, w, "dpdk", c.transport);
+         }},
+    };
+    for (const auto& [old_key, new_key] : kMovedKeys) {
+      table.emplace(old_key, [new_key](const json&, const std::string& where, SwitchConfig&) {
+        fail(fmt::format("{}: moved to switch.{} (the switch's transport settings are a \"udp\" or \"dpdk\" "
+                         "section inside \"switch\", as in a worker config; see configs/softswitch.json)",
+                         where, new_key));
+      });
+    }
+    return table;
+  }();
   return readers;
 }
 
@@ -110,6 +128,7 @@ const FieldReaders<SwitchConfig>& top_level_readers() {
       {"switch",
        [](const json& value, const std::string& where, SwitchConfig& config) {
          require_object(value, where);
+         detail::require_one_transport_section(value, where + ": ");
          read_object(value, where + ".", switch_readers(), config);
        }},
       {"sessions",
@@ -180,15 +199,30 @@ SwitchConfig SwitchConfig::from_json_file(const std::string& path) {
   return config;
 }
 
+UdpTransportConfig SwitchConfig::udp_defaults() {
+  UdpTransportConfig udp;
+  udp.bind_host = "127.0.0.1";
+  udp.bind_port = protocol::kDefaultPort;
+  udp.batch = 64;
+  udp.buffers = 2 * udp.batch;  // at most two replies per received packet
+  udp.socket_buffer_bytes = 32 << 20;
+  return udp;
+}
+
 void SwitchConfig::validate() const {
-  require(!host.empty(), "switch.host is empty");
   require(threads >= 1 && threads <= kMaxSwitchThreads, "switch.threads {} out of range [1, {}]", threads,
           kMaxSwitchThreads);
-  // Thread i listens on port + i, so the last thread's port must exist too.
-  require(port == 0 || port + threads - 1 <= std::numeric_limits<std::uint16_t>::max(),
-          "switch.port {} + threads {} - 1 exceeds 65535", port, threads);
-  require(batch >= 1 && batch <= kMaxBatch, "switch.batch {} out of range [1, {}]", batch, kMaxBatch);
-  require(socket_buffer_bytes > 0, "switch.socket_buffer_bytes {} must be positive", socket_buffer_bytes);
+  // Thread i listens on the base port + i, so the last thread's port must exist too.
+  if (const auto* udp = std::get_if<UdpTransportConfig>(&transport)) {
+    udp->validate("switch.udp");
+    require(udp->bind_port == 0 || udp->bind_port + threads - 1 <= std::numeric_limits<std::uint16_t>::max(),
+            "switch.udp.bind_port {} + threads {} - 1 exceeds 65535", udp->bind_port, threads);
+  } else {
+    const auto& dpdk = std::get<DpdkTransportConfig>(transport);
+    dpdk.validate("switch.dpdk");
+    require(dpdk.local_port + threads - 1 <= std::numeric_limits<std::uint16_t>::max(),
+            "switch.dpdk.local_port {} + threads {} - 1 exceeds 65535", dpdk.local_port, threads);
+  }
   require(busy_poll.count() >= 0 && busy_poll <= std::chrono::seconds(1),
           "switch.busy_poll_us {} out of range [0, 1000000]", busy_poll.count());
   require(busy_poll_threads >= 0 && busy_poll_threads <= threads,
@@ -197,11 +231,6 @@ void SwitchConfig::validate() const {
           max_sessions, kMaxSessions);
   require(max_memory_mb >= 1 && max_memory_mb <= kMaxMemoryMb, "switch.max_memory_mb {} out of range [1, {}]",
           max_memory_mb, kMaxMemoryMb);
-  if (dpdk) {
-    dpdk->validate("switch.dpdk");
-    require(dpdk->local_port + threads - 1 <= std::numeric_limits<std::uint16_t>::max(),
-            "switch.dpdk.local_port {} + threads {} - 1 exceeds 65535", dpdk->local_port, threads);
-  }
   std::set<std::uint32_t> ids;
   std::uint64_t bytes = 0;
   for (const SessionConfig& session : sessions) {

@@ -305,7 +305,7 @@ std::vector<json> run_mode(const Settings& s, const std::string& mode) {
     session.pool_size = std::max<std::uint32_t>(4096, config.pool_slots());
     session.straggler_timeout = std::chrono::microseconds(s.straggler_timeout_us);
     dpa::SwitchConfig switch_config;
-    switch_config.port = 0;
+    std::get<dpa::UdpTransportConfig>(switch_config.transport).bind_port = 0;
     switch_config.threads = s.switch_threads;
     switch_config.busy_poll = config.busy_poll;
     switch_config.sessions = {session};

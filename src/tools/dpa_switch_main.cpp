@@ -5,6 +5,9 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <variant>
+
+#include <fmt/format.h>
 
 #include "api/logging.hpp"
 #include "switch/control_channel.hpp"
@@ -46,8 +49,11 @@ int main(int argc, char** argv) {
                  "udp (sockets) or dpdk (the \"dpdk\" section of --config: configs/switch-dpdk.json); "
                  "default: dpdk when the config has that section")
       ->check(CLI::IsMember({"udp", "dpdk"}));
-  app.add_option("--host", config.host, "Address to listen on")->capture_default_str();
-  app.add_option("--port", config.port, "First UDP port (thread i uses port + i; 0: ephemeral)")
+  // Socket flags write into the "udp" section (the file's, or the defaults).
+  dpa::UdpTransportConfig udp_flags = dpa::SwitchConfig::udp_defaults();
+  app.add_option("--host", udp_flags.bind_host, "Address to listen on (udp.bind_host)")->capture_default_str();
+  app.add_option("--port", udp_flags.bind_port,
+                 "First UDP port (thread i uses port + i; 0: ephemeral) (udp.bind_port)")
       ->capture_default_str();
   app.add_option("--threads", config.threads, "Switch threads")->capture_default_str();
   app.add_option("--busy-poll-us", busy_poll_us, "Spin this long before blocking (0: never)")
@@ -102,22 +108,32 @@ int main(int argc, char** argv) {
     if (!config_path.empty()) {
       const dpa::SwitchConfig from_file = dpa::SwitchConfig::from_json_file(config_path);
       // Flags given explicitly override the file.
-      if (app.count("--host") == 0) config.host = from_file.host;
-      if (app.count("--port") == 0) config.port = from_file.port;
+      config.transport = from_file.transport;
       if (app.count("--threads") == 0) config.threads = from_file.threads;
       if (app.count("--max-sessions") == 0) config.max_sessions = from_file.max_sessions;
       if (app.count("--max-memory-mb") == 0) config.max_memory_mb = from_file.max_memory_mb;
-      config.batch = from_file.batch;
       config.busy_poll = from_file.busy_poll;
       config.busy_poll_threads = from_file.busy_poll_threads;
-      config.socket_buffer_bytes = from_file.socket_buffer_bytes;
-      config.dpdk = from_file.dpdk;
       config.sessions = from_file.sessions;
     }
-    if (transport == "udp") config.dpdk.reset();
-    if (transport == "dpdk" && !config.dpdk) {
+    if (transport == "udp" && !std::holds_alternative<dpa::UdpTransportConfig>(config.transport)) {
+      config.transport = dpa::SwitchConfig::udp_defaults();
+    }
+    if (transport == "dpdk" && !std::holds_alternative<dpa::DpdkTransportConfig>(config.transport)) {
       throw dpa::ConfigError("--transport dpdk: the switch config (--config) has no \"dpdk\" section in \"switch\" "
                              "(see configs/switch-dpdk.json)");
+    }
+    if (auto* udp = std::get_if<dpa::UdpTransportConfig>(&config.transport)) {
+      if (app.count("--host") > 0) udp->bind_host = udp_flags.bind_host;
+      if (app.count("--port") > 0) udp->bind_port = udp_flags.bind_port;
+    } else {
+      for (const char* flag : {"--host", "--port"}) {
+        if (app.count(flag) > 0) {
+          throw dpa::ConfigError(fmt::format("{}: applies to the udp transport; on DPDK the switch listens on "
+                                             "switch.dpdk.local_ip and local_port of --config",
+                                             flag));
+        }
+      }
     }
     if (app.count("--busy-poll-us") > 0) config.busy_poll = std::chrono::microseconds(busy_poll_us);
     if (app.count("--busy-poll-threads") > 0) config.busy_poll_threads = busy_poll_threads;
@@ -154,7 +170,10 @@ int main(int argc, char** argv) {
                                                           static_cast<std::uint16_t>(control_port), control_options);
       std::cout << "dpa-switch control channel on " << control_host << ":" << control->port() << "\n";
     }
-    std::cout << "dpa-switch listening on " << config.host << ":" << sw.port() << std::endl;
+    const auto* udp = std::get_if<dpa::UdpTransportConfig>(&config.transport);
+    std::cout << "dpa-switch listening on "
+              << (udp != nullptr ? udp->bind_host : std::get<dpa::DpdkTransportConfig>(config.transport).local_ip)
+              << ":" << sw.port() << std::endl;
     int received = 0;
     sigwait(&stop_signals, &received);
     control.reset();

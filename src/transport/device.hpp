@@ -17,6 +17,7 @@ struct DeviceProperties {
   std::string name;               // "udp 0.0.0.0", "dpdk net_memif0", ...
   std::uint32_t max_payload = 0;  // largest UDP payload a queue can send or receive
   std::size_t queues = 0;         // how many queues open_queue() accepts
+  std::size_t burst = 0;          // packets one receive() returns at most (udp.batch, dpdk.burst)
   bool checksum_offload = false;  // IPv4/UDP checksums computed by the NIC
   bool flow_steering = false;     // replies reach their queue in hardware (rte_flow)
   bool zero_copy_multicast = false;  // send_to_all shares one payload (reference count)

@@ -26,6 +26,9 @@ class Queue {
 
   // Queues the packets for transmission in order and returns how many were taken (a prefix);
   // the rest met a full device queue and may be offered again. Buffers stay the caller's.
+  // A queue may hold packets back to send them in bursts; they leave on their own as long as
+  // the owner keeps calling receive() (sockets before waiting, DPDK when a burst is full, due
+  // after tx_flush_us, or a poll step finds nothing to receive).
   virtual std::size_t send(std::span<const TxRequest> packets) = 0;
 
   // Sends one buffer to every endpoint (the switch's multicast) without copying its payload;
@@ -35,7 +38,8 @@ class Queue {
   // Hands buffers back; a buffer may still be in flight, the transport frees it when sent.
   virtual void release(std::span<TxBuffer> buffers) = 0;
 
-  // Pushes out packets held back for batching (see the DPDK transport's tx_flush_us).
+  // Pushes out packets held back for batching at once: for an owner that stops calling receive()
+  // (an engine thread between operations), not after every loop step.
   virtual void flush() = 0;
 
   [[nodiscard]] virtual std::uint32_t max_payload() const = 0;

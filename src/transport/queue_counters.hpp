@@ -12,6 +12,7 @@ struct QueueCounters {
   std::uint64_t rx_dropped = 0;      // frames that were not ours (other protocols, bad headers)
   std::uint64_t rx_syscalls = 0;     // sockets only
   std::uint64_t tx_syscalls = 0;
+  std::uint64_t tx_bursts = 0;       // DPDK: rte_eth_tx_burst calls that sent (tx_packets / tx_bursts: burst fill)
   std::uint64_t tx_unresolved = 0;   // DPDK: no MAC known for the destination yet (ARP sent)
   std::uint64_t rx_dispatched = 0;   // DPDK: handed to another queue by destination port
   std::uint64_t injected_drops = 0;  // fault injection only

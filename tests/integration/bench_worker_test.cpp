@@ -38,8 +38,7 @@ dpa::SwitchConfig one_session_switch(int world) {
   session.payload = 256;
   session.pool_size = 1024;
   dpa::SwitchConfig config;
-  config.host = "127.0.0.1";
-  config.port = 0;
+  std::get<dpa::UdpTransportConfig>(config.transport).bind_port = 0;
   config.sessions = {session};
   return config;
 }

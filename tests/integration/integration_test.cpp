@@ -61,8 +61,7 @@ dpa::SessionConfig session_config(int world, std::uint32_t payload = 256) {
 
 dpa::SwitchConfig switch_config(const dpa::SessionConfig& session, int threads = 1) {
   dpa::SwitchConfig config;
-  config.host = "127.0.0.1";
-  config.port = 0;
+  std::get<dpa::UdpTransportConfig>(config.transport).bind_port = 0;
   config.threads = threads;
   config.sessions = {session};
   return config;

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -20,8 +22,28 @@ struct StartUpCase {
   std::string expected;
 };
 
+// A config file for one test, removed at its end.
+class ConfigFile {
+ public:
+  ConfigFile(const std::string& name, const std::string& content)
+      : path_(::testing::TempDir() + "dpa_switch_cli_" + name) {
+    std::ofstream(path_) << content;
+  }
+  ~ConfigFile() { std::filesystem::remove(path_); }
+  ConfigFile(const ConfigFile&) = delete;
+  ConfigFile& operator=(const ConfigFile&) = delete;
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 TEST(SwitchCli, StartUpErrorsNameTheSettingAndExitNonZero) {
   const std::string switch_path = std::string(DPA_BINARY_DIR) + "/src/tools/dpa-switch";
+  // A config of an earlier version (UDP settings directly in "switch"), and a DPDK one: every
+  // case below also passes --port 0, which is a UDP setting.
+  const ConfigFile old_keys("old_keys.json", R"({"switch": {"host": "0.0.0.0", "port": 4242}})");
+  const ConfigFile on_dpdk("on_dpdk.json", R"({"switch": {"dpdk": {"local_ip": "10.0.0.1"}}})");
   const std::vector<StartUpCase> cases{
       // From the issue: this session needs 267583488 MiB and aborted with std::bad_alloc.
       {{"--world-size", "2", "--pool-size", "4294967294", "--payload", "16320"},
@@ -32,6 +54,9 @@ TEST(SwitchCli, StartUpErrorsNameTheSettingAndExitNonZero) {
       {{"--control-port", "0", "--control-idle-timeout-ms", "-1"}, "--control-idle-timeout-ms -1 out of range"},
       {{"--control-port", "0", "--control-max-clients", "0"}, "--control-max-clients 0 out of range"},
       {{"--config", "/nonexistent/softswitch.json"}, "/nonexistent/softswitch.json"},
+      {{"--config", old_keys.path()}, "switch.host: moved to switch.udp.bind_host"},
+      {{"--config", on_dpdk.path()}, "--port: applies to the udp transport"},
+      {{"--transport", "dpdk"}, "--transport dpdk: the switch config (--config) has no \"dpdk\" section"},
   };
   for (const StartUpCase& c : cases) {
     std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", switch_path, "--port", "0"};

@@ -856,10 +856,9 @@ class SoftwareSwitchTest : public ::testing::Test {
 
   static SwitchConfig make_config() {
     SwitchConfig config;
-    config.host = "127.0.0.1";
-    config.port = 0;
+    std::get<UdpTransportConfig>(config.transport).bind_port = 0;
     config.threads = 1;
-    config.socket_buffer_bytes = 1 << 20;
+    std::get<UdpTransportConfig>(config.transport).socket_buffer_bytes = 1 << 20;
     SessionConfig open;
     open.id = kOpen;
     open.world_size = 2;

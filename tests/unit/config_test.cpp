@@ -638,11 +638,13 @@ TEST(SwitchJson, ShippedConfigsParseAndValidate) {
   const dpa::SwitchConfig switch_config =
       dpa::SwitchConfig::from_json_file(kSourceDir + "/configs/softswitch.json");
   EXPECT_NO_THROW(switch_config.validate());
-  EXPECT_EQ(switch_config.host, "127.0.0.1");
-  EXPECT_EQ(switch_config.port, 4242);
+  const auto& udp = std::get<dpa::UdpTransportConfig>(switch_config.transport);
+  EXPECT_EQ(udp.bind_host, "127.0.0.1");
+  EXPECT_EQ(udp.bind_port, 4242);
+  EXPECT_EQ(udp.batch, 64u);
+  EXPECT_EQ(udp.buffers, 128u);
+  EXPECT_EQ(udp.socket_buffer_bytes, 33554432);
   EXPECT_EQ(switch_config.threads, 1);
-  EXPECT_EQ(switch_config.batch, 64u);
-  EXPECT_EQ(switch_config.socket_buffer_bytes, 33554432);
   ASSERT_EQ(switch_config.sessions.size(), 1u);
   const dpa::SessionConfig& session = switch_config.sessions[0];
   EXPECT_EQ(session.id, 1u);
@@ -671,8 +673,9 @@ TEST(SwitchJson, ShippedConfigsParseAndValidate) {
 
 TEST(SwitchJson, ReadsEveryKey) {
   const dpa::SwitchConfig config = switch_from_json(R"({
-    "switch": {"host": "0.0.0.0", "port": 0, "threads": 4, "batch": 32, "socket_buffer_bytes": 1048576,
-               "max_sessions": 9, "max_memory_mb": 300},
+    "switch": {"threads": 4, "max_sessions": 9, "max_memory_mb": 300, "busy_poll_us": 5,
+               "udp": {"bind_host": "0.0.0.0", "bind_port": 0, "max_payload": 9000, "batch": 32, "buffers": 100,
+                       "socket_buffer_bytes": 1048576}},
     "sessions": [
       {"id": 3, "world_size": 2, "k": 1, "payload": 256, "pool_base": 100, "pool_size": 64,
        "straggler_timeout_us": 500, "workers": ["10.0.0.1:5000", "10.0.0.2"]},
@@ -680,11 +683,15 @@ TEST(SwitchJson, ReadsEveryKey) {
     ]
   })");
   EXPECT_NO_THROW(config.validate());
-  EXPECT_EQ(config.host, "0.0.0.0");
-  EXPECT_EQ(config.port, 0);
+  const auto& udp = std::get<dpa::UdpTransportConfig>(config.transport);
+  EXPECT_EQ(udp.bind_host, "0.0.0.0");
+  EXPECT_EQ(udp.bind_port, 0);
+  EXPECT_EQ(udp.max_payload, 9000u);
+  EXPECT_EQ(udp.batch, 32u);
+  EXPECT_EQ(udp.buffers, 100u);
+  EXPECT_EQ(udp.socket_buffer_bytes, 1048576);
   EXPECT_EQ(config.threads, 4);
-  EXPECT_EQ(config.batch, 32u);
-  EXPECT_EQ(config.socket_buffer_bytes, 1048576);
+  EXPECT_EQ(config.busy_poll, 5us);
   EXPECT_EQ(config.max_sessions, 9u);
   EXPECT_EQ(config.max_memory_mb, 300u);
   ASSERT_EQ(config.sessions.size(), 2u);
@@ -705,6 +712,36 @@ TEST(SwitchJson, ReadsEveryKey) {
   EXPECT_EQ(config.sessions[1].pool_size, dpa::SessionConfig{}.pool_size);
 }
 
+TEST(SwitchJson, UdpKeysLeftOutKeepTheSwitchDefaults) {
+  const dpa::SwitchConfig config = switch_from_json(R"({"switch": {"udp": {"bind_port": 5000}}})");
+  const auto& udp = std::get<dpa::UdpTransportConfig>(config.transport);
+  const dpa::UdpTransportConfig defaults = dpa::SwitchConfig::udp_defaults();
+  EXPECT_EQ(udp.bind_port, 5000);
+  EXPECT_EQ(udp.bind_host, defaults.bind_host);
+  EXPECT_EQ(udp.socket_buffer_bytes, defaults.socket_buffer_bytes);
+  EXPECT_EQ(udp.buffers, defaults.buffers);
+  // A config without a "switch" section runs on the same defaults.
+  const dpa::SwitchConfig bare = switch_from_json(R"({"sessions": []})");
+  EXPECT_EQ(std::get<dpa::UdpTransportConfig>(bare.transport).bind_port, 4242);
+}
+
+TEST(SwitchJson, KeysOfEarlierVersionsNameWhereTheyMoved) {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {R"({"switch": {"host": "0.0.0.0"}})", "switch.host: moved to switch.udp.bind_host"},
+      {R"({"switch": {"port": 4242}})", "switch.port: moved to switch.udp.bind_port"},
+      {R"({"switch": {"batch": 64}})", "switch.batch: moved to switch.udp.batch"},
+      {R"({"switch": {"socket_buffer_bytes": 1}})", "switch.socket_buffer_bytes: moved to switch.udp.socket_buffer_bytes"},
+  };
+  for (const auto& [content, expected] : cases) {
+    EXPECT_THAT(switch_json_error(content), HasSubstr(expected)) << content;
+  }
+}
+
+TEST(SwitchJson, OneTransportSection) {
+  EXPECT_THAT(switch_json_error(R"({"switch": {"udp": {}, "dpdk": {}}})"),
+              HasSubstr("switch: udp, dpdk: give one transport section, not both"));
+}
+
 TEST(SwitchJson, UnknownKeysAreNamed) {
   EXPECT_THAT(switch_json_error(R"({"sessions": [{"id": 1}, {"id": 2, "wrold_size": 4}]})"),
               HasSubstr("sessions[1].wrold_size: unknown key"));
@@ -719,9 +756,10 @@ TEST(SwitchJson, WrongTypesAreNamed) {
       {R"({"switch": []})", "switch: expected an object, got array"},
       {R"({"sessions": {}})", "sessions: expected an array, got object"},
       {R"({"sessions": [3]})", "sessions[0]: expected an object, got number"},
-      {R"({"switch": {"port": 70000}})", "switch.port: 70000 is out of range [0, 65535]"},
-      {R"({"switch": {"host": 1}})", "switch.host: expected a string, got number"},
-      {R"({"switch": {"batch": -1}})", "switch.batch: -1 is out of range"},
+      {R"({"switch": {"udp": {"bind_port": 70000}}})", "switch.udp.bind_port: 70000 is out of range [0, 65535]"},
+      {R"({"switch": {"udp": {"bind_host": 1}}})", "switch.udp.bind_host: expected a string, got number"},
+      {R"({"switch": {"udp": {"batch": -1}}})", "switch.udp.batch: -1 is out of range"},
+      {R"({"switch": {"udp": []}})", "switch.udp: expected an object, got array"},
       {R"({"switch": {"max_memory_mb": -1}})", "switch.max_memory_mb: -1 is out of range"},
       {R"({"switch": {"max_sessions": 4294967296}})", "switch.max_sessions: 4294967296 is out of range"},
       {R"({"sessions": [{"id": "1"}]})", "sessions[0].id: expected an integer, got string"},
@@ -790,16 +828,29 @@ TEST(SessionValidate, EachInvalidSettingIsNamed) {
   }
 }
 
+dpa::UdpTransportConfig& udp_of(dpa::SwitchConfig& config) {
+  return std::get<dpa::UdpTransportConfig>(config.transport);
+}
+
 TEST(SwitchValidate, EachInvalidSettingIsNamed) {
   const std::vector<std::pair<std::string, std::function<void(dpa::SwitchConfig&)>>> cases{
-      {"switch.host is empty", [](dpa::SwitchConfig& c) { c.host.clear(); }},
+      {"switch.udp.bind_host: must not be empty", [](dpa::SwitchConfig& c) { udp_of(c).bind_host.clear(); }},
       {"switch.threads 0 out of range [1, 64]", [](dpa::SwitchConfig& c) { c.threads = 0; }},
       {"switch.threads 65", [](dpa::SwitchConfig& c) { c.threads = 65; }},
-      {"switch.port 65535 + threads 2 - 1 exceeds 65535",
-       [](dpa::SwitchConfig& c) { c.port = 65535; c.threads = 2; }},
-      {"switch.batch 0 out of range [1, 1024]", [](dpa::SwitchConfig& c) { c.batch = 0; }},
-      {"switch.batch 1025", [](dpa::SwitchConfig& c) { c.batch = 1025; }},
-      {"switch.socket_buffer_bytes 0 must be positive", [](dpa::SwitchConfig& c) { c.socket_buffer_bytes = 0; }},
+      {"switch.udp.bind_port 65535 + threads 2 - 1 exceeds 65535",
+       [](dpa::SwitchConfig& c) { udp_of(c).bind_port = 65535; c.threads = 2; }},
+      {"switch.udp.batch: 0 outside 1..1024", [](dpa::SwitchConfig& c) { udp_of(c).batch = 0; }},
+      {"switch.udp.batch: 1025", [](dpa::SwitchConfig& c) { udp_of(c).batch = 1025; }},
+      {"switch.udp.socket_buffer_bytes: must not be negative",
+       [](dpa::SwitchConfig& c) { udp_of(c).socket_buffer_bytes = -1; }},
+      {"switch.dpdk.local_port 65535 + threads 2 - 1 exceeds 65535",
+       [](dpa::SwitchConfig& c) {
+         dpa::DpdkTransportConfig dpdk;
+         dpdk.local_ip = "10.0.0.1";
+         dpdk.local_port = 65535;
+         c.transport = dpdk;
+         c.threads = 2;
+       }},
       {"session id 7 appears twice", [](dpa::SwitchConfig& c) { c.sessions.push_back(valid_session()); }},
       {"session 7: k 9", [](dpa::SwitchConfig& c) { c.sessions[0].k = 9; }},
       {"switch.max_sessions 0 out of range [1, 65536]", [](dpa::SwitchConfig& c) { c.max_sessions = 0; }},
@@ -1012,9 +1063,9 @@ TEST(SwitchJson, ShippedDpdkConfigsParseAndValidate) {
 
   const dpa::SwitchConfig switch_config = dpa::SwitchConfig::from_json_file(kSourceDir + "/configs/switch-dpdk.json");
   EXPECT_NO_THROW(switch_config.validate());
-  ASSERT_TRUE(switch_config.dpdk.has_value());
-  EXPECT_EQ(switch_config.dpdk->local_ip, "10.0.0.100");
-  EXPECT_EQ(switch_config.dpdk->local_port, 4242);
+  ASSERT_TRUE(std::holds_alternative<dpa::DpdkTransportConfig>(switch_config.transport));
+  EXPECT_EQ(std::get<dpa::DpdkTransportConfig>(switch_config.transport).local_ip, "10.0.0.100");
+  EXPECT_EQ(std::get<dpa::DpdkTransportConfig>(switch_config.transport).local_port, 4242);
   EXPECT_EQ(switch_config.threads, 2);
 }
 

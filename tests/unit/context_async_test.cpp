@@ -28,7 +28,7 @@ std::unique_ptr<dpa::SoftwareSwitch> start_switch(int world_size) {
   session.payload = 64;
   session.pool_size = 1024;
   dpa::SwitchConfig config;
-  config.port = 0;
+  std::get<dpa::UdpTransportConfig>(config.transport).bind_port = 0;
   config.sessions = {session};
   return std::make_unique<dpa::SoftwareSwitch>(config);
 }

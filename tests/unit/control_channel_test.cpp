@@ -89,8 +89,7 @@ class ControlChannelTest : public testing::Test {
  protected:
   static dpa::SwitchConfig switch_config(std::uint64_t max_memory_mb) {
     dpa::SwitchConfig config;
-    config.host = "127.0.0.1";
-    config.port = 0;
+    std::get<dpa::UdpTransportConfig>(config.transport).bind_port = 0;
     config.max_memory_mb = max_memory_mb;
     return config;
   }

@@ -121,6 +121,12 @@ class Wire {
     sent_.notify_all();
   }
 
+  // A flush of the engine's queue: it records how many packets had been sent by then.
+  void on_flush() {
+    std::lock_guard lock(mutex_);
+    flushed_at_.push_back(log_.size());
+  }
+
   // Waits up to `timeout` for the first reply, then takes up to `max` queued replies.
   std::vector<Incoming> take_replies(std::size_t max, std::chrono::nanoseconds timeout) {
     std::unique_lock lock(mutex_);
@@ -173,6 +179,11 @@ class Wire {
     std::lock_guard lock(mutex_);
     return log_.size();
   }
+  // Packets sent before each flush, in order.
+  [[nodiscard]] std::vector<std::size_t> flushed_at() const {
+    std::lock_guard lock(mutex_);
+    return flushed_at_;
+  }
 
  private:
   mutable std::mutex mutex_;
@@ -180,6 +191,7 @@ class Wire {
   std::condition_variable replies_;
   std::deque<Sent> pending_;
   std::vector<Sent> log_;
+  std::vector<std::size_t> flushed_at_;
   std::deque<Incoming> inbox_;
 };
 
@@ -203,7 +215,8 @@ class FakeDevice final : public transport::Device {
             out[i] = {std::span<std::byte>((*held)[i].bytes), (*held)[i].from};
           }
           return held->size();
-        });
+        },
+        [wire = wire_] { wire->on_flush(); });
   }
 
   std::unique_ptr<transport::QueueThread> launch(std::size_t /*index*/, std::function<void()> body) override {
@@ -530,6 +543,25 @@ TEST_F(EnginePackets, ResultMulticastsFillTheOutputAndStats) {
   EXPECT_TRUE(stats.missed.empty());
   EXPECT_EQ(job.contributors, std::vector<std::uint64_t>(4, 0b11));
   expect_consistent(stats);
+}
+
+TEST_F(EnginePackets, PacketsOfSeveralLoopStepsLeaveAsOneBurst) {
+  // Four blocks, window 2: the first two go out when the operation starts, the other two in two
+  // later loop steps, each after the reply that frees its entry. The runner leaves batching to
+  // the transport (which sends a burst when full or after its flush interval, DPDK's tx_flush_us),
+  // so it flushes once, when the operation is over and nothing polls the queue any more; a flush
+  // per loop step would cut the four packets into three bursts.
+  auto job = int_job(4 * kPayload);
+  auto engine = start_engine();
+  engine->submit(job.op);
+  for (const auto& [entry, round] : {std::pair{0u, 0u}, {1u, 0u}, {0u, 1u}, {1u, 1u}}) {
+    answer_int(take_data(slot_of(entry, round), seq_of(round)));
+  }
+  (void)finish(job);
+  engine.reset();  // the operation's loop is over (its flush included)
+  // Retransmissions under a slow scheduler would add packets, never flushes.
+  EXPECT_EQ(wire->flushed_at(), std::vector<std::size_t>{wire->sent_count()});
+  EXPECT_GE(wire->sent_count(), 4u);
 }
 
 TEST_F(EnginePackets, NextOperationContinuesEachEntrysRounds) {

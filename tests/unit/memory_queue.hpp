@@ -1,6 +1,6 @@
 // A transport queue in memory, for the engine tests: transmit buffers from a pool that counts
-// how many the caller holds, sends handed to a callback, receives taken from a callback. No
-// sockets, no threads of its own.
+// how many the caller holds, sends handed to a callback, receives taken from a callback, flushes
+// reported to a callback. No sockets, no threads of its own.
 #pragma once
 
 #include <chrono>
@@ -19,9 +19,10 @@ class MemoryQueue final : public Queue {
   static constexpr std::uint32_t kCapacity = 65507;
   using OnSend = std::function<void(std::span<const TxRequest>)>;
   using OnReceive = std::function<std::size_t(std::span<RxPacket>, std::chrono::nanoseconds)>;
+  using OnFlush = std::function<void()>;
 
-  explicit MemoryQueue(OnSend on_send = {}, OnReceive on_receive = {})
-      : on_send_(std::move(on_send)), on_receive_(std::move(on_receive)) {}
+  explicit MemoryQueue(OnSend on_send = {}, OnReceive on_receive = {}, OnFlush on_flush = {})
+      : on_send_(std::move(on_send)), on_receive_(std::move(on_receive)), on_flush_(std::move(on_flush)) {}
 
   std::size_t receive(std::span<RxPacket> out, std::chrono::nanoseconds timeout) override {
     const std::size_t received = on_receive_ ? on_receive_(out, timeout) : 0;
@@ -61,7 +62,9 @@ class MemoryQueue final : public Queue {
       --held_;
     }
   }
-  void flush() override {}
+  void flush() override {
+    if (on_flush_) on_flush_();
+  }
 
   [[nodiscard]] std::uint32_t max_payload() const override { return kCapacity; }
   [[nodiscard]] Endpoint local_endpoint() const override { return Endpoint{0x7f000001, 40000}; }
@@ -72,6 +75,7 @@ class MemoryQueue final : public Queue {
  private:
   OnSend on_send_;
   OnReceive on_receive_;
+  OnFlush on_flush_;
   std::vector<std::unique_ptr<std::byte[]>> storage_;
   std::vector<std::size_t> free_;
   std::size_t held_ = 0;

@@ -1,8 +1,10 @@
 // A DPDK echo peer in a process of its own, for the transport tests over net_memif:
 //   transport_echo_peer <memif socket> <file prefix> <queues>
 // It is the memif client (10.99.0.2, MAC 02:00:00:00:00:02, UDP 7000 + q) of the test's server
-// (10.99.0.1, MAC 02:00:00:00:00:01) and exits with its parent.
+// (10.99.0.1, MAC 02:00:00:00:00:01). SIGTERM stops its polling ("idle" on standard output); it
+// then waits for SIGKILL, and exits with its parent.
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <iostream>
@@ -40,6 +42,10 @@ int main(int argc, char** argv) {
     for (std::size_t q = 0; q < queues; ++q) opened.push_back(device->open_queue(q));
     std::cout << "ready" << std::endl;
     dpa::transport::test::run_echo(opened, stop, std::chrono::microseconds(100));
+    // Connected but no longer polling: the test closes its side now (a disconnect unmaps the
+    // rings of the side that still polls), then kills this process.
+    std::cout << "idle" << std::endl;
+    for (;;) pause();
   } catch (const std::exception& error) {
     std::cerr << "transport_echo_peer: " << error.what() << "\n";
     return 1;

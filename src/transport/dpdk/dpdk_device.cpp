@@ -230,6 +230,7 @@ class DpdkDevice final : public Device {
     return DeviceProperties{.name = name_,
                             .max_payload = state_->max_payload,
                             .queues = state_->queues,
+                            .burst = std::min<std::size_t>(state_->burst, DpdkQueue::kMaxBurst),
                             .checksum_offload = state_->checksum_offload,
                             .flow_steering = state_->hardware_steering,
                             .zero_copy_multicast = state_->chained_transmit};

@@ -45,12 +45,11 @@ std::size_t DpdkQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds
   const std::uint64_t wait = timeout.count() > 0 ? cycles_for(timeout) : 0;
   std::size_t delivered = 0;
   const std::size_t links = port_->links.size();
-  for (;;) {
-    for (std::size_t link = 0; link < links; ++link) {
-      if (tx_[link].count > 0 && rte_rdtsc() - tx_[link].oldest >= port_->tx_flush_cycles) {
-        flush_link(static_cast<std::uint8_t>(link));
-      }
-    }
+  // One clock reading per poll step serves the flush timers, the bursts begun in this step and
+  // the timeout.
+  for (std::uint64_t now = start;; now = rte_rdtsc()) {
+    poll_step_tsc_ = now;
+    flush_due(now);
     // Packets other queues received for this one first: they have waited longest.
     std::size_t taken = rte_ring_sc_dequeue_burst(port_->inboxes[queue_], reinterpret_cast<void**>(rx_.data()),
                                                   static_cast<unsigned>(capacity), nullptr);
@@ -59,8 +58,11 @@ std::size_t DpdkQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds
       taken += rte_eth_rx_burst(link.port_id, queue_, rx_.data() + taken, static_cast<std::uint16_t>(capacity - taken));
     }
     next_link_ = (next_link_ + 1) % links;  // no port starves the others when bursts are full
+    // Nothing came in: no more work to batch with right now, so what is queued leaves. While
+    // packets keep coming, bursts build up until full or due.
+    if (taken == 0) flush();
     for (std::size_t i = 0; i < taken; ++i) classify(rx_[i], out, delivered);
-    if (delivered > 0 || rte_rdtsc() - start >= wait) break;
+    if (delivered > 0 || now - start >= wait) break;
   }
   counters_.rx_packets += delivered;
   return delivered;
@@ -330,10 +332,20 @@ bool DpdkQueue::enqueue(std::uint8_t link, rte_mbuf* mbuf) {
   const std::size_t limit = std::min<std::size_t>(port_->burst, kMaxBurst);
   if (burst.count == limit) flush_link(link);
   if (burst.count == limit) return false;
-  if (burst.count == 0) burst.oldest = rte_rdtsc();
+  // Stamped with the last poll step's time, never later than the packet came: it waits at most
+  // tx_flush from here, counted by the poll steps of receive().
+  if (burst.count == 0) burst.oldest = poll_step_tsc_;
   burst.packets[burst.count++] = mbuf;
   if (burst.count == limit) flush_link(link);
   return true;
+}
+
+void DpdkQueue::flush_due(std::uint64_t now) {
+  for (std::size_t link = 0; link < tx_.size(); ++link) {
+    if (tx_[link].count > 0 && now - tx_[link].oldest >= port_->tx_flush_cycles) {
+      flush_link(static_cast<std::uint8_t>(link));
+    }
+  }
 }
 
 void DpdkQueue::flush() {
@@ -346,10 +358,11 @@ void DpdkQueue::flush_link(std::uint8_t link) {
   const std::uint16_t sent = rte_eth_tx_burst(port_->links[link].port_id, queue_, burst.packets.data(),
                                               static_cast<std::uint16_t>(burst.count));
   counters_.tx_packets += sent;
+  counters_.tx_bursts += sent > 0 ? 1 : 0;
   std::copy(burst.packets.begin() + sent, burst.packets.begin() + static_cast<std::ptrdiff_t>(burst.count),
             burst.packets.begin());
   burst.count -= sent;
-  if (burst.count > 0) burst.oldest = rte_rdtsc();
+  if (burst.count > 0) burst.oldest = poll_step_tsc_;  // the rest waits for the device's ring
 }
 
 }  // namespace dpa::transport::dpdk

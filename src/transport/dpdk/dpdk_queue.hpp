@@ -1,6 +1,7 @@
 // One thread's RX/TX queue pair on each port of a DPDK device: burst RX (plus the inbox other
-// queues dispatch to), TX buffered per port up to a burst and flushed after tx_flush, mbufs from
-// the queue's own pool.
+// queues dispatch to), TX buffered per port until a burst is full, its first packet has waited
+// tx_flush, or a poll step of receive() finds nothing to receive (flush() sends at once), mbufs
+// from the queue's own pool.
 // Busy-polls; nothing on the packet path allocates from the heap or takes a lock.
 #pragma once
 
@@ -42,7 +43,7 @@ class DpdkQueue final : public Queue {
   struct TxBurst {
     std::array<rte_mbuf*, kMaxBurst> packets{};
     std::size_t count = 0;
-    std::uint64_t oldest = 0;  // TSC when the oldest packet was queued
+    std::uint64_t oldest = 0;  // TSC of the poll step before the oldest packet was queued
   };
 
   // Sends one buffer to one endpoint (its own frame when free, else a header chained to it);
@@ -55,6 +56,8 @@ class DpdkQueue final : public Queue {
   // Takes one frame into the link's TX burst; false when it is full and the port takes none.
   bool enqueue(std::uint8_t link, rte_mbuf* mbuf);
   void flush_link(std::uint8_t link);
+  // Sends the bursts whose oldest packet has waited tx_flush by `now` (TSC).
+  void flush_due(std::uint64_t now);
   // The frame header's addresses for `to` and the link that reaches it, or false when its MAC is
   // unknown (ARP asked).
   bool addresses_for(const Endpoint& to, FrameAddresses& addresses, std::uint8_t& link);
@@ -73,6 +76,7 @@ class DpdkQueue final : public Queue {
   std::vector<TxBurst> tx_;  // one per link
   std::size_t next_link_ = 0;  // RX polls the links in turn, starting here
   std::uint64_t last_arp_request_ = 0;
+  std::uint64_t poll_step_tsc_ = 0;  // TSC read at the start of the latest poll step
   QueueCounters counters_;
 };
 

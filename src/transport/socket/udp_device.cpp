@@ -17,6 +17,7 @@ class UdpDevice final : public Device {
     return DeviceProperties{.name = "udp " + config_.bind_host,
                             .max_payload = config_.max_payload,
                             .queues = queues_,
+                            .burst = config_.batch,
                             .checksum_offload = false,
                             .flow_steering = true,  // each queue has its own socket
                             .zero_copy_multicast = true,  // one iovec, many addresses

@@ -68,7 +68,7 @@ class SwitchProcess(SwitchControl):
             return host_addresses[host] + (f":{endpoint_ports[endpoint]}" if endpoint else "")
 
         config = {
-            "switch": {"host": SWITCH_HOST, "port": 0, "threads": setup.switch_threads},
+            "switch": {"threads": setup.switch_threads, "udp": {"bind_host": SWITCH_HOST, "bind_port": 0}},
             "sessions": [
                 {"id": s.id, "world_size": s.world_size, "k": s.k, "payload": s.payload, "pool_base": s.pool_base,
                  "pool_size": s.pool_size, "straggler_timeout_us": s.straggler_timeout_us,
