@@ -29,12 +29,7 @@ else
   work="$(mktemp -d)"
   trap 'rm -rf "$work"' EXIT
 fi
-python3 - "$source_dir/configs/netberg.json" "$work/unaware.json" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))
-c["switch"]["program"]["straggler_aware"] = False
-json.dump(c, open(sys.argv[2], "w"))
-PY
+python3 "$(dirname "${BASH_SOURCE[0]}")/unaware_config.py" "$source_dir/configs/netberg.json" "$work/unaware.json"
 
 failures=0
 for config in "$source_dir/configs/netberg.json" "$source_dir/configs/edgecore.json" "$work/unaware.json"; do

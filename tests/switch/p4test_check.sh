@@ -17,12 +17,7 @@ for dir in "${dirs[@]}"; do includes+=(-I "$dir"); done
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-python3 - "$source_dir/configs/netberg.json" "$work/unaware.json" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))
-c["switch"]["program"]["straggler_aware"] = False
-json.dump(c, open(sys.argv[2], "w"))
-PY
+python3 "$(dirname "${BASH_SOURCE[0]}")/unaware_config.py" "$source_dir/configs/netberg.json" "$work/unaware.json"
 for config in "$source_dir/configs/netberg.json" "$source_dir/configs/edgecore.json" "$work/unaware.json"; do
   name="$(basename "$config" .json)"
   mkdir -p "$work/$name"
