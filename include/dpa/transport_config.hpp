@@ -1,5 +1,5 @@
 // Transport settings: a worker (Config::transport) and dpa-switch (SwitchConfig::transport) each
-// pick one transport by giving its typed section, "udp": {...} or "dpdk": {...}.
+// pick one transport by giving its typed section, "udp": {...}, "dpdk": {...} or "shm": {...}.
 #pragma once
 
 #include <chrono>
@@ -72,6 +72,22 @@ struct DpdkTransportConfig {
   void validate(const std::string& section) const;  // ConfigError naming "<section>.<key>"
 };
 
-using TransportConfig = std::variant<UdpTransportConfig, DpdkTransportConfig>;
+// Shared memory between processes of one host: each queue owns a segment (a file
+// `<directory>/dpa-<fabric>-<port>`) holding its inbox and its transmit buffers. A packet is a
+// reference to a buffer of the sender's segment, so nothing is copied on the way and one result
+// reaches every rank as one buffer. Ports name queues as UDP ports do; addresses are not used
+// (every endpoint is 127.0.0.1). The embedded switch of the PyTorch backend uses it by default.
+struct ShmTransportConfig {
+  std::string fabric = "default";      // name shared by a switch and its workers (letters, digits, -_.)
+  std::string directory = "/dev/shm";  // where the segments live (a tmpfs)
+  std::uint16_t base_port = 0;         // queue q is port base_port + q; 0: free ports of the fabric
+  std::uint32_t max_payload = 65536;   // largest packet (bytes); any size, as the buffers hold it
+  std::uint32_t buffers = 256;         // transmit buffers per queue (reserved in `directory`)
+  std::uint32_t ring = 4096;           // packets an inbox holds (a power of two)
+
+  void validate(const std::string& section) const;  // ConfigError naming "<section>.<key>"
+};
+
+using TransportConfig = std::variant<UdpTransportConfig, DpdkTransportConfig, ShmTransportConfig>;
 
 }  // namespace dpa

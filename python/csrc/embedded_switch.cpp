@@ -39,10 +39,18 @@ std::unique_ptr<SoftwareSwitch> start_switch(const Config& wide, const std::opti
   if (small) small->validate();
   const EmbeddedSwitchSettings settings = EmbeddedSwitchSettings::from_env();
   SwitchConfig switch_config;
-  auto& udp = std::get<UdpTransportConfig>(switch_config.transport);
-  udp.bind_host = "127.0.0.1";
-  udp.bind_port = 0;
-  udp.socket_buffer_bytes = sizing.switch_buffer_bytes;
+  if (const auto* shm = std::get_if<ShmTransportConfig>(&wide.transport)) {
+    // The ranks' fabric, a free port of it, room for one result per slot until every rank read it.
+    ShmTransportConfig shared = *shm;
+    shared.base_port = 0;
+    if (sizing.switch_shm_buffers > 0) shared.buffers = static_cast<std::uint32_t>(sizing.switch_shm_buffers);
+    switch_config.transport = shared;
+  } else {
+    auto& udp = std::get<UdpTransportConfig>(switch_config.transport);
+    udp.bind_host = "127.0.0.1";
+    udp.bind_port = 0;
+    udp.socket_buffer_bytes = sizing.switch_buffer_bytes;
+  }
   switch_config.threads = sizing.switch_threads;
   // Every thread spins when the wide session does; otherwise only thread 0, which serves the
   // small session (its one engine thread talks to the switch's first port).

@@ -2,10 +2,12 @@
 
 #include <sched.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <map>
+#include <random>
 #include <thread>
 
 #include "dpa/env.hpp"
@@ -56,11 +58,38 @@ std::int64_t charged_bytes(std::uint32_t payload) {
 
 bool is_set(const char* name) { return env_string(name).has_value(); }
 
+// Bytes of one shared-memory queue: its inbox and `buffers` buffers of `payload` values (the
+// segment layout of libdpa's shm transport, rounded up).
+std::uint64_t shm_queue_bytes(int buffers, std::uint32_t payload) {
+  const std::uint64_t kInbox = std::uint64_t{ShmTransportConfig{}.ring} * 16 + 8192;
+  return kInbox + static_cast<std::uint64_t>(buffers) * (64 + kHeaderBytes + 4 * std::uint64_t{payload} + 63) / 64 * 64;
+}
+
+std::uint64_t free_bytes(const std::string& directory) {
+  struct statvfs status {};
+  if (statvfs(directory.c_str(), &status) != 0) return 0;
+  return static_cast<std::uint64_t>(status.f_bavail) * status.f_frsize;
+}
+
+// Sockets were asked for (or another transport): no shared memory for the embedded switch.
+bool sockets_requested() {
+  const auto transport = env_string("DPA_TRANSPORT");
+  if (transport) return *transport != "shm";
+  return is_set("DPA_LOCAL_HOST") || is_set("DPA_LOCAL_PORT");
+}
+
+std::uint64_t new_fabric_id() {
+  std::random_device entropy;
+  const std::uint64_t id = (std::uint64_t{entropy()} << 32 | entropy()) & ((std::uint64_t{1} << 53) - 1);
+  return std::max<std::uint64_t>(id, 1);
+}
+
 }  // namespace
 
 HostResources HostResources::probe(int switch_buffer_request) {
   HostResources host;
   host.cores = available_cores();
+  host.shm_free_bytes = free_bytes(env_string("DPA_SHM_DIR").value_or(ShmTransportConfig{}.directory));
   host.worker_receive_buffer = effective_receive_buffer(kWorkerBufferRequest);
   host.switch_buffer_request = switch_buffer_request;
   host.switch_receive_buffer = effective_receive_buffer(switch_buffer_request);
@@ -79,17 +108,33 @@ JobSizing JobSizing::for_job(int world_size, const HostResources& host, const Co
   sizing.apply_overrides(from_env);
   if (sizing.payload <= sizing.small_payload) sizing.small_payload = 0;
 
-  // Window: enough bytes in flight per thread for loopback's round trip, and no more than the
-  // receive buffers hold when everything in flight arrives at once: a worker socket receives
-  // its own `window` results, a switch socket the requests of every worker thread mapped to it.
+  // Window: enough bytes in flight per thread for loopback's round trip; on sockets no more than
+  // the receive buffers hold when everything in flight arrives at once (a worker socket receives
+  // its own `window` results, a switch socket the requests of every worker thread mapped to it).
+  // Shared-memory inboxes hold thousands of packets, far more than any window here.
+  const std::int64_t packet = charged_bytes(sizing.payload);
+  std::int64_t window = std::max<std::int64_t>(2, kInFlightPerThread / (packet / kTruesizeFactor));
+  const std::int64_t shm_window = std::clamp<std::int64_t>(window, 1, 64);
   if (!is_set("DPA_WINDOW")) {
-    const std::int64_t packet = charged_bytes(sizing.payload);
     const int threads_per_switch_thread =
         (sizing.threads + sizing.switch_threads - 1) / sizing.switch_threads;
-    std::int64_t window = std::max<std::int64_t>(2, kInFlightPerThread / (packet / kTruesizeFactor));
     window = std::min(window, host.worker_receive_buffer / packet);
     window = std::min(window, host.switch_receive_buffer / (packet * ranks * threads_per_switch_thread));
     sizing.window = static_cast<int>(std::clamp<std::int64_t>(window, 1, 64));
+  }
+  if (!sockets_requested()) {
+    JobSizing shared = sizing;
+    if (!is_set("DPA_WINDOW")) shared.window = static_cast<int>(shm_window);
+    // A rank's queue holds each window entry's packet and probe, and as many again in flight;
+    // a switch thread's, one result per slot it serves (both sessions) until every rank read it.
+    shared.shm_buffers = 4 * std::max(shared.window, shared.small_window) + 32;
+    const int slots = 2 * shared.threads * shared.window + 2 * shared.small_window;
+    shared.switch_shm_buffers = std::min(65536, 2 * slots + 64);
+    // Use it only with room to spare: a full tmpfs fails a segment at creation, with the sizes.
+    if (host.shm_free_bytes >= 2 * shared.shm_bytes(ranks)) {
+      sizing = shared;
+      sizing.shm_fabric = new_fabric_id();
+    }
   }
   if (!is_set("DPA_SWITCH_BUFFER_BYTES")) sizing.switch_buffer_bytes = host.switch_buffer_request;
   // Spinning pays only where every engine and switch thread still has a core of its own, with
@@ -101,6 +146,12 @@ JobSizing JobSizing::for_job(int world_size, const HostResources& host, const Co
     if (host.cores >= 2 * (ranks + 1)) sizing.small_busy_poll = kSpin;
   }
   return sizing;
+}
+
+std::uint64_t JobSizing::shm_bytes(int ranks) const {
+  const std::uint64_t rank_queues = static_cast<std::uint64_t>(threads + (small_payload > 0 ? 1 : 0));
+  return static_cast<std::uint64_t>(ranks) * rank_queues * shm_queue_bytes(shm_buffers, payload) +
+         static_cast<std::uint64_t>(switch_threads) * shm_queue_bytes(switch_shm_buffers, payload);
 }
 
 void JobSizing::apply_overrides(const Config& from_env) {
@@ -130,7 +181,9 @@ std::string JobSizing::to_text() const {
          " switch_threads=" + std::to_string(switch_threads) +
          " switch_buffer_bytes=" + std::to_string(switch_buffer_bytes) +
          " busy_poll_us=" + std::to_string(busy_poll.count()) +
-         " small_busy_poll_us=" + std::to_string(small_busy_poll.count());
+         " small_busy_poll_us=" + std::to_string(small_busy_poll.count()) +
+         " shm_fabric=" + std::to_string(shm_fabric) + " shm_buffers=" + std::to_string(shm_buffers) +
+         " switch_shm_buffers=" + std::to_string(switch_shm_buffers);
 }
 
 JobSizing JobSizing::from_text(const std::string& text) {
@@ -159,6 +212,9 @@ JobSizing JobSizing::from_text(const std::string& text) {
   sizing.switch_buffer_bytes = static_cast<int>(get("switch_buffer_bytes"));
   sizing.busy_poll = std::chrono::microseconds(get("busy_poll_us"));
   sizing.small_busy_poll = std::chrono::microseconds(get("small_busy_poll_us"));
+  sizing.shm_fabric = static_cast<std::uint64_t>(get("shm_fabric"));
+  sizing.shm_buffers = static_cast<int>(get("shm_buffers"));
+  sizing.switch_shm_buffers = static_cast<int>(get("switch_shm_buffers"));
   return sizing;
 }
 
@@ -167,6 +223,16 @@ void JobSizing::configure_wide(Config& config) const {
   config.window = window;
   config.payload = payload;
   config.busy_poll = busy_poll;
+  if (shm_fabric != 0 && !std::holds_alternative<ShmTransportConfig>(config.transport)) {
+    ShmTransportConfig shm;
+    shm.fabric = "job-" + std::to_string(shm_fabric);
+    if (const auto directory = env_string("DPA_SHM_DIR")) shm.directory = *directory;
+    config.transport = shm;
+  }
+  if (auto* shm = std::get_if<ShmTransportConfig>(&config.transport)) {
+    if (shm_buffers > 0) shm->buffers = static_cast<std::uint32_t>(shm_buffers);
+    shm->max_payload = std::max<std::uint32_t>(4096, kHeaderBytes + 4 * payload);
+  }
 }
 
 Config JobSizing::small_config(const Config& wide) const {
@@ -181,6 +247,9 @@ Config JobSizing::small_config(const Config& wide) const {
     udp->bind_port = static_cast<std::uint16_t>(udp->bind_port + wide.threads);
   } else if (auto* dpdk = std::get_if<DpdkTransportConfig>(&small.transport)) {
     dpdk->local_port = static_cast<std::uint16_t>(dpdk->local_port + wide.threads);
+  } else if (auto* shm = std::get_if<ShmTransportConfig>(&small.transport)) {
+    if (shm->base_port != 0) shm->base_port = static_cast<std::uint16_t>(shm->base_port + wide.threads);
+    shm->max_payload = std::max<std::uint32_t>(4096, kHeaderBytes + 4 * small_payload);
   }
   return small;
 }

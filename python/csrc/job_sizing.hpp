@@ -22,6 +22,7 @@ namespace dpa::torch_backend {
 
 struct HostResources {
   int cores = 1;                      // CPUs this process may run on
+  std::uint64_t shm_free_bytes = 0;   // free space in the shared-memory directory (DPA_SHM_DIR)
   int worker_receive_buffer = 0;      // bytes a worker socket gets for its 16 MiB request
   int switch_receive_buffer = 0;      // bytes a switch socket gets for `switch_buffer_request`
   int switch_buffer_request = 0;
@@ -42,10 +43,18 @@ struct JobSizing {
   // operations are latency-bound, and one spinning thread per rank plus one switch thread fit
   // where the wide session's threads do not. DPA_BUSY_POLL_US sets both.
   std::chrono::microseconds small_busy_poll{0};
+  // The ranks and the embedded switch share memory (the shm transport, fabric "job-<n>") where
+  // the shared-memory directory has room for their buffers and no DPA_TRANSPORT / DPA_LOCAL_*
+  // asks for sockets; 0: UDP on loopback. DPA_TRANSPORT=shm keeps the fabric it names.
+  std::uint64_t shm_fabric = 0;
+  int shm_buffers = 0;         // transmit buffers of a rank's queue
+  int switch_shm_buffers = 0;  // of a switch thread's queue
 
   // The rule (docs/tuning.md §8) for `world_size` ranks on this host, then this process's
   // DPA_* overrides.
   static JobSizing for_job(int world_size, const HostResources& host, const Config& from_env);
+  // Shared memory a job of `ranks` ranks needs with these settings (every queue's buffers).
+  [[nodiscard]] std::uint64_t shm_bytes(int ranks) const;
   // Applies the variables this process sets on top of `this`: the worker's as Config::from_env()
   // read them into `from_env`, the embedded switch's (DPA_SWITCH_*) from the environment.
   void apply_overrides(const Config& from_env);
@@ -53,7 +62,8 @@ struct JobSizing {
   [[nodiscard]] std::string to_text() const;
   static JobSizing from_text(const std::string& text);
 
-  // The wide session's worker settings, and the small session's (valid if small_payload > 0).
+  // The wide session's worker settings (its transport included), and the small session's
+  // (valid if small_payload > 0).
   void configure_wide(Config& config) const;
   [[nodiscard]] Config small_config(const Config& wide) const;
 };

@@ -108,6 +108,7 @@ const FieldReaders<Config>& config_readers() {
       {"udp", [](const json& v, const std::string& w, Config& c) { read_transport_section(v, w, "udp", c.transport); }},
       {"dpdk",
        [](const json& v, const std::string& w, Config& c) { read_transport_section(v, w, "dpdk", c.transport); }},
+      {"shm", [](const json& v, const std::string& w, Config& c) { read_transport_section(v, w, "shm", c.transport); }},
       {"retransmit_timeout_us", reader_for(&Config::retransmit_timeout)},
       {"max_retransmit_timeout_us", reader_for(&Config::max_retransmit_timeout)},
       {"timeout_ms", reader_for(&Config::timeout)},
@@ -217,27 +218,39 @@ void apply_transport_env(TransportConfig& transport) {
       transport = DpdkTransportConfig{};
     } else if (*kind == "udp" && !std::holds_alternative<UdpTransportConfig>(transport)) {
       transport = UdpTransportConfig{};
-    } else if (*kind != "udp" && *kind != "dpdk") {
-      fail_env("DPA_TRANSPORT", *kind, "udp or dpdk");
+    } else if (*kind == "shm" && !std::holds_alternative<ShmTransportConfig>(transport)) {
+      transport = ShmTransportConfig{};
+    } else if (*kind != "udp" && *kind != "dpdk" && *kind != "shm") {
+      fail_env("DPA_TRANSPORT", *kind, "udp, dpdk or shm");
     }
   }
-  const auto only_for = [](const char* name, const char* kind) {
-    if (env_string(name)) {
-      fail(fmt::format("{} applies to the {} transport, but the config selects the other one (DPA_TRANSPORT, "
-                       "or the \"udp\"/\"dpdk\" section of DPA_CONFIG)",
-                       name, kind));
+  const auto only_for = [](std::initializer_list<const char*> names, const char* kind) {
+    for (const char* name : names) {
+      if (env_string(name)) {
+        fail(fmt::format("{} applies to the {} transport, but the config selects another one (DPA_TRANSPORT, "
+                         "or the \"udp\"/\"dpdk\"/\"shm\" section of DPA_CONFIG)",
+                         name, kind));
+      }
     }
   };
+  const std::initializer_list<const char*> kDpdkOnly = {"DPA_DPDK_MONITOR", "DPA_DPDK_MONITOR_INTERVAL_US",
+                                                           "DPA_DPDK_MONITOR_OUTPUT"};
+  const std::initializer_list<const char*> kShmOnly = {"DPA_SHM_FABRIC", "DPA_SHM_DIR"};
   if (auto* udp = std::get_if<UdpTransportConfig>(&transport)) {
     apply_env("DPA_LOCAL_HOST", udp->bind_host);
     apply_env("DPA_LOCAL_PORT", udp->bind_port, kLocalPorts);
-    for (const char* name : {"DPA_DPDK_MONITOR", "DPA_DPDK_MONITOR_INTERVAL_US", "DPA_DPDK_MONITOR_OUTPUT"}) {
-      only_for(name, "dpdk");
-    }
+    only_for(kDpdkOnly, "dpdk");
+    only_for(kShmOnly, "shm");
+  } else if (auto* shm = std::get_if<ShmTransportConfig>(&transport)) {
+    only_for({"DPA_LOCAL_HOST"}, "udp");
+    only_for(kDpdkOnly, "dpdk");
+    apply_env("DPA_LOCAL_PORT", shm->base_port, kLocalPorts);
+    apply_env("DPA_SHM_FABRIC", shm->fabric);
+    apply_env("DPA_SHM_DIR", shm->directory);
   } else {
     auto& dpdk = std::get<DpdkTransportConfig>(transport);
-    only_for("DPA_LOCAL_HOST", "udp");
-    only_for("DPA_LOCAL_PORT", "udp");
+    only_for({"DPA_LOCAL_HOST", "DPA_LOCAL_PORT"}, "udp");
+    only_for(kShmOnly, "shm");
     apply_env("DPA_DPDK_MONITOR", dpdk.monitor);
     apply_env("DPA_DPDK_MONITOR_INTERVAL_US", dpdk.monitor_interval, kMonitorIntervalUs);
     apply_env("DPA_DPDK_MONITOR_OUTPUT", dpdk.monitor_output);
@@ -335,6 +348,11 @@ void Config::validate() const {
     udp->validate("udp");
     require(udp->bind_port == 0 || udp->bind_port + threads - 1 <= std::numeric_limits<std::uint16_t>::max(),
             "udp.bind_port {} + threads {} - 1 exceeds 65535 (DPA_LOCAL_PORT, DPA_THREADS)", udp->bind_port,
+            threads);
+  } else if (const auto* shm = std::get_if<ShmTransportConfig>(&transport)) {
+    shm->validate("shm");
+    require(shm->base_port == 0 || shm->base_port + threads - 1 <= std::numeric_limits<std::uint16_t>::max(),
+            "shm.base_port {} + threads {} - 1 exceeds 65535 (DPA_LOCAL_PORT, DPA_THREADS)", shm->base_port,
             threads);
   } else {
     const auto& dpdk = std::get<DpdkTransportConfig>(transport);

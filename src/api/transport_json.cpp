@@ -27,6 +27,18 @@ const FieldReaders<UdpTransportConfig>& udp_readers() {
   return readers;
 }
 
+const FieldReaders<ShmTransportConfig>& shm_readers() {
+  static const FieldReaders<ShmTransportConfig> readers{
+      {"fabric", reader_for(&ShmTransportConfig::fabric)},
+      {"directory", reader_for(&ShmTransportConfig::directory)},
+      {"base_port", reader_for(&ShmTransportConfig::base_port)},
+      {"max_payload", reader_for(&ShmTransportConfig::max_payload)},
+      {"buffers", reader_for(&ShmTransportConfig::buffers)},
+      {"ring", reader_for(&ShmTransportConfig::ring)},
+  };
+  return readers;
+}
+
 const FieldReaders<DpdkNeighbour>& neighbour_readers() {
   static const FieldReaders<DpdkNeighbour> readers{
       {"ip", reader_for(&DpdkNeighbour::ip)},
@@ -78,8 +90,12 @@ const FieldReaders<DpdkTransportConfig>& dpdk_readers() {
 }  // namespace
 
 void require_one_transport_section(const json& root, const std::string& where) {
-  if (root.contains("udp") && root.contains("dpdk")) {
-    fail(fmt::format("{}udp, dpdk: give one transport section, not both", where));
+  std::string given;
+  for (const char* key : {"udp", "dpdk", "shm"}) {
+    if (root.contains(key)) given += given.empty() ? key : fmt::format(", {}", key);
+  }
+  if (given.find(',') != std::string::npos) {
+    fail(fmt::format("{}{}: give one transport section, not several", where, given));
   }
 }
 
@@ -91,6 +107,9 @@ void read_transport_section(const json& value, const std::string& where, const s
   if (key == "udp") {
     if (!std::holds_alternative<UdpTransportConfig>(transport)) transport = UdpTransportConfig{};
     read_object(value, where + ".", udp_readers(), std::get<UdpTransportConfig>(transport));
+  } else if (key == "shm") {
+    if (!std::holds_alternative<ShmTransportConfig>(transport)) transport = ShmTransportConfig{};
+    read_object(value, where + ".", shm_readers(), std::get<ShmTransportConfig>(transport));
   } else {
     if (!std::holds_alternative<DpdkTransportConfig>(transport)) transport = DpdkTransportConfig{};
     read_object(value, where + ".", dpdk_readers(), std::get<DpdkTransportConfig>(transport));

@@ -110,6 +110,10 @@ const FieldReaders<SwitchConfig>& switch_readers() {
          [](const json& v, const std::string& w, SwitchConfig& c) {
            detail::read_transport_section(v, w, "dpdk", c.transport);
          }},
+        {"shm",
+         [](const json& v, const std::string& w, SwitchConfig& c) {
+           detail::read_transport_section(v, w, "shm", c.transport);
+         }},
     };
     for (const auto& [old_key, new_key] : kMovedKeys) {
       table.emplace(old_key, [new_key](const json&, const std::string& where, SwitchConfig&) {
@@ -217,6 +221,10 @@ void SwitchConfig::validate() const {
     udp->validate("switch.udp");
     require(udp->bind_port == 0 || udp->bind_port + threads - 1 <= std::numeric_limits<std::uint16_t>::max(),
             "switch.udp.bind_port {} + threads {} - 1 exceeds 65535", udp->bind_port, threads);
+  } else if (const auto* shm = std::get_if<ShmTransportConfig>(&transport)) {
+    shm->validate("switch.shm");
+    require(shm->base_port == 0 || shm->base_port + threads - 1 <= std::numeric_limits<std::uint16_t>::max(),
+            "switch.shm.base_port {} + threads {} - 1 exceeds 65535", shm->base_port, threads);
   } else {
     const auto& dpdk = std::get<DpdkTransportConfig>(transport);
     dpdk.validate("switch.dpdk");

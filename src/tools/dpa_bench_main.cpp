@@ -5,6 +5,8 @@
 // Workers configure themselves like every dpa worker (dpa::Config::from_env(): DPA_CONFIG, then
 // the DPA_* variables); a flag given on the command line overrides its variable. The launcher
 // forwards only the flags it was given, so its workers see the same environment.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -23,6 +25,7 @@
 #include "dpa/error.hpp"
 #include "dpa/host_port.hpp"
 #include "dpa/switch.hpp"
+#include "protocol/wire.hpp"
 #include "tools/process.hpp"
 
 namespace {
@@ -60,7 +63,8 @@ struct Settings {
   std::string json_path;
   bool verify = false;
   std::string transport = "udp";
-  std::string transport_config;  // JSON with a "udp" or "dpdk" section; "{rank}" becomes the rank
+  std::string transport_config;  // JSON with a "udp", "dpdk" or "shm" section; "{rank}" becomes the rank
+  std::string shm_fabric;        // --transport shm without a config: the run's fabric
   // Worker mode.
   bool worker = false;
   std::string mode = "full";
@@ -93,14 +97,27 @@ dpa::TransportConfig rank_transport(const Settings& s, int rank) {
     for_rank(dpdk->file_prefix);
     for_rank(dpdk->local_ip);
     for_rank(dpdk->cores);
-  } else {
-    for_rank(std::get<dpa::UdpTransportConfig>(transport).bind_host);
+  } else if (auto* udp = std::get_if<dpa::UdpTransportConfig>(&transport)) {
+    for_rank(udp->bind_host);
   }
-  if ((s.transport == "dpdk") != std::holds_alternative<dpa::DpdkTransportConfig>(transport)) {
+  const std::string section = std::holds_alternative<dpa::DpdkTransportConfig>(transport) ? "dpdk"
+                              : std::holds_alternative<dpa::ShmTransportConfig>(transport) ? "shm"
+                                                                                           : "udp";
+  if (s.transport != section) {
     throw dpa::ConfigError("--transport " + s.transport + ": " + s.transport_config + " has no \"" + s.transport +
                            "\" section");
   }
   return transport;
+}
+
+// --transport shm without --transport-config: the run's fabric, buffers for the payload.
+dpa::ShmTransportConfig shm_transport(const Settings& s, const dpa::Config& config) {
+  dpa::ShmTransportConfig shm;
+  if (const auto* given = std::get_if<dpa::ShmTransportConfig>(&config.transport)) shm = *given;
+  if (!s.shm_fabric.empty()) shm.fabric = s.shm_fabric;
+  const std::uint32_t payload = config.payload != 0 ? config.payload : kDefaultPayload;
+  shm.max_payload = std::max<std::uint32_t>(shm.max_payload, static_cast<std::uint32_t>(dpa::protocol::kHeaderSize) + 4 * payload);
+  return shm;
 }
 
 // The worker config: DPA_CONFIG and the DPA_* variables, then the flags given, then the mode,
@@ -132,7 +149,11 @@ dpa::Config worker_config(const Settings& s) {
     config.k = std::max(1, config.world_size - 1);
   }
   config.preemptive = s.mode == "preemptive";
-  if (!s.transport_config.empty()) config.transport = rank_transport(s, config.rank);
+  if (!s.transport_config.empty()) {
+    config.transport = rank_transport(s, config.rank);
+  } else if (s.transport == "shm") {
+    config.transport = shm_transport(s, config);
+  }
   config.validate();
   return config;
 }
@@ -284,6 +305,8 @@ std::vector<std::string> worker_argv(const Settings& s, int ranks, int rank, con
   if (s.verify) argv.emplace_back("--verify");
   if (!s.transport_config.empty()) {
     argv.insert(argv.end(), {"--transport", s.transport, "--transport-config", s.transport_config});
+  } else if (s.transport == "shm") {
+    argv.insert(argv.end(), {"--transport", "shm", "--shm-fabric", s.shm_fabric});
   }
   std::string sizes;
   for (const std::string& size : s.sizes) sizes += (sizes.empty() ? "" : ",") + size;
@@ -305,7 +328,12 @@ std::vector<json> run_mode(const Settings& s, const std::string& mode) {
     session.pool_size = std::max<std::uint32_t>(4096, config.pool_slots());
     session.straggler_timeout = std::chrono::microseconds(s.straggler_timeout_us);
     dpa::SwitchConfig switch_config;
-    std::get<dpa::UdpTransportConfig>(switch_config.transport).bind_port = 0;
+    if (const auto* shm = std::get_if<dpa::ShmTransportConfig>(&config.transport)) {
+      switch_config.transport = *shm;  // the workers' fabric, a free port of it
+      std::get<dpa::ShmTransportConfig>(switch_config.transport).base_port = 0;
+    } else {
+      std::get<dpa::UdpTransportConfig>(switch_config.transport).bind_port = 0;
+    }
     switch_config.threads = s.switch_threads;
     switch_config.busy_poll = config.busy_poll;
     switch_config.sessions = {session};
@@ -403,20 +431,28 @@ int main(int argc, char** argv) {
   app.add_option("--rank", s.rank, "This worker's rank (DPA_RANK)");
   app.add_option("--mode", s.mode)->check(CLI::IsMember({"full", "reactive", "preemptive"}));
   app.add_option("--transport", s.transport,
-                 "Workers' transport: udp, or dpdk (needs --transport-config and --switch: start "
-                 "dpa-switch --transport dpdk first)")
-      ->check(CLI::IsMember({"udp", "dpdk"}))
+                 "Workers' transport: udp; shm (shared memory with the switch embedded here, or "
+                 "with dpa-switch --transport shm on this host); or dpdk (needs --transport-config and "
+                 "--switch: start dpa-switch --transport dpdk first)")
+      ->check(CLI::IsMember({"udp", "dpdk", "shm"}))
       ->capture_default_str();
   app.add_option("--transport-config", s.transport_config,
                  "JSON file with the workers' \"udp\" or \"dpdk\" section (it replaces DPA_CONFIG's); "
                  "\"{rank}\" in its strings becomes the rank (see scripts/dpa-bench-memif.sh)")
       ->check(CLI::ExistingFile);
+  app.add_option("--shm-fabric", s.shm_fabric,
+                 "--transport shm: the fabric (shm.fabric) the workers and the switch share; default: "
+                 "one of this run's own, or DPA_SHM_FABRIC / DPA_CONFIG's with --switch");
   CLI11_PARSE(app, argc, argv);
 
   try {
     if (s.transport == "dpdk" && (s.transport_config.empty() || !s.switch_address)) {
       throw dpa::ConfigError("--transport dpdk needs --transport-config FILE and --switch HOST:PORT (the switch "
                              "embedded here runs on sockets; start dpa-switch --transport dpdk)");
+    }
+    if (s.transport == "shm" && s.transport_config.empty() && s.shm_fabric.empty() && !s.switch_address &&
+        !dpa::env_string("DPA_SWITCH") && !dpa::env_string("DPA_SHM_FABRIC")) {
+      s.shm_fabric = "bench-" + std::to_string(getpid());  // this run's switch and workers only
     }
     if (s.worker) return run_worker(s);
     s.ranks = launcher_ranks(s, dpa::Config::from_env());

@@ -14,6 +14,7 @@
 #include "dpa/error.hpp"
 #include "dpa/host_port.hpp"
 #include "dpa/switch.hpp"
+#include "protocol/wire.hpp"
 
 namespace {
 
@@ -46,9 +47,11 @@ int main(int argc, char** argv) {
   app.add_option("-c,--config", config_path, "Switch config JSON (configs/softswitch.json)");
   std::string transport;
   app.add_option("--transport", transport,
-                 "udp (sockets) or dpdk (the \"dpdk\" section of --config: configs/switch-dpdk.json); "
-                 "default: dpdk when the config has that section")
-      ->check(CLI::IsMember({"udp", "dpdk"}));
+                 "udp (sockets), shm (shared memory with workers on this host: DPA_TRANSPORT=shm) or dpdk "
+                 "(the \"dpdk\" section of --config: configs/switch-dpdk.json); default: the config's section")
+      ->check(CLI::IsMember({"udp", "dpdk", "shm"}));
+  std::string shm_fabric;
+  app.add_option("--shm-fabric", shm_fabric, "--transport shm: the fabric the workers use (shm.fabric, DPA_SHM_FABRIC)");
   // Socket flags write into the "udp" section (the file's, or the defaults).
   dpa::UdpTransportConfig udp_flags = dpa::SwitchConfig::udp_defaults();
   app.add_option("--host", udp_flags.bind_host, "Address to listen on (udp.bind_host)")->capture_default_str();
@@ -123,10 +126,24 @@ int main(int argc, char** argv) {
       throw dpa::ConfigError("--transport dpdk: the switch config (--config) has no \"dpdk\" section in \"switch\" "
                              "(see configs/switch-dpdk.json)");
     }
+    if (transport == "shm" && !std::holds_alternative<dpa::ShmTransportConfig>(config.transport)) {
+      dpa::ShmTransportConfig shm;
+      shm.base_port = dpa::protocol::kDefaultPort;  // where workers look without a port in DPA_SWITCH
+      config.transport = shm;
+    }
+    if (auto* shm = std::get_if<dpa::ShmTransportConfig>(&config.transport)) {
+      if (!shm_fabric.empty()) shm->fabric = shm_fabric;
+      if (app.count("--port") > 0) shm->base_port = udp_flags.bind_port;
+      if (app.count("--host") > 0) {
+        throw dpa::ConfigError("--host: applies to the udp transport; shared memory has no address");
+      }
+    } else if (!shm_fabric.empty()) {
+      throw dpa::ConfigError("--shm-fabric: applies to --transport shm");
+    }
     if (auto* udp = std::get_if<dpa::UdpTransportConfig>(&config.transport)) {
       if (app.count("--host") > 0) udp->bind_host = udp_flags.bind_host;
       if (app.count("--port") > 0) udp->bind_port = udp_flags.bind_port;
-    } else {
+    } else if (std::holds_alternative<dpa::DpdkTransportConfig>(config.transport)) {
       for (const char* flag : {"--host", "--port"}) {
         if (app.count(flag) > 0) {
           throw dpa::ConfigError(fmt::format("{}: applies to the udp transport; on DPDK the switch listens on "
@@ -170,10 +187,15 @@ int main(int argc, char** argv) {
                                                           static_cast<std::uint16_t>(control_port), control_options);
       std::cout << "dpa-switch control channel on " << control_host << ":" << control->port() << "\n";
     }
-    const auto* udp = std::get_if<dpa::UdpTransportConfig>(&config.transport);
-    std::cout << "dpa-switch listening on "
-              << (udp != nullptr ? udp->bind_host : std::get<dpa::DpdkTransportConfig>(config.transport).local_ip)
-              << ":" << sw.port() << std::endl;
+    std::string where;
+    if (const auto* udp = std::get_if<dpa::UdpTransportConfig>(&config.transport)) {
+      where = udp->bind_host;
+    } else if (const auto* shm = std::get_if<dpa::ShmTransportConfig>(&config.transport)) {
+      where = "shm fabric " + shm->fabric + " (" + shm->directory + "), 127.0.0.1";
+    } else {
+      where = std::get<dpa::DpdkTransportConfig>(config.transport).local_ip;
+    }
+    std::cout << "dpa-switch listening on " << where << ":" << sw.port() << std::endl;
     int received = 0;
     sigwait(&stop_signals, &received);
     control.reset();

@@ -1,6 +1,7 @@
 #include "transport/factory.hpp"
 
 #include "dpa/error.hpp"
+#include "transport/shm/shm_device.hpp"
 #include "transport/socket/udp_device.hpp"
 #ifdef DPA_HAVE_DPDK
 #include "transport/dpdk/dpdk_device.hpp"
@@ -18,6 +19,7 @@ bool dpdk_available() {
 
 std::unique_ptr<Device> open_device(const TransportConfig& config, std::size_t queues) {
   if (const auto* udp = std::get_if<UdpTransportConfig>(&config)) return socket::open_udp_device(*udp, queues);
+  if (const auto* shm = std::get_if<ShmTransportConfig>(&config)) return shm::open_shm_device(*shm, queues);
 #ifdef DPA_HAVE_DPDK
   return dpdk::open_dpdk_device(std::get<DpdkTransportConfig>(config), queues);
 #else

@@ -1,6 +1,9 @@
 // Validation of the typed transport sections; every message names "<section>.<key>".
 #include <arpa/inet.h>
 
+#include <algorithm>
+#include <cctype>
+
 #include <fmt/format.h>
 
 #include "dpa/error.hpp"
@@ -65,6 +68,23 @@ void DpdkTransportConfig::validate(const std::string& section) const {
   if (monitor && monitor_output.empty()) reject(section, "monitor_output", "must name a file");
   if (!file_prefix.empty() && file_prefix.find('/') != std::string::npos) {
     reject(section, "file_prefix", "must be a plain name (no '/')");
+  }
+}
+
+void ShmTransportConfig::validate(const std::string& section) const {
+  const auto plain = [](const std::string& name) {
+    return !name.empty() && name.size() <= 64 && std::ranges::all_of(name, [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.';
+    });
+  };
+  if (!plain(fabric)) reject(section, "fabric", fmt::format("\"{}\" is not 1..64 letters, digits, '-', '_' or '.'", fabric));
+  if (directory.empty()) reject(section, "directory", "must name a directory (a tmpfs such as /dev/shm)");
+  if (max_payload < 64 || max_payload > (16u << 20)) {
+    reject(section, "max_payload", fmt::format("{} outside 64..{}", max_payload, 16u << 20));
+  }
+  if (buffers < 16 || buffers > 65536) reject(section, "buffers", fmt::format("{} outside 16..65536", buffers));
+  if (ring < 64 || ring > (1u << 20) || (ring & (ring - 1)) != 0) {
+    reject(section, "ring", fmt::format("{} is not a power of two in 64..{}", ring, 1u << 20));
   }
 }
 

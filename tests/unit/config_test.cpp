@@ -739,7 +739,7 @@ TEST(SwitchJson, KeysOfEarlierVersionsNameWhereTheyMoved) {
 
 TEST(SwitchJson, OneTransportSection) {
   EXPECT_THAT(switch_json_error(R"({"switch": {"udp": {}, "dpdk": {}}})"),
-              HasSubstr("switch: udp, dpdk: give one transport section, not both"));
+              HasSubstr("switch: udp, dpdk: give one transport section, not several"));
 }
 
 TEST(SwitchJson, UnknownKeysAreNamed) {
@@ -1028,7 +1028,7 @@ TEST(WorkerJson, ReadsEveryDpdkKey) {
 }
 
 TEST(WorkerJson, OneTransportSectionOnly) {
-  EXPECT_THAT(worker_json_error(R"({"udp": {}, "dpdk": {}})"), HasSubstr("give one transport section, not both"));
+  EXPECT_THAT(worker_json_error(R"({"udp": {}, "dpdk": {}})"), HasSubstr("give one transport section, not several"));
   EXPECT_THAT(worker_json_error(R"({"dpdk": {"cores": "0", "lcores": "0"}})"), HasSubstr("dpdk.lcores: unknown key"));
 }
 

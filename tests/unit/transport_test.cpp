@@ -45,12 +45,13 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kQueues = 2;
 
-enum class Kind { udp, udp_with_faults, dpdk_ring, dpdk_memif };
+enum class Kind { udp, udp_with_faults, shm, dpdk_ring, dpdk_memif };
 
 std::string kind_name(Kind kind) {
   switch (kind) {
     case Kind::udp: return "Udp";
     case Kind::udp_with_faults: return "UdpWithFaults";
+    case Kind::shm: return "Shm";
     case Kind::dpdk_ring: return "DpdkRing";
     case Kind::dpdk_memif: return "DpdkMemif";
   }
@@ -132,6 +133,13 @@ class TransportTest : public ::testing::TestWithParam<Kind> {
       config.buffers = 512;
       open_local(config, "127.0.0.1");
       start_echo_thread(config, 1us);
+    } else if (kind == Kind::shm) {
+      ShmTransportConfig config;
+      config.fabric = test_prefix();
+      config.max_payload = 9000;
+      config.buffers = 512;
+      open_local(config, "127.0.0.1");
+      start_echo_thread(config, 1ms);  // the echo thread sleeps in the inbox and is woken
     } else {
 #ifndef DPA_HAVE_DPDK
       GTEST_SKIP() << "DPDK transport not built: libdpdk was not found by pkg-config at configure time "
@@ -489,6 +497,23 @@ TEST_P(TransportTest, BadDeviceSettingsAreNamed) {
                 ::testing::ThrowsMessage<ConfigError>(::testing::HasSubstr("udp.bind_host")));
     return;
   }
+  if (GetParam() == Kind::shm) {
+    ShmTransportConfig taken;
+    taken.fabric = test_prefix();
+    taken.base_port = queues_[0]->local_endpoint().port;
+    EXPECT_THAT([&] { open_device(taken, 1)->open_queue(0); },
+                ::testing::ThrowsMessage<Error>(::testing::HasSubstr("is in use by a live process")));
+    taken.fabric = "no/slashes";
+    EXPECT_THAT([&] { open_device(taken, 1); }, ::testing::ThrowsMessage<ConfigError>(::testing::HasSubstr("shm.fabric")));
+    taken.fabric = test_prefix();
+    taken.directory = "/no/such/directory";
+    EXPECT_THAT([&] { open_device(taken, 1)->open_queue(0); },
+                ::testing::ThrowsMessage<Error>(::testing::HasSubstr("shm.directory /no/such/directory")));
+    taken.directory = "/dev/shm";
+    taken.ring = 1000;
+    EXPECT_THAT([&] { open_device(taken, 1); }, ::testing::ThrowsMessage<ConfigError>(::testing::HasSubstr("shm.ring")));
+    return;
+  }
 #ifdef DPA_HAVE_DPDK
   DpdkTransportConfig config = dpdk_base("no-such-port", "10.99.0.9", 9000);
   EXPECT_THAT([&] { open_device(config, 1); },
@@ -608,7 +633,8 @@ TEST_P(TransportTest, NicMonitorWritesTheRatesItSampled) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryTransport, TransportTest,
-                         ::testing::Values(Kind::udp, Kind::udp_with_faults, Kind::dpdk_ring, Kind::dpdk_memif),
+                         ::testing::Values(Kind::udp, Kind::udp_with_faults, Kind::shm, Kind::dpdk_ring,
+                                           Kind::dpdk_memif),
                          [](const ::testing::TestParamInfo<Kind>& param) { return kind_name(param.param); });
 
 }  // namespace

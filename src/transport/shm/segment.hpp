@@ -1,0 +1,101 @@
+// One queue's shared-memory segment: a file `<directory>/dpa-<fabric>-<port>` mapped by its owner
+// and by every queue that sends to it or receives from it. It holds
+// - the inbox: a bounded ring of packet descriptors, many producers (any process), one consumer
+//   (the owner), with a futex word so that an idle owner sleeps and a sender wakes it;
+// - the owner's transmit buffers, each with a reference count in its first cache line: the
+//   owner's own reference while it fills and resends the buffer, plus one per descriptor that
+//   names it and that its receiver has not yet released. A buffer is reused only at zero.
+// The file appears under its name fully initialised (created under a temporary name, then
+// linked), and its owner holds an exclusive flock on it for its lifetime, so a segment whose
+// owner died is recognised (the lock is free) and taken over.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "dpa/transport_config.hpp"
+
+namespace dpa::transport::shm {
+
+// A packet in an inbox: the sender's port (its segment), the buffer index there, the byte count.
+struct Descriptor {
+  std::uint16_t port = 0;
+  std::uint16_t buffer = 0;
+  std::uint32_t size = 0;
+
+  [[nodiscard]] std::uint64_t pack() const {
+    return std::uint64_t{port} << 48 | std::uint64_t{buffer} << 32 | size;
+  }
+  static Descriptor unpack(std::uint64_t word) {
+    return {static_cast<std::uint16_t>(word >> 48), static_cast<std::uint16_t>(word >> 32),
+            static_cast<std::uint32_t>(word)};
+  }
+};
+
+struct SegmentLayout;  // the mapped header (segment.cpp)
+
+class Segment {
+ public:
+  // Creates the owner's segment for `port` (0: the first free port from a per-process start in
+  // 49152..65535). dpa::Error when the port is in use by a live owner, or when `directory` has no
+  // room for the buffers (naming the key and the bytes needed).
+  static std::unique_ptr<Segment> create(const ShmTransportConfig& config, std::uint16_t port);
+  // Maps another queue's segment; nullptr when no live, initialised segment has that port.
+  static std::unique_ptr<Segment> attach(const ShmTransportConfig& config, std::uint16_t port);
+
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+  ~Segment();  // the owner marks it closed and removes its name; mappings of others stay valid
+
+  [[nodiscard]] std::uint16_t port() const { return port_; }
+  [[nodiscard]] std::uint32_t buffers() const { return buffers_; }
+  [[nodiscard]] std::uint32_t max_payload() const { return max_payload_; }
+  // The owner has closed it: a sender drops its mapping and looks the port up again.
+  [[nodiscard]] bool closed() const;
+
+  [[nodiscard]] std::byte* payload(std::uint32_t buffer) const {
+    return base_ + buffers_offset_ + std::size_t{buffer} * stride_ + kPayloadOffset;
+  }
+  [[nodiscard]] std::atomic<std::uint32_t>& references(std::uint32_t buffer) const {
+    return *reinterpret_cast<std::atomic<std::uint32_t>*>(base_ + buffers_offset_ + std::size_t{buffer} * stride_);
+  }
+
+  // Inbox, sender side: false when the ring is full. Then wake() once per burst of pushes.
+  bool push(std::uint64_t descriptor);
+  // Wakes the owner if it sleeps in wait(); true when that took a system call.
+  bool wake();
+
+  // Inbox, owner side: takes up to out.size() descriptors in order.
+  std::size_t pop(std::span<std::uint64_t> out);
+  // Sleeps until a push or `timeout`, unless the inbox is not empty; true when it slept.
+  bool wait(std::chrono::nanoseconds timeout);
+
+ private:
+  static constexpr std::size_t kPayloadOffset = 64;  // the reference count's cache line
+
+  Segment(int fd, std::byte* base, std::size_t bytes, bool owner, std::string path);
+  SegmentLayout& layout() const { return *reinterpret_cast<SegmentLayout*>(base_); }
+
+  int fd_ = -1;
+  std::byte* base_ = nullptr;
+  std::size_t bytes_ = 0;
+  bool owner_ = false;
+  std::string path_;
+  std::uint16_t port_ = 0;
+  std::uint32_t buffers_ = 0;
+  std::uint32_t max_payload_ = 0;
+  std::size_t stride_ = 0;
+  std::size_t buffers_offset_ = 0;
+  std::uint64_t ring_mask_ = 0;
+  struct Cell* cells_ = nullptr;
+};
+
+// `<directory>/dpa-<fabric>-<port>`.
+std::string segment_path(const ShmTransportConfig& config, std::uint16_t port);
+
+}  // namespace dpa::transport::shm

@@ -1,0 +1,159 @@
+#include "transport/shm/shm_queue.hpp"
+
+#include <algorithm>
+
+namespace dpa::transport::shm {
+ShmQueue::ShmQueue(const ShmTransportConfig& config, std::uint16_t port)
+    : config_(config), own_(Segment::create(config, port)) {
+  free_.reserve(own_->buffers());
+  pending_.reserve(own_->buffers());
+  for (std::uint32_t i = own_->buffers(); i-- > 0;) free_.push_back(static_cast<std::uint16_t>(i));
+  received_.resize(kBurst);
+  received_from_.resize(kBurst);
+  to_wake_.reserve(64);
+}
+
+ShmQueue::~ShmQueue() { release_received(); }
+
+Endpoint ShmQueue::local_endpoint() const { return Endpoint{kAddress, own_->port()}; }
+
+Segment* ShmQueue::peer(std::uint16_t port) {
+  if (last_peer_ != nullptr && last_peer_->port() == port && !last_peer_->closed()) return last_peer_;
+  if (port == own_->port()) return last_peer_ = own_.get();
+  auto found = peers_.find(port);
+  if (found != peers_.end() && found->second->closed()) {
+    // Its owner went (and a new one may have the port now): look it up afresh. Descriptors of
+    // the old segment that this queue still holds keep it mapped until they are released.
+    if (std::ranges::find(received_from_, found->second.get()) != received_from_.end()) return nullptr;
+    if (last_peer_ == found->second.get()) last_peer_ = nullptr;
+    peers_.erase(found);
+    found = peers_.end();
+  }
+  if (found == peers_.end()) {
+    std::unique_ptr<Segment> attached = Segment::attach(config_, port);
+    if (attached == nullptr) return nullptr;
+    found = peers_.emplace(port, std::move(attached)).first;
+  }
+  return last_peer_ = found->second.get();
+}
+
+std::size_t ShmQueue::allocate(std::span<TxBuffer> out) {
+  if (free_.size() < out.size()) {
+    // Buffers released while still referenced come back once their receivers are done.
+    std::erase_if(pending_, [this](std::uint16_t buffer) {
+      if (own_->references(buffer).load(std::memory_order_acquire) != 0) return false;
+      free_.push_back(buffer);
+      return true;
+    });
+  }
+  const std::size_t given = std::min(out.size(), free_.size());
+  for (std::size_t i = 0; i < given; ++i) {
+    const std::uint16_t buffer = free_.back();
+    free_.pop_back();
+    own_->references(buffer).store(1, std::memory_order_relaxed);
+    out[i] = TxBuffer{own_->payload(buffer), 0, own_->max_payload(), reinterpret_cast<void*>(std::uintptr_t{buffer} + 1)};
+  }
+  return given;
+}
+
+void ShmQueue::release(std::span<TxBuffer> buffers) {
+  for (TxBuffer& buffer : buffers) {
+    if (buffer.native != nullptr) {
+      const auto index = static_cast<std::uint16_t>(reinterpret_cast<std::uintptr_t>(buffer.native) - 1);
+      if (own_->references(index).fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        free_.push_back(index);
+      } else {
+        pending_.push_back(index);
+      }
+    }
+    buffer = TxBuffer{};
+  }
+}
+
+bool ShmQueue::enqueue(const TxBuffer& buffer, const Endpoint& to) {
+  Segment* destination = peer(to.port);
+  if (destination == nullptr) {
+    ++counters_.tx_errors;  // nobody listens there: lost, as a datagram to a closed port
+    return true;
+  }
+  const auto index = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(buffer.native) - 1);
+  std::atomic<std::uint32_t>& references = own_->references(index);
+  references.fetch_add(1, std::memory_order_relaxed);
+  if (!destination->push(Descriptor{own_->port(), static_cast<std::uint16_t>(index), buffer.size}.pack())) {
+    references.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
+  ++counters_.tx_packets;
+  if (to_wake_.empty() || to_wake_.back() != destination) to_wake_.push_back(destination);
+  return true;
+}
+
+void ShmQueue::wake_destinations() {
+  std::ranges::sort(to_wake_);
+  const auto [first, last] = std::ranges::unique(to_wake_);
+  to_wake_.erase(first, last);
+  for (Segment* destination : to_wake_) {
+    if (destination->wake()) ++counters_.tx_syscalls;
+  }
+  to_wake_.clear();
+}
+
+std::size_t ShmQueue::send(std::span<const TxRequest> packets) {
+  std::size_t taken = 0;
+  for (const TxRequest& request : packets) {
+    if (!enqueue(*request.buffer, request.to)) break;
+    ++taken;
+  }
+  wake_destinations();
+  return taken;
+}
+
+std::size_t ShmQueue::send_to_all(const TxBuffer& buffer, std::span<const Endpoint> to) {
+  std::size_t taken = 0;
+  for (const Endpoint& endpoint : to) {  // one buffer, a descriptor per destination
+    if (!enqueue(buffer, endpoint)) break;
+    ++taken;
+  }
+  wake_destinations();
+  return taken;
+}
+
+void ShmQueue::drop_reference(Segment& segment, std::uint32_t buffer) {
+  segment.references(buffer).fetch_sub(1, std::memory_order_release);
+}
+
+void ShmQueue::release_received() {
+  for (std::size_t i = 0; i < received_.size() && received_from_[i] != nullptr; ++i) {
+    drop_reference(*received_from_[i], Descriptor::unpack(received_[i]).buffer);
+    received_from_[i] = nullptr;
+  }
+}
+
+std::size_t ShmQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds timeout) {
+  release_received();
+  const std::size_t capacity = std::min(out.size(), received_.size());
+  if (capacity == 0) return 0;
+  std::span<std::uint64_t> taken(received_.data(), capacity);
+  std::size_t count = own_->pop(taken);
+  if (count == 0 && timeout > std::chrono::nanoseconds::zero()) {
+    if (own_->wait(timeout)) ++counters_.rx_syscalls;
+    count = own_->pop(taken);
+  }
+  std::size_t delivered = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const Descriptor packet = Descriptor::unpack(received_[i]);
+    Segment* sender = peer(packet.port);
+    if (sender == nullptr || packet.buffer >= sender->buffers() || packet.size > sender->max_payload()) {
+      // The sender's segment is gone (its reference went with it) or the descriptor is not one.
+      ++counters_.rx_dropped;
+      continue;
+    }
+    received_[delivered] = received_[i];
+    received_from_[delivered] = sender;
+    out[delivered++] = RxPacket{std::span(sender->payload(packet.buffer), packet.size), Endpoint{kAddress, packet.port}};
+  }
+  counters_.rx_packets += delivered;
+  return delivered;
+}
+
+}  // namespace dpa::transport::shm
