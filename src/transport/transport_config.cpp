@@ -79,8 +79,8 @@ void ShmTransportConfig::validate(const std::string& section) const {
   };
   if (!plain(fabric)) reject(section, "fabric", fmt::format("\"{}\" is not 1..64 letters, digits, '-', '_' or '.'", fabric));
   if (directory.empty()) reject(section, "directory", "must name a directory (a tmpfs such as /dev/shm)");
-  if (max_payload < 64 || max_payload > (16u << 20)) {
-    reject(section, "max_payload", fmt::format("{} outside 64..{}", max_payload, 16u << 20));
+  if (max_payload < 64 || max_payload > (8u << 20)) {
+    reject(section, "max_payload", fmt::format("{} outside 64..{}", max_payload, 8u << 20));
   }
   if (buffers < 16 || buffers > 65536) reject(section, "buffers", fmt::format("{} outside 16..65536", buffers));
   if (ring < 64 || ring > (1u << 20) || (ring & (ring - 1)) != 0) {

@@ -109,4 +109,17 @@ TEST(BenchWorker, LauncherWorkersUseTheVariablesAndTheFlagsGiven) {
   }
 }
 
+// The launcher's own switch and its workers on shared memory (one fabric per run), checked.
+TEST(BenchWorker, SharedMemoryRunVerifiesEveryResult) {
+  for (const char* dtype : {"float32", "int32"}) {
+    dpa::tools::Process launcher =
+        start_bench("", {"-n", "2", "--transport", "shm", "--dtype", dtype, "--sizes", "4KiB,1MiB", "--warmup", "1",
+                         "--iterations", "3", "--threads", "2", "--payload", "4096", "--verify", "--timeout-ms", "20000"});
+    const auto code = launcher.wait_until(Clock::now() + 120s);
+    ASSERT_TRUE(code.has_value());
+    EXPECT_EQ(*code, 0) << launcher.output();
+    EXPECT_THAT(launcher.output(), HasSubstr("1048576"));
+  }
+}
+
 }  // namespace

@@ -315,7 +315,7 @@ class EnvTest : public ::testing::Test {
       "DPA_JOIN_TIMEOUT_MS", "DPA_BUSY_POLL_US", "DPA_K",        "DPA_PREEMPTIVE", "DPA_SYN_DISABLE",     "DPA_FAULT_DROP",
       "DPA_FAULT_DUPLICATE", "DPA_FAULT_REORDER", "DPA_FAULT_DELAY", "DPA_FAULT_DELAY_US", "DPA_FAULT_SEED",
       "DPA_LOG",         "DPA_SIMD",         "DPA_TEST_FLAG",    "DPA_TRANSPORT",
-      "DPA_DPDK_MONITOR", "DPA_DPDK_MONITOR_INTERVAL_US", "DPA_DPDK_MONITOR_OUTPUT",
+      "DPA_DPDK_MONITOR", "DPA_DPDK_MONITOR_INTERVAL_US", "DPA_DPDK_MONITOR_OUTPUT", "DPA_SHM_FABRIC", "DPA_SHM_DIR",
   };
 
   void SetUp() override {
@@ -1045,7 +1045,43 @@ TEST_F(EnvTest, TransportVariablesSelectAndFillTheSection) {
   set("DPA_LOCAL_PORT", "7000");
   EXPECT_THAT(config_error([] { dpa::Config::from_env(); }), HasSubstr("DPA_LOCAL_PORT applies to the udp transport"));
   set("DPA_TRANSPORT", "rdma");
-  EXPECT_THAT(config_error([] { dpa::Config::from_env(); }), HasSubstr("DPA_TRANSPORT=\"rdma\": expected udp or dpdk"));
+  EXPECT_THAT(config_error([] { dpa::Config::from_env(); }), HasSubstr("DPA_TRANSPORT=\"rdma\": expected udp, dpdk or shm"));
+}
+
+TEST_F(EnvTest, SharedMemoryTransportFromTheVariables) {
+  set("DPA_TRANSPORT", "shm");
+  set("DPA_SHM_FABRIC", "job7");
+  set("DPA_SHM_DIR", "/run/dpa");
+  set("DPA_LOCAL_PORT", "6000");
+  const dpa::Config config = dpa::Config::from_env();
+  const auto& shm = std::get<dpa::ShmTransportConfig>(config.transport);
+  EXPECT_EQ(shm.fabric, "job7");
+  EXPECT_EQ(shm.directory, "/run/dpa");
+  EXPECT_EQ(shm.base_port, 6000);
+  set("DPA_SHM_FABRIC", "a/b");
+  EXPECT_THAT(config_error([] { dpa::Config::from_env().validate(); }), HasSubstr("shm.fabric: \"a/b\" is not"));
+  set("DPA_SHM_FABRIC", "job7");
+  set("DPA_LOCAL_HOST", "10.0.0.1");
+  EXPECT_THAT(config_error([] { dpa::Config::from_env(); }), HasSubstr("DPA_LOCAL_HOST applies to the udp transport"));
+  ::unsetenv("DPA_LOCAL_HOST");
+  set("DPA_TRANSPORT", "udp");
+  EXPECT_THAT(config_error([] { dpa::Config::from_env(); }), HasSubstr("DPA_SHM_FABRIC applies to the shm transport"));
+}
+
+TEST(WorkerJson, SharedMemorySectionIsReadAndChecked) {
+  const dpa::Config config =
+      worker_from_json(R"({"shm": {"fabric": "f1", "base_port": 7000, "buffers": 64, "ring": 1024}})");
+  const auto& shm = std::get<dpa::ShmTransportConfig>(config.transport);
+  EXPECT_EQ(shm.fabric, "f1");
+  EXPECT_EQ(shm.base_port, 7000);
+  EXPECT_EQ(shm.buffers, 64u);
+  EXPECT_EQ(shm.ring, 1024u);
+  EXPECT_THAT(config_error([] { worker_from_json(R"({"shm": {"ring": 1000}})").validate(); }), HasSubstr("shm.ring: 1000 is not a power of two"));
+  EXPECT_THAT(config_error([] { worker_from_json(R"({"shm": {"buffers": 8}})").validate(); }), HasSubstr("shm.buffers: 8 outside 16..65536"));
+  EXPECT_THAT(config_error([] { worker_from_json(R"({"shm": {"max_payload": 10000000}})").validate(); }), HasSubstr("shm.max_payload"));
+  EXPECT_THAT(worker_json_error(R"({"shm": {}, "udp": {}})"), HasSubstr("udp, shm: give one transport section"));
+  EXPECT_THAT(config_error([] { switch_from_json(R"({"switch": {"threads": 4, "shm": {"base_port": 65534}}})").validate(); }),
+              HasSubstr("switch.shm.base_port 65534 + threads 4 - 1 exceeds 65535"));
 }
 
 TEST_F(EnvTest, DpdkMonitorWithUdpIsAnError) {

@@ -10,7 +10,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <new>
+#include <random>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -30,6 +32,7 @@ struct SegmentLayout {
 
   std::atomic<std::uint64_t> magic;
   std::uint32_t port;
+  std::uint32_t tag;
   std::uint32_t buffers;
   std::uint32_t max_payload;
   std::uint32_t ring;
@@ -91,6 +94,22 @@ bool remove_if_abandoned(const std::string& path) {
   return removed;
 }
 
+// Removes the segments in `directory` whose owners died without closing them (a killed rank's):
+// their space is reserved memory. Files still being created are left alone for a minute.
+void remove_abandoned_segments(const std::string& directory) {
+  std::error_code error;
+  const auto now = std::filesystem::file_time_type::clock::now();
+  for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with("dpa-")) continue;
+    if (name.find("-new-") != std::string::npos) {
+      const auto written = std::filesystem::last_write_time(entry.path(), error);
+      if (error || now - written < std::chrono::minutes(1)) continue;
+    }
+    remove_if_abandoned(entry.path().string());
+  }
+}
+
 }  // namespace
 
 std::string segment_path(const ShmTransportConfig& config, std::uint16_t port) {
@@ -101,6 +120,7 @@ Segment::Segment(int fd, std::byte* base, std::size_t bytes, bool owner, std::st
     : fd_(fd), base_(base), bytes_(bytes), owner_(owner), path_(std::move(path)) {
   const SegmentLayout& header = layout();
   port_ = static_cast<std::uint16_t>(header.port);
+  tag_ = static_cast<std::uint8_t>(header.tag);
   buffers_ = header.buffers;
   max_payload_ = header.max_payload;
   stride_ = header.stride;
@@ -119,6 +139,7 @@ Segment::~Segment() {
 }
 
 std::unique_ptr<Segment> Segment::create(const ShmTransportConfig& config, std::uint16_t port) {
+  remove_abandoned_segments(config.directory);
   const std::size_t bytes = total_bytes(config);
   const std::string temporary = fmt::format("{}/dpa-{}-new-{}-XXXXXX", config.directory, config.fabric, getpid());
   std::string name = temporary;
@@ -144,6 +165,8 @@ std::unique_ptr<Segment> Segment::create(const ShmTransportConfig& config, std::
   if (mapped == MAP_FAILED) fail(fmt::format("shm: cannot map {} bytes of {}: {}", bytes, name, error_text(errno)));
   auto* base = static_cast<std::byte*>(mapped);
   auto* header = new (base) SegmentLayout;
+  // Differs from the previous owner's of any port with odds of 255 in 256.
+  header->tag = static_cast<std::uint32_t>(std::random_device{}()) & 0xff;
   header->buffers = config.buffers;
   header->max_payload = config.max_payload;
   header->ring = config.ring;

@@ -22,18 +22,21 @@
 
 namespace dpa::transport::shm {
 
-// A packet in an inbox: the sender's port (its segment), the buffer index there, the byte count.
+// A packet in an inbox: the sender's port and its segment's tag (a port's next owner has another
+// tag, so a packet of the previous one is never read from the new one's buffers), the buffer
+// index there, and the byte count.
 struct Descriptor {
   std::uint16_t port = 0;
+  std::uint8_t tag = 0;
   std::uint16_t buffer = 0;
-  std::uint32_t size = 0;
+  std::uint32_t size = 0;  // < 2^24 (shm.max_payload is at most 8 MiB)
 
   [[nodiscard]] std::uint64_t pack() const {
-    return std::uint64_t{port} << 48 | std::uint64_t{buffer} << 32 | size;
+    return std::uint64_t{port} << 48 | std::uint64_t{tag} << 40 | std::uint64_t{buffer} << 24 | size;
   }
   static Descriptor unpack(std::uint64_t word) {
-    return {static_cast<std::uint16_t>(word >> 48), static_cast<std::uint16_t>(word >> 32),
-            static_cast<std::uint32_t>(word)};
+    return {static_cast<std::uint16_t>(word >> 48), static_cast<std::uint8_t>(word >> 40),
+            static_cast<std::uint16_t>(word >> 24), static_cast<std::uint32_t>(word & 0xffffff)};
   }
 };
 
@@ -53,6 +56,7 @@ class Segment {
   ~Segment();  // the owner marks it closed and removes its name; mappings of others stay valid
 
   [[nodiscard]] std::uint16_t port() const { return port_; }
+  [[nodiscard]] std::uint8_t tag() const { return tag_; }
   [[nodiscard]] std::uint32_t buffers() const { return buffers_; }
   [[nodiscard]] std::uint32_t max_payload() const { return max_payload_; }
   // The owner has closed it: a sender drops its mapping and looks the port up again.
@@ -87,6 +91,7 @@ class Segment {
   bool owner_ = false;
   std::string path_;
   std::uint16_t port_ = 0;
+  std::uint8_t tag_ = 0;
   std::uint32_t buffers_ = 0;
   std::uint32_t max_payload_ = 0;
   std::size_t stride_ = 0;

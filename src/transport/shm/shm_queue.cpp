@@ -17,24 +17,44 @@ ShmQueue::~ShmQueue() { release_received(); }
 
 Endpoint ShmQueue::local_endpoint() const { return Endpoint{kAddress, own_->port()}; }
 
-Segment* ShmQueue::peer(std::uint16_t port) {
-  if (last_peer_ != nullptr && last_peer_->port() == port && !last_peer_->closed()) return last_peer_;
-  if (port == own_->port()) return last_peer_ = own_.get();
+Segment* ShmQueue::destination(std::uint16_t port) {
+  if (last_destination_ != nullptr && last_destination_->port() == port && !last_destination_->closed()) {
+    return last_destination_;
+  }
+  if (port == own_->port()) return last_destination_ = own_.get();
   auto found = peers_.find(port);
   if (found != peers_.end() && found->second->closed()) {
-    // Its owner went (and a new one may have the port now): look it up afresh. Descriptors of
-    // the old segment that this queue still holds keep it mapped until they are released.
-    if (std::ranges::find(received_from_, found->second.get()) != received_from_.end()) return nullptr;
-    if (last_peer_ == found->second.get()) last_peer_ = nullptr;
+    // Its owner went (a new one may have the port now). Its packets still in the inbox, or
+    // handed out by the last receive, keep reading its buffers: it stays mapped a while.
+    constexpr std::size_t kRetiredKept = 64;
+    if (retired_.size() == kRetiredKept) retired_.erase(retired_.begin());
+    retired_.push_back(std::move(found->second));
     peers_.erase(found);
     found = peers_.end();
+    last_destination_ = nullptr;
   }
   if (found == peers_.end()) {
     std::unique_ptr<Segment> attached = Segment::attach(config_, port);
     if (attached == nullptr) return nullptr;
     found = peers_.emplace(port, std::move(attached)).first;
   }
-  return last_peer_ = found->second.get();
+  return last_destination_ = found->second.get();
+}
+
+Segment* ShmQueue::source(const Descriptor& packet) {
+  const auto matches = [&](const Segment* segment) {
+    return segment != nullptr && segment->port() == packet.port && segment->tag() == packet.tag;
+  };
+  if (packet.port == own_->port()) return matches(own_.get()) ? own_.get() : nullptr;
+  if (const auto found = peers_.find(packet.port); found != peers_.end() && matches(found->second.get())) {
+    return found->second.get();
+  }
+  for (const auto& segment : retired_) {
+    if (matches(segment.get())) return segment.get();
+  }
+  // A sender this queue has not sent to yet, or a port's new owner.
+  Segment* current = destination(packet.port);
+  return matches(current) ? current : nullptr;
 }
 
 std::size_t ShmQueue::allocate(std::span<TxBuffer> out) {
@@ -71,7 +91,7 @@ void ShmQueue::release(std::span<TxBuffer> buffers) {
 }
 
 bool ShmQueue::enqueue(const TxBuffer& buffer, const Endpoint& to) {
-  Segment* destination = peer(to.port);
+  Segment* destination = this->destination(to.port);
   if (destination == nullptr) {
     ++counters_.tx_errors;  // nobody listens there: lost, as a datagram to a closed port
     return true;
@@ -79,7 +99,7 @@ bool ShmQueue::enqueue(const TxBuffer& buffer, const Endpoint& to) {
   const auto index = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(buffer.native) - 1);
   std::atomic<std::uint32_t>& references = own_->references(index);
   references.fetch_add(1, std::memory_order_relaxed);
-  if (!destination->push(Descriptor{own_->port(), static_cast<std::uint16_t>(index), buffer.size}.pack())) {
+  if (!destination->push(Descriptor{own_->port(), own_->tag(), static_cast<std::uint16_t>(index), buffer.size}.pack())) {
     references.fetch_sub(1, std::memory_order_relaxed);
     return false;
   }
@@ -142,7 +162,7 @@ std::size_t ShmQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds 
   std::size_t delivered = 0;
   for (std::size_t i = 0; i < count; ++i) {
     const Descriptor packet = Descriptor::unpack(received_[i]);
-    Segment* sender = peer(packet.port);
+    Segment* sender = source(packet);
     if (sender == nullptr || packet.buffer >= sender->buffers() || packet.size > sender->max_payload()) {
       // The sender's segment is gone (its reference went with it) or the descriptor is not one.
       ++counters_.rx_dropped;

@@ -40,8 +40,11 @@ class ShmQueue final : public Queue {
   static constexpr std::uint32_t kAddress = 0x7f000001;
 
  private:
-  // The mapped segment of `port` (this queue's own included), or nullptr when nobody owns it.
-  Segment* peer(std::uint16_t port);
+  // Where a packet to `port` goes: the live segment of its owner (this queue's own included,
+  // mapped afresh when its owner changed), or nullptr when nobody owns it.
+  Segment* destination(std::uint16_t port);
+  // The segment a received packet's buffer lies in: its sender's, even if closed since.
+  Segment* source(const Descriptor& packet);
   // Queues one descriptor of `buffer` at `to`: false when its inbox is full (nothing taken).
   bool enqueue(const TxBuffer& buffer, const Endpoint& to);
   void wake_destinations();
@@ -51,8 +54,10 @@ class ShmQueue final : public Queue {
 
   ShmTransportConfig config_;
   std::unique_ptr<Segment> own_;
-  std::unordered_map<std::uint16_t, std::unique_ptr<Segment>> peers_;
-  Segment* last_peer_ = nullptr;  // the last destination looked up (most sends go to one port)
+  std::unordered_map<std::uint16_t, std::unique_ptr<Segment>> peers_;  // the current owner's, by port
+  // Segments of owners that left, kept mapped for their packets still in the inbox; a few.
+  std::vector<std::unique_ptr<Segment>> retired_;
+  Segment* last_destination_ = nullptr;  // the last one looked up (most sends go to one port)
   std::vector<std::uint16_t> free_;     // own buffers nobody references
   std::vector<std::uint16_t> pending_;  // own buffers released here, still in some inbox or receiver
   std::vector<std::uint64_t> received_;     // descriptors handed out by the last receive()
