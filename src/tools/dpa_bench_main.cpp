@@ -62,7 +62,7 @@ struct Settings {
   std::string modes;  // comma list of full, reactive, preemptive
   std::string json_path;
   bool verify = false;
-  std::string transport = "udp";
+  std::string transport;  // udp, dpdk, shm; empty: chosen in main() (see --transport)
   std::string transport_config;  // JSON with a "udp", "dpdk" or "shm" section; "{rank}" becomes the rank
   std::string shm_fabric;        // --transport shm without a config: the run's fabric
   // Worker mode.
@@ -83,6 +83,13 @@ std::size_t parse_size(const std::string& text) {
   return static_cast<std::size_t>(value * scale);
 }
 
+// "udp", "dpdk" or "shm": which section `transport` is.
+std::string section_of(const dpa::TransportConfig& transport) {
+  if (std::holds_alternative<dpa::DpdkTransportConfig>(transport)) return "dpdk";
+  if (std::holds_alternative<dpa::ShmTransportConfig>(transport)) return "shm";
+  return "udp";
+}
+
 // The transport section of --transport-config for `rank`: "{rank}" in its strings becomes the
 // rank, so one file serves every local rank (its own memif socket, file prefix, address, core).
 dpa::TransportConfig rank_transport(const Settings& s, int rank) {
@@ -100,23 +107,23 @@ dpa::TransportConfig rank_transport(const Settings& s, int rank) {
   } else if (auto* udp = std::get_if<dpa::UdpTransportConfig>(&transport)) {
     for_rank(udp->bind_host);
   }
-  const std::string section = std::holds_alternative<dpa::DpdkTransportConfig>(transport) ? "dpdk"
-                              : std::holds_alternative<dpa::ShmTransportConfig>(transport) ? "shm"
-                                                                                           : "udp";
-  if (s.transport != section) {
+  if (s.transport != section_of(transport)) {
     throw dpa::ConfigError("--transport " + s.transport + ": " + s.transport_config + " has no \"" + s.transport +
                            "\" section");
   }
   return transport;
 }
 
-// --transport shm without --transport-config: the run's fabric, buffers for the payload.
+// --transport shm without --transport-config: the run's fabric, packets of the payload, buffers
+// for the window (each entry's packet and probe, as many again in flight) unless configured.
 dpa::ShmTransportConfig shm_transport(const Settings& s, const dpa::Config& config) {
   dpa::ShmTransportConfig shm;
-  if (const auto* given = std::get_if<dpa::ShmTransportConfig>(&config.transport)) shm = *given;
+  const auto* given = std::get_if<dpa::ShmTransportConfig>(&config.transport);
+  if (given != nullptr) shm = *given;
   if (!s.shm_fabric.empty()) shm.fabric = s.shm_fabric;
   const std::uint32_t payload = config.payload != 0 ? config.payload : kDefaultPayload;
-  shm.max_payload = std::max<std::uint32_t>(shm.max_payload, static_cast<std::uint32_t>(dpa::protocol::kHeaderSize) + 4 * payload);
+  shm.max_payload = std::max<std::uint32_t>(64, static_cast<std::uint32_t>(dpa::protocol::kHeaderSize) + 4 * payload);
+  if (given == nullptr) shm.buffers = static_cast<std::uint32_t>(std::clamp(4 * config.window + 32, 16, 65536));
   return shm;
 }
 
@@ -329,8 +336,12 @@ std::vector<json> run_mode(const Settings& s, const std::string& mode) {
     session.straggler_timeout = std::chrono::microseconds(s.straggler_timeout_us);
     dpa::SwitchConfig switch_config;
     if (const auto* shm = std::get_if<dpa::ShmTransportConfig>(&config.transport)) {
-      switch_config.transport = *shm;  // the workers' fabric, a free port of it
-      std::get<dpa::ShmTransportConfig>(switch_config.transport).base_port = 0;
+      // The workers' fabric, a free port of it, one result buffer per slot in use until every
+      // rank has read it.
+      dpa::ShmTransportConfig shared = *shm;
+      shared.base_port = 0;
+      shared.buffers = std::clamp<std::uint32_t>(2 * config.pool_slots() + 64, 16, 65536);
+      switch_config.transport = shared;
     } else {
       std::get<dpa::UdpTransportConfig>(switch_config.transport).bind_port = 0;
     }
@@ -433,9 +444,9 @@ int main(int argc, char** argv) {
   app.add_option("--transport", s.transport,
                  "Workers' transport: udp; shm (shared memory with the switch embedded here, or "
                  "with dpa-switch --transport shm on this host); or dpdk (needs --transport-config and "
-                 "--switch: start dpa-switch --transport dpdk first)")
-      ->check(CLI::IsMember({"udp", "dpdk", "shm"}))
-      ->capture_default_str();
+                 "--switch: start dpa-switch --transport dpdk first). Default: the --transport-config "
+                 "file's, else DPA_TRANSPORT, else shm when the switch is embedded here, else udp")
+      ->check(CLI::IsMember({"udp", "dpdk", "shm"}));
   app.add_option("--transport-config", s.transport_config,
                  "JSON file with the workers' \"udp\" or \"dpdk\" section (it replaces DPA_CONFIG's); "
                  "\"{rank}\" in its strings becomes the rank (see scripts/dpa-bench-memif.sh)")
@@ -446,12 +457,22 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
+    const bool embeds_switch = !s.switch_address && !dpa::env_string("DPA_SWITCH");
+    if (s.transport.empty()) {
+      if (!s.transport_config.empty()) {
+        s.transport = section_of(dpa::Config::from_json_file(s.transport_config).transport);
+      } else if (const auto variable = dpa::env_string("DPA_TRANSPORT")) {
+        s.transport = *variable;
+      } else {
+        s.transport = embeds_switch && !s.worker ? "shm" : "udp";
+      }
+    }
     if (s.transport == "dpdk" && (s.transport_config.empty() || !s.switch_address)) {
       throw dpa::ConfigError("--transport dpdk needs --transport-config FILE and --switch HOST:PORT (the switch "
                              "embedded here runs on sockets; start dpa-switch --transport dpdk)");
     }
-    if (s.transport == "shm" && s.transport_config.empty() && s.shm_fabric.empty() && !s.switch_address &&
-        !dpa::env_string("DPA_SWITCH") && !dpa::env_string("DPA_SHM_FABRIC")) {
+    if (s.transport == "shm" && s.transport_config.empty() && s.shm_fabric.empty() && embeds_switch &&
+        !dpa::env_string("DPA_SHM_FABRIC")) {
       s.shm_fabric = "bench-" + std::to_string(getpid());  // this run's switch and workers only
     }
     if (s.worker) return run_worker(s);
