@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -57,6 +59,9 @@ TEST(SwitchCli, StartUpErrorsNameTheSettingAndExitNonZero) {
       {{"--config", old_keys.path()}, "switch.host: moved to switch.udp.bind_host"},
       {{"--config", on_dpdk.path()}, "--port: applies to the udp transport"},
       {{"--transport", "dpdk"}, "--transport dpdk: the switch config (--config) has no \"dpdk\" section"},
+      {{"--transport", "shm", "--world-size", "2", "--host", "0.0.0.0"}, "--host: applies to the udp transport"},
+      {{"--world-size", "2", "--shm-fabric", "f"}, "--shm-fabric: applies to --transport shm"},
+      {{"--transport", "shm", "--world-size", "2", "--shm-fabric", "a/b"}, "switch.shm.fabric: \"a/b\" is not"},
   };
   for (const StartUpCase& c : cases) {
     std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", switch_path, "--port", "0"};
@@ -67,6 +72,31 @@ TEST(SwitchCli, StartUpErrorsNameTheSettingAndExitNonZero) {
     EXPECT_EQ(*code, 2) << process.output();
     EXPECT_THAT(process.output(), HasSubstr(c.expected));
   }
+}
+
+// dpa-switch on shared memory serves dpa-bench workers of another process group, checked.
+TEST(SwitchCli, SharedMemorySwitchServesWorkersOfOtherProcesses) {
+  const std::string switch_path = std::string(DPA_BINARY_DIR) + "/src/tools/dpa-switch";
+  const std::string bench_path = std::string(DPA_BINARY_DIR) + "/src/tools/dpa-bench";
+  const std::string fabric = "cli-test-" + std::to_string(getpid());
+  const std::string port_file = ::testing::TempDir() + "dpa_switch_cli_port_" + std::to_string(getpid());
+  std::filesystem::remove(port_file);
+  dpa::tools::Process sw({switch_path, "--transport", "shm", "--shm-fabric", fabric, "--port", "0", "--port-file",
+                          port_file, "--world-size", "2"});
+  const auto deadline = Clock::now() + 20s;
+  std::string port;
+  while (port.empty() && Clock::now() < deadline && !sw.wait_until(Clock::now() + 10ms).has_value()) {
+    std::ifstream(port_file) >> port;
+  }
+  std::filesystem::remove(port_file);
+  ASSERT_FALSE(port.empty()) << "dpa-switch wrote no port: " << sw.output();
+  dpa::tools::Process bench({"/bin/sh", "-c", "DPA_TRANSPORT=shm DPA_SHM_FABRIC=" + fabric + " exec \"$0\" \"$@\" 2>&1",
+                             bench_path, "-n", "2", "--switch", "127.0.0.1:" + port, "--sizes", "4KiB,256KiB",
+                             "--iterations", "3", "--warmup", "1", "--verify", "--timeout-ms", "20000"});
+  const auto code = bench.wait_until(Clock::now() + 90s);
+  ASSERT_TRUE(code.has_value()) << "dpa-bench still runs";
+  EXPECT_EQ(*code, 0) << bench.output();
+  EXPECT_THAT(bench.output(), HasSubstr("262144"));
 }
 
 }  // namespace
