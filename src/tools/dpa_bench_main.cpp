@@ -24,6 +24,7 @@
 #include "dpa/env.hpp"
 #include "dpa/error.hpp"
 #include "dpa/host_port.hpp"
+#include "dpa/job_sizing.hpp"
 #include "dpa/switch.hpp"
 #include "protocol/wire.hpp"
 #include "tools/process.hpp"
@@ -50,7 +51,10 @@ struct Settings {
   std::optional<std::int64_t> join_timeout_ms;  // DPA_JOIN_TIMEOUT_MS
   // Settings of the switch started here.
   std::optional<std::uint32_t> payload;     // DPA_PAYLOAD, else kDefaultPayload
-  int switch_threads = 1;
+  std::optional<int> switch_threads;       // DPA_SWITCH_THREADS, else sized (or 1 with --switch)
+  // The job's sizing (dpa/job_sizing.hpp) when the launcher starts the switch: computed there
+  // from the host and the DPA_* variables, with the flags given on top, and handed to the workers.
+  std::string sizing;
   std::int64_t straggler_timeout_us = 5000;
   // The benchmark itself.
   std::vector<std::string> sizes = {"4KiB", "64KiB", "1MiB", "16MiB", "64MiB"};
@@ -138,6 +142,7 @@ dpa::Config worker_config(const Settings& s) {
     config.switch_host = address.host;
     config.switch_port = address.port;
   }
+  if (!s.sizing.empty()) dpa::JobSizing::from_text(s.sizing).configure_wide(config);
   if (s.threads) config.threads = *s.threads;
   if (s.window) config.window = *s.window;
   if (s.rto_us) {
@@ -163,6 +168,34 @@ dpa::Config worker_config(const Settings& s) {
   }
   config.validate();
   return config;
+}
+
+// The small-packet session's worker config beside `wide`, when the sizing has one.
+std::optional<dpa::Config> small_config(const Settings& s, const dpa::Config& wide) {
+  if (s.sizing.empty()) return std::nullopt;
+  const dpa::JobSizing sizing = dpa::JobSizing::from_text(s.sizing);
+  if (sizing.small_payload == 0) return std::nullopt;
+  dpa::Config small = sizing.small_config(wide);
+  small.validate();
+  return small;
+}
+
+// The sizing of a run whose switch this launcher starts: the host's and the DPA_* variables'
+// (docs/tuning.md §8), then the flags given. The transport stays dpa-bench's own choice.
+dpa::JobSizing launcher_sizing(const Settings& s, int ranks) {
+  dpa::Config from_env = dpa::Config::from_env();
+  from_env.world_size = ranks;
+  dpa::JobSizing sizing = dpa::JobSizing::for_job(ranks, dpa::HostResources::probe(32 << 20), from_env);
+  if (s.threads) sizing.threads = *s.threads;
+  if (s.window) sizing.window = *s.window;
+  if (s.payload) {
+    sizing.payload = *s.payload;  // one payload for every size, as with DPA_PAYLOAD
+    sizing.small_payload = 0;
+  }
+  if (s.switch_threads) sizing.switch_threads = *s.switch_threads;
+  if (s.busy_poll_us) sizing.busy_poll = sizing.small_busy_poll = std::chrono::microseconds(*s.busy_poll_us);
+  sizing.shm_fabric = 0;
+  return sizing;
 }
 
 // The launcher's ranks: --ranks, else DPA_WORLD_SIZE / WORLD_SIZE (or DPA_CONFIG), else 2.
@@ -225,6 +258,10 @@ int run_worker(const Settings& s) {
   const int rank = config.rank;
   const int ranks = config.world_size;
   dpa::Context context(config);
+  // Sizes of fewer elements than the wide session's payload go to the small-packet session.
+  const std::optional<dpa::Config> small = small_config(s, config);
+  std::optional<dpa::Context> small_context;
+  if (small) small_context.emplace(*small, context.submit_order());
 
   const bool is_float = s.dtype == "float32";
   const dpa::DataType type = is_float ? dpa::DataType::float32 : dpa::DataType::int32;
@@ -237,7 +274,10 @@ int run_worker(const Settings& s) {
     const std::size_t bytes = parse_size(size_text);
     const std::size_t count = std::max<std::size_t>(1, bytes / 4);
     std::vector<float> buffer(count);
-    std::vector<std::uint64_t> contributors((count + context.payload() - 1) / context.payload());
+    const bool goes_small = small_context && count < context.payload();
+    dpa::Context& session = goes_small ? *small_context : context;
+    const dpa::Config& used = goes_small ? *small : config;
+    std::vector<std::uint64_t> contributors((count + session.payload() - 1) / session.payload());
     dpa::AllreduceOptions options;
     options.block_contributors = contributors.data();
     std::vector<double> seconds;
@@ -251,9 +291,9 @@ int run_worker(const Settings& s) {
       // Fresh input every time, so repeated in-place sums cannot overflow.
       fill_input(buffer, rank, is_float);
       const auto start = Clock::now();
-      const dpa::OpStats stats = context.allreduce(buffer.data(), buffer.data(), count, type, options);
+      const dpa::OpStats stats = session.allreduce(buffer.data(), buffer.data(), count, type, options);
       const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-      if (s.verify) wrong += verify_output(buffer, rank, ranks, is_float, context.payload(), contributors);
+      if (s.verify) wrong += verify_output(buffer, rank, ranks, is_float, session.payload(), contributors);
       if (i >= s.warmup) {
         seconds.push_back(elapsed);
         totals += stats;
@@ -262,11 +302,11 @@ int run_worker(const Settings& s) {
     const double p50 = percentile(seconds, 0.5);
     json line = {{"rank", rank},
                  {"mode", s.mode},
-                 {"threads", config.threads},
-                 {"window", config.window},
+                 {"threads", used.threads},
+                 {"window", used.window},
                  {"timeout_ms", config.timeout.count()},
                  {"bytes", count * 4},
-                 {"payload", context.payload()},
+                 {"payload", session.payload()},
                  {"elements", count},
                  {"p50_us", p50 * 1e6},
                  {"p99_us", percentile(seconds, 0.99) * 1e6},
@@ -310,6 +350,7 @@ std::vector<std::string> worker_argv(const Settings& s, int ranks, int rank, con
   forward("--join-timeout-ms", s.join_timeout_ms);
   forward("--payload", s.payload);
   if (s.verify) argv.emplace_back("--verify");
+  if (!s.sizing.empty()) argv.insert(argv.end(), {"--sizing", s.sizing});
   if (!s.transport_config.empty()) {
     argv.insert(argv.end(), {"--transport", s.transport, "--transport-config", s.transport_config});
   } else if (s.transport == "shm") {
@@ -328,26 +369,42 @@ std::vector<json> run_mode(const Settings& s, const std::string& mode) {
   std::unique_ptr<dpa::SoftwareSwitch> sw;
   std::string switch_address = config.switch_host + ":" + std::to_string(config.switch_port);
   if (!s.switch_address && !dpa::env_string("DPA_SWITCH")) {
-    dpa::SessionConfig session;
-    session.id = config.session;
-    session.world_size = config.world_size;
-    session.payload = config.payload != 0 ? config.payload : kDefaultPayload;
-    session.pool_size = std::max<std::uint32_t>(4096, config.pool_slots());
-    session.straggler_timeout = std::chrono::microseconds(s.straggler_timeout_us);
+    const std::optional<dpa::Config> small = small_config(resolved, config);
+    const auto session_of = [&](const dpa::Config& worker, std::uint32_t pool_base, std::uint32_t pool_size) {
+      dpa::SessionConfig session;
+      session.id = worker.session;
+      session.world_size = worker.world_size;
+      session.payload = worker.payload != 0 ? worker.payload : kDefaultPayload;
+      session.pool_base = pool_base;
+      session.pool_size = pool_size;
+      session.straggler_timeout = std::chrono::microseconds(s.straggler_timeout_us);
+      return session;
+    };
     dpa::SwitchConfig switch_config;
+    switch_config.sessions = {session_of(config, 0, std::max<std::uint32_t>(4096, config.pool_slots()))};
+    std::uint32_t slots_in_use = config.pool_slots();
+    if (small) {
+      switch_config.sessions.push_back(session_of(*small, switch_config.sessions[0].pool_size, small->pool_slots()));
+      slots_in_use += small->pool_slots();
+    }
     if (const auto* shm = std::get_if<dpa::ShmTransportConfig>(&config.transport)) {
       // The workers' fabric, a free port of it, one result buffer per slot in use until every
       // rank has read it.
       dpa::ShmTransportConfig shared = *shm;
       shared.base_port = 0;
-      shared.buffers = std::clamp<std::uint32_t>(2 * config.pool_slots() + 64, 16, 65536);
+      shared.max_payload = std::max(shared.max_payload, small ? std::get<dpa::ShmTransportConfig>(small->transport).max_payload : 0u);
+      shared.buffers = std::clamp<std::uint32_t>(2 * slots_in_use + 64, 16, 65536);
       switch_config.transport = shared;
     } else {
       std::get<dpa::UdpTransportConfig>(switch_config.transport).bind_port = 0;
     }
-    switch_config.threads = s.switch_threads;
-    switch_config.busy_poll = config.busy_poll;
-    switch_config.sessions = {session};
+    const std::optional<dpa::JobSizing> sizing =
+        s.sizing.empty() ? std::nullopt : std::optional(dpa::JobSizing::from_text(s.sizing));
+    switch_config.threads = s.switch_threads.value_or(sizing ? sizing->switch_threads : 1);
+    // As the PyTorch backend's embedded switch: every thread spins when the wide session does,
+    // otherwise only thread 0, which serves the small session.
+    switch_config.busy_poll = std::max(config.busy_poll, small ? small->busy_poll : config.busy_poll);
+    switch_config.busy_poll_threads = small && config.busy_poll.count() == 0 ? 1 : 0;
     sw = std::make_unique<dpa::SoftwareSwitch>(switch_config);
     switch_address = "127.0.0.1:" + std::to_string(sw->port());
   }
@@ -419,7 +476,9 @@ int main(int argc, char** argv) {
   app.add_option("--payload", s.payload,
                  "Values per packet of the switch started here and of the workers (DPA_PAYLOAD; default 2048 "
                  "for the switch started here, the session's for workers)");
-  app.add_option("--switch-threads", s.switch_threads, "Threads of the switch started here")->capture_default_str();
+  app.add_option("--switch-threads", s.switch_threads,
+                 "Threads of the switch started here (default: sized, as DPA_SWITCH_THREADS)");
+  app.add_option("--sizing", s.sizing, "The job's sizing (set by the launcher for its workers)");
   app.add_option("--straggler-rank", s.straggler_rank, "Rank delayed before every operation");
   app.add_option("--straggler-delay-ms", s.straggler_delay_ms, "Delay of the straggler per operation");
   app.add_option("--k", s.k, "K for the fastest-K modes (DPA_K; default ranks - 1)");
@@ -477,6 +536,7 @@ int main(int argc, char** argv) {
     }
     if (s.worker) return run_worker(s);
     s.ranks = launcher_ranks(s, dpa::Config::from_env());
+    if (embeds_switch) s.sizing = launcher_sizing(s, *s.ranks).to_text();
     if (s.straggler_delay_ms > 0 && s.straggler_rank < 0) s.straggler_rank = *s.ranks - 1;
     std::vector<std::string> modes;
     std::stringstream list(s.modes.empty() ? (s.straggler_delay_ms > 0 ? "full,reactive,preemptive" : "full")
@@ -501,6 +561,7 @@ int main(int argc, char** argv) {
                     ? (", rank " + std::to_string(s.straggler_rank) + " delayed " +
                        std::to_string(s.straggler_delay_ms) + " ms per operation").c_str()
                     : "");
+    if (!s.sizing.empty()) std::printf("sizing: %s\n", s.sizing.c_str());
     print_table(s, all);
     if (!s.json_path.empty()) std::ofstream(s.json_path) << json(all).dump(2) << "\n";
     return 0;

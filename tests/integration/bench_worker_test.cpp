@@ -89,11 +89,12 @@ TEST(BenchWorker, BadVariableIsNamedBeforeAnythingStarts) {
 }
 
 // The launcher's workers inherit its environment; flags given to the launcher win over it.
+// 256 KiB is above the sized payload: the wide session, whose threads and window these set.
 TEST(BenchWorker, LauncherWorkersUseTheVariablesAndTheFlagsGiven) {
   const std::string json_path = testing::TempDir() + "/dpa-bench-env-" + std::to_string(getpid()) + ".json";
   dpa::tools::Process launcher = start_bench(
       "DPA_THREADS=2 DPA_WINDOW=8 DPA_TIMEOUT_MS=60000",
-      {"-n", "2", "--sizes", "4KiB", "--warmup", "0", "--iterations", "1", "--timeout-ms", "5000", "--json", json_path});
+      {"-n", "2", "--sizes", "256KiB", "--warmup", "0", "--iterations", "1", "--timeout-ms", "5000", "--json", json_path});
   const auto code = launcher.wait_until(Clock::now() + 120s);
   ASSERT_TRUE(code.has_value());
   EXPECT_EQ(*code, 0) << launcher.output();
@@ -119,6 +120,27 @@ TEST(BenchWorker, SharedMemoryRunVerifiesEveryResult) {
     ASSERT_TRUE(code.has_value());
     EXPECT_EQ(*code, 0) << launcher.output();
     EXPECT_THAT(launcher.output(), HasSubstr("1048576"));
+  }
+}
+
+// Without flags the launcher sizes the job as the PyTorch backend does: small sizes on the
+// small-packet session, large ones on the wide session, both checked.
+TEST(BenchWorker, LauncherSizesTheJobAndRoutesSizesToTwoSessions) {
+  const std::string json_path = testing::TempDir() + "/dpa-bench-sized-" + std::to_string(getpid()) + ".json";
+  dpa::tools::Process launcher =
+      start_bench("", {"-n", "2", "--sizes", "4KiB,1MiB", "--warmup", "1", "--iterations", "2", "--verify",
+                       "--timeout-ms", "20000", "--json", json_path});
+  const auto code = launcher.wait_until(Clock::now() + 120s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 0) << launcher.output();
+  EXPECT_THAT(launcher.output(), HasSubstr("sizing: threads="));
+  nlohmann::json lines;
+  std::ifstream(json_path) >> lines;
+  std::remove(json_path.c_str());
+  ASSERT_EQ(lines.size(), 4u);
+  for (const nlohmann::json& line : lines) {
+    EXPECT_EQ(line["payload"], line["bytes"] == 4096 ? 2048 : 16000) << line.dump();
+    EXPECT_EQ(line["wrong"], 0);
   }
 }
 
