@@ -27,7 +27,10 @@ Segment* ShmQueue::destination(std::uint16_t port) {
     // Its owner went (a new one may have the port now). Its packets still in the inbox, or
     // handed out by the last receive, keep reading its buffers: it stays mapped a while.
     constexpr std::size_t kRetiredKept = 64;
-    if (retired_.size() == kRetiredKept) retired_.erase(retired_.begin());
+    if (retired_.size() == kRetiredKept) {
+      if (last_source_ == retired_.front().get()) last_source_ = nullptr;
+      retired_.erase(retired_.begin());
+    }
     retired_.push_back(std::move(found->second));
     peers_.erase(found);
     found = peers_.end();
@@ -45,16 +48,17 @@ Segment* ShmQueue::source(const Descriptor& packet) {
   const auto matches = [&](const Segment* segment) {
     return segment != nullptr && segment->port() == packet.port && segment->tag() == packet.tag;
   };
-  if (packet.port == own_->port()) return matches(own_.get()) ? own_.get() : nullptr;
+  if (matches(last_source_)) return last_source_;  // a burst mostly comes from one sender
+  if (packet.port == own_->port()) return matches(own_.get()) ? last_source_ = own_.get() : nullptr;
   if (const auto found = peers_.find(packet.port); found != peers_.end() && matches(found->second.get())) {
-    return found->second.get();
+    return last_source_ = found->second.get();
   }
   for (const auto& segment : retired_) {
-    if (matches(segment.get())) return segment.get();
+    if (matches(segment.get())) return last_source_ = segment.get();
   }
   // A sender this queue has not sent to yet, or a port's new owner.
   Segment* current = destination(packet.port);
-  return matches(current) ? current : nullptr;
+  return matches(current) ? last_source_ = current : nullptr;
 }
 
 std::size_t ShmQueue::allocate(std::span<TxBuffer> out) {

@@ -58,6 +58,7 @@ class ShmQueue final : public Queue {
   // Segments of owners that left, kept mapped for their packets still in the inbox; a few.
   std::vector<std::unique_ptr<Segment>> retired_;
   Segment* last_destination_ = nullptr;  // the last one looked up (most sends go to one port)
+  Segment* last_source_ = nullptr;       // the last sender's (most bursts come from one)
   std::vector<std::uint16_t> free_;     // own buffers nobody references
   std::vector<std::uint16_t> pending_;  // own buffers released here, still in some inbox or receiver
   std::vector<std::uint64_t> received_;     // descriptors handed out by the last receive()
