@@ -27,6 +27,7 @@ DpdkQueue::DpdkQueue(std::shared_ptr<PortState> port, std::uint16_t queue, rte_m
 DpdkQueue::~DpdkQueue() {
   flush();
   rte_pktmbuf_free_bulk(held_.data(), static_cast<unsigned>(held_count_));
+  rte_pktmbuf_free_bulk(recycled_.data(), static_cast<unsigned>(recycled_count_));
   for (TxBurst& burst : tx_) rte_pktmbuf_free_bulk(burst.packets.data(), static_cast<unsigned>(burst.count));
   port_->opened[queue_].store(false);
 }
@@ -197,6 +198,11 @@ void DpdkQueue::request_arp(std::uint32_t ip) {
 std::size_t DpdkQueue::allocate(std::span<TxBuffer> out) {
   std::array<rte_mbuf*, kMaxBurst> mbufs;
   std::size_t given = 0;
+  for (; given < out.size() && recycled_count_ > 0; ++given) {
+    rte_mbuf* mbuf = recycled_[--recycled_count_];
+    rte_pktmbuf_reset(mbuf);
+    out[given] = TxBuffer{frame_of(mbuf) + kFrameHeaderBytes, 0, port_->max_payload, mbuf};
+  }
   while (given < out.size()) {
     // All or nothing per call in DPDK: ask for a burst at a time, then one by one at the end.
     const std::size_t wanted = std::min(out.size() - given, kMaxBurst);
@@ -218,8 +224,14 @@ std::size_t DpdkQueue::allocate(std::span<TxBuffer> out) {
 
 void DpdkQueue::release(std::span<TxBuffer> buffers) {
   for (TxBuffer& buffer : buffers) {
-    // A buffer still waiting in a TX ring keeps its other references; the PMD frees it last.
-    if (buffer.native != nullptr) rte_pktmbuf_free(static_cast<rte_mbuf*>(buffer.native));
+    auto* mbuf = static_cast<rte_mbuf*>(buffer.native);
+    if (mbuf != nullptr && recycled_count_ < recycled_.size() && RTE_MBUF_DIRECT(mbuf) &&
+        rte_mbuf_refcnt_read(mbuf) == 1 && mbuf->next == nullptr && mbuf->pool == pool_) {
+      recycled_[recycled_count_++] = mbuf;  // ours alone: no TX ring or clone holds it
+    } else if (mbuf != nullptr) {
+      // A buffer still waiting in a TX ring keeps its other references; the PMD frees it last.
+      rte_pktmbuf_free(mbuf);
+    }
     buffer = TxBuffer{};
   }
 }
