@@ -2,12 +2,14 @@
 # dpa-bench with workers and dpa-switch all on DPDK over net_memif (no NIC, no hugepages): the
 # switch thread busy-polls on an lcore pinned to one core, each rank's worker thread on its own.
 #
-#   scripts/dpa-bench-memif.sh [-n RANKS] [-p PAYLOAD] [--mtu MTU] [--switch-core C]
-#                              [-- dpa-bench options...]
+#   scripts/dpa-bench-memif.sh [-n RANKS] [-p PAYLOAD] [--mtu MTU] [--switch-core C] [--bsize BYTES]
+#                              [--zero-copy] [-- dpa-bench options...]
 #
 # Builds nothing: DPA_BUILD_DIR (default ./build) must hold dpa-switch and dpa-bench built with DPDK.
 # Rank r's worker thread runs on an lcore pinned to core r (dpdk.cores), the switch thread on
 # --switch-core (default 1); the processes' main threads keep every CPU and mostly sleep.
+# --bsize sets memif's packet buffer size (jumbo MTUs), --zero-copy the workers' memif zero-copy
+# mode (configs from scripts/dpa-memif-config.sh). The switch prints its packets per busy core.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${DPA_BUILD_DIR:-$root/build}"
@@ -15,14 +17,18 @@ ranks=1
 payload=256
 mtu=1500
 switch_core=1
+bsize=""
+zero_copy=""
 while (($#)); do
   case "$1" in
     -n) ranks=$2; shift 2 ;;
     -p) payload=$2; shift 2 ;;
     --mtu) mtu=$2; shift 2 ;;
     --switch-core) switch_core=$2; shift 2 ;;
+    --bsize) bsize=$2; shift 2 ;;
+    --zero-copy) zero_copy=1; shift ;;
     --) shift; break ;;
-    -h | --help) sed -n '2,11s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,14s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "dpa-bench-memif.sh: unknown option '$1' (dpa-bench options go after --)" >&2; exit 2 ;;
   esac
 done
@@ -36,27 +42,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-vdevs=""
-ports=""
-for ((rank = 0; rank < ranks; ++rank)); do
-  vdevs+="${vdevs:+, }\"net_memif$rank,role=server,id=0,socket-abstract=no,socket=$work/rank$rank.sock\""
-  ports+="${ports:+, }\"net_memif$rank\""
-done
-cat >"$work/switch.json" <<JSON
-{"switch": {"threads": 1,
-            "dpdk": {"cores": "$switch_core", "vdevs": [$vdevs], "no_huge": true, "memory_mb": 512,
-                     "file_prefix": "$prefix-switch", "eal_args": ["--no-pci", "--log-level=lib.eal:error"],
-                     "ports": [$ports], "local_ip": "10.96.0.100", "local_port": 4242, "mtu": $mtu,
-                     "mbufs": 16383}},
- "sessions": [{"id": 1, "world_size": $ranks, "payload": $payload, "pool_size": 8192}]}
-JSON
+config="$root/scripts/dpa-memif-config.sh"
+"$config" switch --dir "$work" --ranks "$ranks" --prefix "$prefix-switch" --ip 10.96.0.100 --port 4242 \
+  --core "$switch_core" --mtu "$mtu" --mbufs 16383 --memory-mb 512 --payload "$payload" --pool-size 8192 \
+  ${bsize:+--bsize "$bsize"} >"$work/switch.json"
 # {rank} is replaced by dpa-bench for every rank.
-cat >"$work/worker.json" <<JSON
-{"dpdk": {"vdevs": ["net_memif0,role=client,id=0,socket-abstract=no,socket=$work/rank{rank}.sock"],
-          "cores": "{rank}", "no_huge": true, "memory_mb": 512, "file_prefix": "$prefix-{rank}",
-          "eal_args": ["--no-pci", "--log-level=lib.eal:error"], "ports": ["net_memif0"],
-          "local_ip": "10.96.1.{rank}", "local_port": 5000, "mtu": $mtu, "mbufs": 16383}}
-JSON
+"$config" worker --dir "$work" --rank '{rank}' --prefix "$prefix-{rank}" --ip '10.96.1.{rank}' --port 5000 \
+  --core '{rank}' --mtu "$mtu" --mbufs 16383 --memory-mb 512 ${bsize:+--bsize "$bsize"} \
+  ${zero_copy:+--zero-copy} >"$work/worker.json"
 
 "$build/src/tools/dpa-switch" --config "$work/switch.json" --transport dpdk --port-file "$work/port" \
   >"$work/switch.log" 2>&1 &

@@ -13,6 +13,7 @@
 #include "dpa/config.hpp"
 #include "dpa/error.hpp"
 #include "dpa/submit_order.hpp"
+#include "dpa/transport_counters.hpp"
 #include "dpa/types.hpp"
 
 namespace dpa {
@@ -115,6 +116,9 @@ class Context {
   [[nodiscard]] std::uint32_t payload() const;  // values per packet agreed with the switch
   [[nodiscard]] const Config& config() const;
   [[nodiscard]] const SubmitOrder& submit_order() const;
+  // The transport counters of the context's threads, summed, as of the end of their latest
+  // operation parts: read them between operations (TransportCounters::since gives a difference).
+  [[nodiscard]] TransportCounters transport_counters() const;
 
  private:
   template <typename T>

@@ -90,6 +90,10 @@ struct SwitchCounters {
   std::uint64_t dropped_bad_token = 0;    // data or probes without the generation's job token
   std::uint64_t joins_refused = 0;        // JOINs refused because another job holds the session
   std::uint64_t leaves = 0;
+  // Time the switch threads spent on packets: their running time less their transport's idle
+  // time (DPDK: poll steps that found nothing; sockets: blocked waiting). rx_packets / busy_ns is
+  // the packet rate one switch core sustains.
+  std::uint64_t busy_ns = 0;
 
   SwitchCounters& operator+=(const SwitchCounters& other);
   [[nodiscard]] std::string to_string() const;  // one "name value" pair per line

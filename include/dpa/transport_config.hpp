@@ -90,4 +90,12 @@ struct ShmTransportConfig {
 
 using TransportConfig = std::variant<UdpTransportConfig, DpdkTransportConfig, ShmTransportConfig>;
 
+// Validates the chosen section of a device with `threads` queues (the worker's and the switch's
+// config readers both call this): its own keys, and that the base port leaves room for every
+// queue (queue t uses base + t). Sections are named `prefix` + "udp" / "dpdk" / "shm" ("" or "switch.");
+// `port_variable` and `threads_variable` name the environment variables that set the UDP or shm base
+// port and the thread count, for the message (empty where none does).
+void validate_transport(const TransportConfig& transport, int threads, const std::string& prefix,
+                        const std::string& port_variable, const std::string& threads_variable);
+
 }  // namespace dpa

@@ -343,23 +343,7 @@ void Config::validate() const {
   require_in(kProbabilities, faults.delay, "faults.delay", "DPA_FAULT_DELAY");
   require_in(kFaultDelayUs, std::chrono::microseconds(faults.delay_time).count(), "faults.delay_time_us",
              "DPA_FAULT_DELAY_US");
-  // Thread t uses the transport's base port + t, so the last thread's port must exist too.
-  if (const auto* udp = std::get_if<UdpTransportConfig>(&transport)) {
-    udp->validate("udp");
-    require(udp->bind_port == 0 || udp->bind_port + threads - 1 <= std::numeric_limits<std::uint16_t>::max(),
-            "udp.bind_port {} + threads {} - 1 exceeds 65535 (DPA_LOCAL_PORT, DPA_THREADS)", udp->bind_port,
-            threads);
-  } else if (const auto* shm = std::get_if<ShmTransportConfig>(&transport)) {
-    shm->validate("shm");
-    require(shm->base_port == 0 || shm->base_port + threads - 1 <= std::numeric_limits<std::uint16_t>::max(),
-            "shm.base_port {} + threads {} - 1 exceeds 65535 (DPA_LOCAL_PORT, DPA_THREADS)", shm->base_port,
-            threads);
-  } else {
-    const auto& dpdk = std::get<DpdkTransportConfig>(transport);
-    dpdk.validate("dpdk");
-    require(dpdk.local_port + threads - 1 <= std::numeric_limits<std::uint16_t>::max(),
-            "dpdk.local_port {} + threads {} - 1 exceeds 65535 (DPA_THREADS)", dpdk.local_port, threads);
-  }
+  validate_transport(transport, threads, "", "DPA_LOCAL_PORT", "DPA_THREADS");
 }
 
 }  // namespace dpa

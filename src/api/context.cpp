@@ -107,6 +107,11 @@ class ContextImpl {
 
   [[nodiscard]] const Config& config() const { return config_; }
   [[nodiscard]] std::uint32_t payload() const { return session_.payload; }
+  [[nodiscard]] TransportCounters transport_counters() const {
+    TransportCounters total;
+    for (const auto& engine : engines_) total += engine->counters();
+    return total;
+  }
   [[nodiscard]] const SubmitOrder& order() const { return order_; }
 
  private:
@@ -232,6 +237,7 @@ Handle Context::allreduce_async(const SubmitOrder::Turn& turn, const void* in, v
 int Context::rank() const { return impl_->config().rank; }
 int Context::world_size() const { return impl_->config().world_size; }
 std::uint32_t Context::payload() const { return impl_->payload(); }
+TransportCounters Context::transport_counters() const { return impl_->transport_counters(); }
 const Config& Context::config() const { return impl_->config(); }
 const SubmitOrder& Context::submit_order() const { return impl_->order(); }
 

@@ -63,10 +63,17 @@ bool EngineRunner::run_here(const Operation& op) {
   return true;
 }
 
+transport::QueueCounters EngineRunner::counters() {
+  std::lock_guard lock(queue_mutex_);
+  return counters_;
+}
+
 void EngineRunner::finish_executing() {
   bool wake = false;
+  const transport::QueueCounters counters = queue_->counters();
   {
     std::lock_guard lock(queue_mutex_);
+    counters_ = counters;
     executing_ = false;
     wake = !operations_.empty() || stop_.load(std::memory_order_relaxed);
   }

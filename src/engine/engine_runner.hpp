@@ -43,6 +43,9 @@ class EngineRunner {
   [[nodiscard]] transport::Queue& queue() { return *queue_; }
   // Where the thread runs ("lcore 1 (core 2)", "a std::thread"), for the logs.
   [[nodiscard]] std::string where() const { return thread_ ? thread_->where() : "stopped"; }
+  // The queue's counters as of the end of the last operation part (the queue itself is only
+  // read by the thread that drives it).
+  [[nodiscard]] transport::QueueCounters counters();
 
  private:
   void run();
@@ -58,6 +61,7 @@ class EngineRunner {
   std::vector<transport::RxPacket> rx_;
 
   std::mutex queue_mutex_;
+  transport::QueueCounters counters_;  // guarded by queue_mutex_
   std::condition_variable queue_ready_;
   std::deque<std::shared_ptr<Operation>> operations_;
   bool executing_ = false;  // a part runs, on the runner's thread or a waiter's

@@ -55,11 +55,19 @@ std::atomic<const Kernels*>& active_slot() {
 
 const Kernels& kernels() { return *active_slot().load(std::memory_order_acquire); }
 
-// The largest float <= value: clamping to it in the float domain keeps the rounded int32 within
-// +-value (float(value) itself may round up, e.g. INT32_MAX -> 2^31).
+// 2^e as a float: built from its bits in the normal range (a libm call per block costs more than
+// the block's exponent arithmetic), std::ldexp outside it (subnormal, infinite).
+float power_of_two(int e) {
+  if (e >= -126 && e <= 127) return std::bit_cast<float>(static_cast<std::uint32_t>(e + 127) << 23);
+  return std::ldexp(1.0f, e);
+}
+
+// The largest float <= value (> 0): clamping to it in the float domain keeps the rounded int32
+// within +-value (float(value) itself may round up, e.g. INT32_MAX -> 2^31). The next float
+// toward zero of a positive float is the one whose bits are one less.
 float float_at_most(std::int32_t value) {
   const auto f = static_cast<float>(value);
-  return static_cast<std::int64_t>(f) > value ? std::nextafter(f, 0.0f) : f;
+  return static_cast<std::int64_t>(f) > value ? std::bit_cast<float>(std::bit_cast<std::uint32_t>(f) - 1) : f;
 }
 
 }  // namespace
@@ -67,7 +75,7 @@ float float_at_most(std::int32_t value) {
 std::int8_t block_exponent(const float* values, std::size_t n) {
   bool non_finite = false;
   const float max = kernels().max_abs(values, n, &non_finite);
-  if (non_finite || max >= std::ldexp(1.0f, kExpMax)) return kExpNonFinite;
+  if (non_finite || max >= power_of_two(kExpMax)) return kExpNonFinite;
   if (max == 0.0f) return kExpZero;
   // max = m * 2^x with m in [0.5, 1): 2^x bounds it, and 2^(x-1) already does when m == 0.5.
   int x = 0;
@@ -86,7 +94,7 @@ std::int32_t contribution_limit(int world) { return INT32_MAX / world; }
 
 void quantize(const float* in, std::size_t n, std::int8_t exp, int world, std::byte* out) {
   assert(exp != kExpZero && exp != kExpNonFinite);
-  const float scale = std::ldexp(1.0f, scale_shift(exp, world));
+  const float scale = power_of_two(scale_shift(exp, world));
   kernels().quantize(in, n, scale, float_at_most(contribution_limit(world)), out);
 }
 
@@ -99,7 +107,7 @@ void dequantize(const std::byte* in, std::size_t n, std::int8_t exp, int world,
   }
   // One factor for the block, so scalar and AVX2 both do exactly one multiply per value.
   const float factor =
-      std::ldexp(1.0f, -scale_shift(exp, world)) / static_cast<float>(std::max(divisor, 1U));
+      power_of_two(-scale_shift(exp, world)) / static_cast<float>(std::max(divisor, 1U));
   kernels().dequantize(in, n, factor, out);
 }
 

@@ -35,6 +35,7 @@ constexpr std::array kCounterFields{
     CounterField{"dropped_bad_token", &SwitchCounters::dropped_bad_token},
     CounterField{"joins_refused", &SwitchCounters::joins_refused},
     CounterField{"leaves", &SwitchCounters::leaves},
+    CounterField{"busy_ns", &SwitchCounters::busy_ns},
 };
 // A counter added to the struct but not to the list above would be silently skipped.
 static_assert(sizeof(SwitchCounters) == kCounterFields.size() * sizeof(std::uint64_t));

@@ -270,6 +270,7 @@ class SwitchImpl {
 
     const bool spins = config_.busy_poll_threads == 0 || static_cast<int>(index) < config_.busy_poll_threads;
     const auto spin = spins ? std::chrono::nanoseconds(config_.busy_poll) : std::chrono::nanoseconds(0);
+    const std::uint64_t started_ns = steady_now_ns();
     while (!stop_.load(std::memory_order_relaxed)) {
       passed_epoch_[index].store(epoch_.load(std::memory_order_acquire), std::memory_order_release);
       std::size_t received = 0;
@@ -287,6 +288,7 @@ class SwitchImpl {
       }
       batch.counters.rx_packets += received;
       batch.finish();
+      batch.counters.busy_ns = steady_now_ns() - started_ns - io.counters().idle_ns;
       std::lock_guard lock(counters_mutex_);
       counters_[index] = batch.counters;
     }

@@ -216,21 +216,7 @@ UdpTransportConfig SwitchConfig::udp_defaults() {
 void SwitchConfig::validate() const {
   require(threads >= 1 && threads <= kMaxSwitchThreads, "switch.threads {} out of range [1, {}]", threads,
           kMaxSwitchThreads);
-  // Thread i listens on the base port + i, so the last thread's port must exist too.
-  if (const auto* udp = std::get_if<UdpTransportConfig>(&transport)) {
-    udp->validate("switch.udp");
-    require(udp->bind_port == 0 || udp->bind_port + threads - 1 <= std::numeric_limits<std::uint16_t>::max(),
-            "switch.udp.bind_port {} + threads {} - 1 exceeds 65535", udp->bind_port, threads);
-  } else if (const auto* shm = std::get_if<ShmTransportConfig>(&transport)) {
-    shm->validate("switch.shm");
-    require(shm->base_port == 0 || shm->base_port + threads - 1 <= std::numeric_limits<std::uint16_t>::max(),
-            "switch.shm.base_port {} + threads {} - 1 exceeds 65535", shm->base_port, threads);
-  } else {
-    const auto& dpdk = std::get<DpdkTransportConfig>(transport);
-    dpdk.validate("switch.dpdk");
-    require(dpdk.local_port + threads - 1 <= std::numeric_limits<std::uint16_t>::max(),
-            "switch.dpdk.local_port {} + threads {} - 1 exceeds 65535", dpdk.local_port, threads);
-  }
+  validate_transport(transport, threads, "switch.", "", "");
   require(busy_poll.count() >= 0 && busy_poll <= std::chrono::seconds(1),
           "switch.busy_poll_us {} out of range [0, 1000000]", busy_poll.count());
   require(busy_poll_threads >= 0 && busy_poll_threads <= threads,

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
 #include <chrono>
@@ -284,7 +285,9 @@ int run_worker(const Settings& s) {
     std::size_t wrong = 0;
     dpa::OpStats totals;
     context.allreduce(&token, &token, 1, dpa::DataType::float32, barrier);
+    dpa::TransportCounters before = context.transport_counters();
     for (int i = 0; i < s.warmup + s.iterations; ++i) {
+      if (i == s.warmup) before = context.transport_counters();
       if (rank == s.straggler_rank && s.straggler_delay_ms > 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(s.straggler_delay_ms));
       }
@@ -300,6 +303,9 @@ int run_worker(const Settings& s) {
       }
     }
     const double p50 = percentile(seconds, 0.5);
+    // The timed operations' packets through this rank's queues (DPDK: and the TX bursts that
+    // carried them, so tx_packets / tx_bursts is how full a burst left).
+    const dpa::TransportCounters io = context.transport_counters().since(before);
     json line = {{"rank", rank},
                  {"mode", s.mode},
                  {"threads", used.threads},
@@ -315,6 +321,12 @@ int run_worker(const Settings& s) {
                  {"blocks", totals.blocks},
                  {"partial", totals.blocks_partial},
                  {"missed", totals.blocks_missed},
+                 {"rx_packets", io.rx_packets},
+                 {"tx_packets", io.tx_packets},
+                 {"tx_bursts", io.tx_bursts},
+                 {"tx_errors", io.tx_errors},
+                 {"rx_dropped", io.rx_dropped},
+                 {"rx_dispatched", io.rx_dispatched},
                  {"wrong", wrong}};
     std::cout << line.dump() << std::endl;
     if (wrong > 0) {
@@ -427,8 +439,8 @@ std::vector<json> run_mode(const Settings& s, const std::string& mode) {
 }
 
 void print_table(const Settings& s, const std::vector<json>& lines) {
-  std::printf("%-10s %9s %10s %10s %10s %16s %8s %8s %7s\n", "mode", "bytes", "elements", "p50 us",
-              "p99 us", "Gbit/s/worker", "retrans", "partial", "missed");
+  std::printf("%-10s %9s %10s %10s %10s %16s %8s %8s %7s %10s\n", "mode", "bytes", "elements", "p50 us",
+              "p99 us", "Gbit/s/worker", "retrans", "partial", "missed", "tx/burst");
   // Rank 0 stands for the fast ranks (the straggler, if any, is another rank); goodput is the
   // mean over the ranks that are not the straggler.
   for (const json& line : lines) {
@@ -436,21 +448,28 @@ void print_table(const Settings& s, const std::vector<json>& lines) {
     double goodput = 0;
     int counted = 0;
     std::uint64_t retransmissions = 0;
+    std::uint64_t tx_packets = 0;
+    std::uint64_t tx_bursts = 0;
     for (const json& other : lines) {
       if (other["mode"] != line["mode"] || other["bytes"] != line["bytes"]) continue;
       retransmissions += other["retransmissions"].get<std::uint64_t>();
+      tx_packets += other["tx_packets"].get<std::uint64_t>();
+      tx_bursts += other["tx_bursts"].get<std::uint64_t>();
       if (other["rank"] == s.straggler_rank) continue;
       goodput += other["goodput_gbps"].get<double>();
       ++counted;
     }
-    std::printf("%-10s %9llu %10llu %10.1f %10.1f %16.2f %8llu %8llu %7llu\n",
+    // Packets per TX burst over all ranks: DPDK only (sockets count no bursts).
+    const std::string burst_fill =
+        tx_bursts > 0 ? fmt::format("{:.1f}", static_cast<double>(tx_packets) / static_cast<double>(tx_bursts)) : "-";
+    std::printf("%-10s %9llu %10llu %10.1f %10.1f %16.2f %8llu %8llu %7llu %10s\n",
                 line["mode"].get<std::string>().c_str(),
                 static_cast<unsigned long long>(line["bytes"].get<std::uint64_t>()),
                 static_cast<unsigned long long>(line["elements"].get<std::uint64_t>()),
                 line["p50_us"].get<double>(), line["p99_us"].get<double>(),
                 counted > 0 ? goodput / counted : 0.0, static_cast<unsigned long long>(retransmissions),
                 static_cast<unsigned long long>(line["partial"].get<std::uint64_t>()),
-                static_cast<unsigned long long>(line["missed"].get<std::uint64_t>()));
+                static_cast<unsigned long long>(line["missed"].get<std::uint64_t>()), burst_fill.c_str());
   }
 }
 

@@ -200,8 +200,15 @@ int main(int argc, char** argv) {
     sigwait(&stop_signals, &received);
     control.reset();
     sw.stop();
-    std::cout << "dpa-switch stopping (signal " << received << ")\n" << sw.counters().to_string()
-              << std::flush;
+    const dpa::SwitchCounters counters = sw.counters();
+    std::cout << "dpa-switch stopping (signal " << received << ")\n" << counters.to_string();
+    if (counters.busy_ns > 0) {
+      const double busy_s = static_cast<double>(counters.busy_ns) * 1e-9;
+      std::cout << fmt::format("per busy core: {:.2f} Mpps received, {:.2f} Mpps sent ({:.3f} s busy)\n",
+                               static_cast<double>(counters.rx_packets) / busy_s * 1e-6,
+                               static_cast<double>(counters.tx_packets) / busy_s * 1e-6, busy_s);
+    }
+    std::cout << std::flush;
     return 0;
   } catch (const dpa::Error& error) {
     std::cerr << "dpa-switch: " << error.what() << "\n";

@@ -88,4 +88,28 @@ void ShmTransportConfig::validate(const std::string& section) const {
   }
 }
 
+void validate_transport(const TransportConfig& transport, int threads, const std::string& prefix,
+                        const std::string& port_variable, const std::string& threads_variable) {
+  const auto last_port_exists = [&](const std::string& key, std::uint32_t base, const std::string& variables) {
+    if (std::int64_t{base} + threads - 1 <= 65535) return;
+    throw ConfigError(fmt::format("{}{} {} + threads {} - 1 exceeds 65535{}", prefix, key, base, threads,
+                                  variables.empty() ? "" : " (" + variables + ")"));
+  };
+  // The variables that set a base port and the thread count, for a worker's message.
+  const std::string variables = port_variable.empty() || threads_variable.empty()
+                                    ? port_variable + threads_variable
+                                    : port_variable + ", " + threads_variable;
+  if (const auto* udp = std::get_if<UdpTransportConfig>(&transport)) {
+    udp->validate(prefix + "udp");
+    if (udp->bind_port != 0) last_port_exists("udp.bind_port", udp->bind_port, variables);
+  } else if (const auto* shm = std::get_if<ShmTransportConfig>(&transport)) {
+    shm->validate(prefix + "shm");
+    if (shm->base_port != 0) last_port_exists("shm.base_port", shm->base_port, variables);
+  } else {
+    const auto& dpdk = std::get<DpdkTransportConfig>(transport);
+    dpdk.validate(prefix + "dpdk");
+    last_port_exists("dpdk.local_port", dpdk.local_port, threads_variable);
+  }
+}
+
 }  // namespace dpa

@@ -107,6 +107,10 @@ TEST(BenchWorker, LauncherWorkersUseTheVariablesAndTheFlagsGiven) {
     EXPECT_EQ(line["threads"], 2);
     EXPECT_EQ(line["window"], 8);
     EXPECT_EQ(line["timeout_ms"], 5000);
+    // The timed operation's packets, from Context::transport_counters (sockets send no bursts).
+    EXPECT_GT(line["tx_packets"].get<std::uint64_t>(), 0u);
+    EXPECT_GT(line["rx_packets"].get<std::uint64_t>(), 0u);
+    EXPECT_EQ(line["tx_bursts"], 0);
   }
 }
 

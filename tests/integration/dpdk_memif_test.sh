@@ -22,19 +22,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-vdevs=""
-ports=""
-for ((rank = 0; rank < world; ++rank)); do
-  vdevs+="${vdevs:+, }\"net_memif$rank,role=server,id=0,socket-abstract=no,socket=$work/rank$rank.sock\""
-  ports+="${ports:+, }\"net_memif$rank\""
-done
-cat >"$work/switch.json" <<JSON
-{"switch": {"threads": 1,
-            "dpdk": {"vdevs": [$vdevs], "no_huge": true, "memory_mb": 256, "file_prefix": "dpa-memif-$id-switch",
-                     "eal_args": ["--no-pci", "--log-level=lib.eal:error"], "ports": [$ports],
-                     "local_ip": "10.97.0.100", "local_port": 4242, "mbufs": 4095}},
- "sessions": [{"id": 1, "world_size": $world, "payload": 256, "pool_size": 1024}]}
-JSON
+config="$(dirname "${BASH_SOURCE[0]}")/../../scripts/dpa-memif-config.sh"
+"$config" switch --dir "$work" --ranks "$world" --prefix "dpa-memif-$id-switch" --ip 10.97.0.100 --port 4242 \
+  --memory-mb 256 --mbufs 4095 --payload 256 --pool-size 1024 >"$work/switch.json"
 
 # One round: a fresh switch, the ranks run and then hold their (idle) contexts while the switch
 # stops, and only then exit. The memif PMD unmaps a connection's rings in its control thread when
@@ -52,12 +42,8 @@ run_round() {
 
   local worker_pids=() holds=()
   for ((rank = 0; rank < world; ++rank)); do
-    cat >"$work/rank$rank.json" <<JSON
-{"dpdk": {"vdevs": ["net_memif0,role=client,id=0,socket-abstract=no,socket=$work/rank$rank.sock"],
-          "no_huge": true, "memory_mb": 128, "file_prefix": "dpa-memif-$id-$rank",
-          "eal_args": ["--no-pci", "--log-level=lib.eal:error"], "ports": ["net_memif0"],
-          "local_ip": "10.97.0.$((rank + 1))", "local_port": 5000, "mbufs": 2047}}
-JSON
+    "$config" worker --dir "$work" --rank "$rank" --prefix "dpa-memif-$id-$rank" --ip "10.97.0.$((rank + 1))" \
+      --port 5000 --memory-mb 128 --mbufs 2047 >"$work/rank$rank.json"
     mkfifo "$work/hold$rank.$dtype"
     "$worker_bin" --host 10.97.0.100 --port 4242 --rank "$rank" --world "$world" --hold \
       --transport-config "$work/rank$rank.json" --dtype "$dtype" --count 30000 --iterations 3 \

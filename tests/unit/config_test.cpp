@@ -914,9 +914,9 @@ TEST(SwitchCounters, AddAndPrint) {
     names.push_back(name);
     values[name] = value;
   }
-  EXPECT_EQ(names.size(), 20u);
+  EXPECT_EQ(names.size(), 21u);
   EXPECT_EQ(names.front(), "rx_packets");
-  EXPECT_EQ(names.back(), "leaves");
+  EXPECT_EQ(names.back(), "busy_ns");
   EXPECT_EQ(values["rx_packets"], 12u);
   EXPECT_EQ(values["tx_packets"], 3u);
   EXPECT_EQ(values["completed_partial"], 0u);

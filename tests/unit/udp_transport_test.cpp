@@ -85,6 +85,35 @@ TEST(Endpoint, UnresolvableHostNamesTheSetting) {
   }
 }
 
+TEST(UdpTransport, CountsTheTimeAReceiveWaitsForNothingAsIdle) {
+  auto queue = loopback_transport();
+  std::vector<RxPacket> rx(8);
+  const QueueCounters before = queue->counters();
+  const auto start = Clock::now();
+  EXPECT_EQ(queue->receive(rx, 30ms), 0u);
+  const auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+  const QueueCounters idle = queue->counters().since(before);
+  EXPECT_GE(idle.idle_ns, 25'000'000u);
+  EXPECT_LE(idle.idle_ns, static_cast<std::uint64_t>(waited));
+  EXPECT_EQ(idle.rx_packets, 0u);
+}
+
+TEST(TransportCounters, AddAndSubtractFieldByField) {
+  TransportCounters a;
+  a.tx_packets = 10;
+  a.tx_bursts = 2;
+  a.idle_ns = 7;
+  TransportCounters b = a;
+  b += a;
+  EXPECT_EQ(b.tx_packets, 20u);
+  EXPECT_EQ(b.tx_bursts, 4u);
+  EXPECT_EQ(b.idle_ns, 14u);
+  const TransportCounters difference = b.since(a);
+  EXPECT_EQ(difference.tx_packets, 10u);
+  EXPECT_EQ(difference.tx_bursts, 2u);
+  EXPECT_EQ(difference.rx_packets, 0u);
+}
+
 TEST(UdpTransport, BindsEphemeralPortOnRequestedAddress) {
   const auto transport = loopback_transport();
   EXPECT_EQ(transport->local_endpoint().address, kLoopback);

@@ -181,7 +181,9 @@ class DpdkDevice final : public Device {
       // net_ring hands mbufs over by pointer, so chains arrive intact without the capability bit.
       state.chained_transmit = state.chained_transmit && ((info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0 ||
                                                           std::string_view(driver) == "net_ring");
-      if (info.max_rx_pktlen > kFrameHeaderBytes) {
+      // net_memif reports Ethernet's 1514-byte frame as its limit but carries any frame (over
+      // several of its buffers, or one of dpdk.vdevs' bsize): jumbo MTUs work on it.
+      if (info.max_rx_pktlen > kFrameHeaderBytes && std::string_view(driver) != "net_memif") {
         state.max_payload = std::min<std::uint32_t>(state.max_payload, info.max_rx_pktlen - kFrameHeaderBytes);
       }
       char port_name[RTE_ETH_NAME_MAX_LEN]{};

@@ -27,6 +27,7 @@ DpdkQueue::DpdkQueue(std::shared_ptr<PortState> port, std::uint16_t queue, rte_m
 DpdkQueue::~DpdkQueue() {
   flush();
   rte_pktmbuf_free_bulk(held_.data(), static_cast<unsigned>(held_count_));
+  rte_pktmbuf_free_bulk(recycled_.data(), static_cast<unsigned>(recycled_count_));
   for (TxBurst& burst : tx_) rte_pktmbuf_free_bulk(burst.packets.data(), static_cast<unsigned>(burst.count));
   port_->opened[queue_].store(false);
 }
@@ -34,6 +35,13 @@ DpdkQueue::~DpdkQueue() {
 std::uint8_t DpdkQueue::link_of(const rte_mbuf* mbuf) const {
   const std::int16_t link = mbuf->port < RTE_MAX_ETHPORTS ? port_->link_of_port[mbuf->port] : -1;
   return static_cast<std::uint8_t>(link < 0 ? 0 : link);
+}
+
+QueueCounters DpdkQueue::counters() const {
+  QueueCounters counters = counters_;
+  counters.idle_ns = static_cast<std::uint64_t>(static_cast<double>(idle_cycles_) * 1e9 /
+                                                static_cast<double>(rte_get_tsc_hz()));
+  return counters;
 }
 
 std::size_t DpdkQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds timeout) {
@@ -45,9 +53,13 @@ std::size_t DpdkQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds
   const std::uint64_t wait = timeout.count() > 0 ? cycles_for(timeout) : 0;
   std::size_t delivered = 0;
   const std::size_t links = port_->links.size();
-  // One clock reading per poll step serves the flush timers, the bursts begun in this step and
-  // the timeout.
+  // One clock reading per poll step serves the flush timers, the bursts begun in this step, the
+  // timeout and the idle time: a step that received nothing is idle from its start (or from the
+  // end of the flush it did) to the next step.
+  std::uint64_t idle_from = 0;
   for (std::uint64_t now = start;; now = rte_rdtsc()) {
+    if (idle_from != 0) idle_cycles_ += now - idle_from;
+    idle_from = 0;
     poll_step_tsc_ = now;
     flush_due(now);
     // Packets other queues received for this one first: they have waited longest.
@@ -60,10 +72,15 @@ std::size_t DpdkQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds
     next_link_ = (next_link_ + 1) % links;  // no port starves the others when bursts are full
     // Nothing came in: no more work to batch with right now, so what is queued leaves. While
     // packets keep coming, bursts build up until full or due.
-    if (taken == 0) flush();
+    if (taken == 0) {
+      const std::uint64_t sent = counters_.tx_packets;
+      flush();
+      idle_from = counters_.tx_packets == sent ? now : rte_rdtsc();
+    }
     for (std::size_t i = 0; i < taken; ++i) classify(rx_[i], out, delivered);
     if (delivered > 0 || now - start >= wait) break;
   }
+  if (idle_from != 0) idle_cycles_ += rte_rdtsc() - idle_from;
   counters_.rx_packets += delivered;
   return delivered;
 }
@@ -181,6 +198,11 @@ void DpdkQueue::request_arp(std::uint32_t ip) {
 std::size_t DpdkQueue::allocate(std::span<TxBuffer> out) {
   std::array<rte_mbuf*, kMaxBurst> mbufs;
   std::size_t given = 0;
+  for (; given < out.size() && recycled_count_ > 0; ++given) {
+    rte_mbuf* mbuf = recycled_[--recycled_count_];
+    rte_pktmbuf_reset(mbuf);
+    out[given] = TxBuffer{frame_of(mbuf) + kFrameHeaderBytes, 0, port_->max_payload, mbuf};
+  }
   while (given < out.size()) {
     // All or nothing per call in DPDK: ask for a burst at a time, then one by one at the end.
     const std::size_t wanted = std::min(out.size() - given, kMaxBurst);
@@ -202,24 +224,39 @@ std::size_t DpdkQueue::allocate(std::span<TxBuffer> out) {
 
 void DpdkQueue::release(std::span<TxBuffer> buffers) {
   for (TxBuffer& buffer : buffers) {
-    // A buffer still waiting in a TX ring keeps its other references; the PMD frees it last.
-    if (buffer.native != nullptr) rte_pktmbuf_free(static_cast<rte_mbuf*>(buffer.native));
+    auto* mbuf = static_cast<rte_mbuf*>(buffer.native);
+    if (mbuf != nullptr && recycled_count_ < recycled_.size() && RTE_MBUF_DIRECT(mbuf) &&
+        rte_mbuf_refcnt_read(mbuf) == 1 && mbuf->next == nullptr && mbuf->pool == pool_) {
+      recycled_[recycled_count_++] = mbuf;  // ours alone: no TX ring or clone holds it
+    } else if (mbuf != nullptr) {
+      // A buffer still waiting in a TX ring keeps its other references; the PMD frees it last.
+      rte_pktmbuf_free(mbuf);
+    }
     buffer = TxBuffer{};
   }
 }
 
-bool DpdkQueue::addresses_for(const Endpoint& to, FrameAddresses& addresses, std::uint8_t& link) {
+const std::byte* DpdkQueue::header_for(const Endpoint& to, std::uint16_t payload_bytes, std::uint8_t& link) {
   const auto neighbour = port_->neighbours.find(to.address);
   if (!neighbour) {
     ++counters_.tx_unresolved;
     request_arp(to.address);
-    return false;
+    return nullptr;
   }
   link = neighbour->link;
-  addresses = FrameAddresses{port_->links[link].mac, neighbour->mac,
-                             port_->local_ip,        to.address,
-                             static_cast<std::uint16_t>(port_->base_port + queue_), to.port};
-  return true;
+  const std::size_t slot = ((to.address * 2654435761u) ^ to.port ^ (std::size_t{payload_bytes} << 3)) &
+                           (kHeaderCacheSize - 1);
+  CachedHeader& cached = headers_[slot];
+  if (!cached.valid || cached.to != to || cached.payload_bytes != payload_bytes || cached.where != *neighbour) {
+    const FrameAddresses addresses{port_->links[link].mac, neighbour->mac, port_->local_ip, to.address,
+                                   static_cast<std::uint16_t>(port_->base_port + queue_), to.port};
+    write_frame_header(cached.bytes.data(), addresses, payload_bytes, port_->checksum_offload);
+    cached.to = to;
+    cached.payload_bytes = payload_bytes;
+    cached.where = *neighbour;
+    cached.valid = true;
+  }
+  return cached.bytes.data();
 }
 
 bool DpdkQueue::chain_payload(rte_mbuf* head, rte_mbuf* buffer, std::uint16_t payload_bytes) {
@@ -248,33 +285,29 @@ std::size_t DpdkQueue::send(std::span<const TxRequest> packets) {
 
 bool DpdkQueue::send_one(const TxBuffer& buffer, const Endpoint& to) {
   auto* mbuf = static_cast<rte_mbuf*>(buffer.native);
-  FrameAddresses addresses;
-  std::uint8_t link = 0;
-  // Unresolved: consumed, dropped until ARP answers; the protocol retransmits.
-  if (!addresses_for(to, addresses, link)) return true;
   const auto payload_bytes = static_cast<std::uint16_t>(buffer.size);
-  std::array<std::byte, kFrameHeaderBytes> header;
-  write_frame_header(header.data(), addresses, payload_bytes, port_->checksum_offload);
+  std::uint8_t link = 0;
+  const std::byte* header = header_for(to, payload_bytes, link);
+  // Unresolved: consumed, dropped until ARP answers; the protocol retransmits.
+  if (header == nullptr) return true;
   std::byte* frame = frame_of(mbuf);
-  if (std::memcmp(frame, header.data(), kFrameHeaderBytes) != 0) {
-    if (rte_mbuf_refcnt_read(mbuf) == 1) {
-      std::memcpy(frame, header.data(), kFrameHeaderBytes);  // nobody else reads it now
-    } else {
-      // Still in flight with another header: send the payload under a header of its own.
-      rte_mbuf* head = rte_pktmbuf_alloc(pool_);
-      if (head == nullptr) return false;
-      std::memcpy(rte_pktmbuf_append(head, kFrameHeaderBytes), header.data(), kFrameHeaderBytes);
-      if (!chain_payload(head, mbuf, payload_bytes)) {
-        rte_pktmbuf_free(head);
-        return false;
-      }
-      finish_frame(head);
-      if (!enqueue(link, head)) {
-        rte_pktmbuf_free(head);
-        return false;
-      }
-      return true;
+  if (rte_mbuf_refcnt_read(mbuf) == 1) {
+    std::memcpy(frame, header, kFrameHeaderBytes);  // nobody else reads it now
+  } else if (std::memcmp(frame, header, kFrameHeaderBytes) != 0) {
+    // Still in flight with another header: send the payload under a header of its own.
+    rte_mbuf* head = rte_pktmbuf_alloc(pool_);
+    if (head == nullptr) return false;
+    std::memcpy(rte_pktmbuf_append(head, kFrameHeaderBytes), header, kFrameHeaderBytes);
+    if (!chain_payload(head, mbuf, payload_bytes)) {
+      rte_pktmbuf_free(head);
+      return false;
     }
+    finish_frame(head);
+    if (!enqueue(link, head)) {
+      rte_pktmbuf_free(head);
+      return false;
+    }
+    return true;
   }
   mbuf->data_len = static_cast<std::uint16_t>(kFrameHeaderBytes + payload_bytes);
   mbuf->pkt_len = mbuf->data_len;
@@ -297,16 +330,15 @@ std::size_t DpdkQueue::send_to_all(const TxBuffer& buffer, std::span<const Endpo
   const auto payload_bytes = static_cast<std::uint16_t>(buffer.size);
   std::size_t served = 1;
   for (const Endpoint& endpoint : to.subspan(1)) {
-    FrameAddresses addresses;
     std::uint8_t link = 0;
-    if (!addresses_for(endpoint, addresses, link)) {
+    const std::byte* header = header_for(endpoint, payload_bytes, link);
+    if (header == nullptr) {
       ++served;
       continue;
     }
     rte_mbuf* head = rte_pktmbuf_alloc(pool_);
     if (head == nullptr) break;
-    std::byte* header = reinterpret_cast<std::byte*>(rte_pktmbuf_append(head, kFrameHeaderBytes));
-    write_frame_header(header, addresses, payload_bytes, port_->checksum_offload);
+    std::memcpy(rte_pktmbuf_append(head, kFrameHeaderBytes), header, kFrameHeaderBytes);
     if (port_->chained_transmit) {
       // One payload, N small headers: the payload is shared by reference count.
       if (!chain_payload(head, mbuf, payload_bytes)) {

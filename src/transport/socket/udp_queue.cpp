@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <ctime>
 #include <system_error>
 
@@ -106,7 +107,13 @@ std::size_t UdpQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds 
   const std::size_t capacity = std::min(out.size(), batch_);
   if (capacity == 0) return 0;
   std::size_t received = receive_queued(capacity);
-  if (received == 0 && timeout > 0ns && wait_for(POLLIN, timeout)) received = receive_queued(capacity);
+  if (received == 0 && timeout > 0ns) {
+    const auto waited_from = std::chrono::steady_clock::now();
+    const bool readable = wait_for(POLLIN, timeout);
+    counters_.idle_ns += static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - waited_from).count());
+    if (readable) received = receive_queued(capacity);
+  }
   std::size_t delivered = 0;
   for (std::size_t i = 0; i < received; ++i) {
     const msghdr& header = rx_messages_[i].msg_hdr;

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Writes the JSON configs of dpa-switch and of workers connected by net_memif (no NIC, --no-huge):
+# the switch has one memif port per rank (server), each rank one memif port (client) on the
+# socket DIR/rankR.sock. The one source of these configs for scripts/dpa-bench-memif.sh, the
+# DPDK memif tests and the torch-over-DPDK test.
+#
+#   dpa-memif-config.sh switch --dir DIR --ranks N --prefix PREFIX --ip IP [options] > switch.json
+#   dpa-memif-config.sh worker --dir DIR --rank R --prefix PREFIX --ip IP [options] > worker.json
+#
+# Options: --port UDP_PORT (4242 switch, 5000 worker), --core CORES (dpdk.cores), --mtu MTU,
+# --mbufs N, --memory-mb MB, --bsize BYTES (memif packet buffer size, default the PMD's 2048),
+# --zero-copy (worker: the memif client sends and receives in its own mbufs, no copy),
+# switch only: --payload P (256), --pool-size SLOTS (1024).
+# R may be a placeholder such as {rank} (dpa-bench replaces it per rank); the socket path and
+# file prefix follow it.
+set -euo pipefail
+
+role=${1:-}
+shift || true
+dir="" ranks=1 rank="" prefix="" ip="" port="" cores="" mtu=1500 mbufs=4095 memory_mb=256 bsize="" zero_copy=0
+payload=256 pool_size=1024
+while (($#)); do
+  case "$1" in
+    --dir) dir=$2; shift 2 ;;
+    --ranks) ranks=$2; shift 2 ;;
+    --rank) rank=$2; shift 2 ;;
+    --prefix) prefix=$2; shift 2 ;;
+    --ip) ip=$2; shift 2 ;;
+    --port) port=$2; shift 2 ;;
+    --core) cores=$2; shift 2 ;;
+    --mtu) mtu=$2; shift 2 ;;
+    --mbufs) mbufs=$2; shift 2 ;;
+    --memory-mb) memory_mb=$2; shift 2 ;;
+    --bsize) bsize=$2; shift 2 ;;
+    --zero-copy) zero_copy=1; shift ;;
+    --payload) payload=$2; shift 2 ;;
+    --pool-size) pool_size=$2; shift 2 ;;
+    -h | --help) sed -n '2,15s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) echo "dpa-memif-config.sh: unknown option '$1'" >&2; exit 2 ;;
+  esac
+done
+[[ -n "$dir" && -n "$prefix" && -n "$ip" ]] || { echo "dpa-memif-config.sh: --dir, --prefix and --ip are required" >&2; exit 2; }
+
+memif_args() {  # the devargs every memif port shares, after its role
+  echo -n "id=0,socket-abstract=no,socket=$dir/rank$1.sock${bsize:+,bsize=$bsize}"
+}
+cores_key() { [[ -n "$cores" ]] && echo -n "\"cores\": \"$cores\", "; true; }
+
+case "$role" in
+  switch)
+    vdevs="" ports=""
+    for ((r = 0; r < ranks; ++r)); do
+      vdevs+="${vdevs:+, }\"net_memif$r,role=server,$(memif_args "$r")\""
+      ports+="${ports:+, }\"net_memif$r\""
+    done
+    cat <<JSON
+{"switch": {"threads": 1,
+            "dpdk": {$(cores_key)"vdevs": [$vdevs], "no_huge": true, "memory_mb": $memory_mb,
+                     "file_prefix": "$prefix", "eal_args": ["--no-pci", "--log-level=lib.eal:error"],
+                     "ports": [$ports], "local_ip": "$ip", "local_port": ${port:-4242}, "mtu": $mtu,
+                     "mbufs": $mbufs}},
+ "sessions": [{"id": 1, "world_size": $ranks, "payload": $payload, "pool_size": $pool_size}]}
+JSON
+    ;;
+  worker)
+    [[ -n "$rank" ]] || { echo "dpa-memif-config.sh worker: --rank is required" >&2; exit 2; }
+    zc="" eal='"--no-pci", "--log-level=lib.eal:error"'
+    # Zero-copy memif shares the client's memory with the server: one file per memory list.
+    ((zero_copy)) && { zc=",zero-copy=yes"; eal='"--no-pci", "--single-file-segments", "--log-level=lib.eal:error"'; }
+    cat <<JSON
+{"dpdk": {"vdevs": ["net_memif0,role=client,$(memif_args "$rank")$zc"],
+          $(cores_key)"no_huge": true, "memory_mb": $memory_mb, "file_prefix": "$prefix",
+          "eal_args": [$eal], "ports": ["net_memif0"],
+          "local_ip": "$ip", "local_port": ${port:-5000}, "mtu": $mtu, "mbufs": $mbufs}}
+JSON
+    ;;
+  *) echo "dpa-memif-config.sh: the first argument is switch or worker" >&2; exit 2 ;;
+esac
