@@ -61,7 +61,7 @@ DPA_STATE_ONLY("md.mismatch_info") DPA_STATE_ONLY("md.mismatch_value") DPA_STATE
 DPA_STATE_ONLY("md.bitmap_now") DPA_STATE_ONLY("md.dup") DPA_STATE_ONLY("md.threshold")
 DPA_STATE_ONLY("md.count") DPA_STATE_ONLY("md.count_op") DPA_STATE_ONLY("md.short")
 DPA_STATE_ONLY("md.contributors") DPA_STATE_ONLY("md.full_x") DPA_STATE_ONLY("md.input_port")
-DPA_STATE_ONLY("md.result_bitmap") DPA_STATE_ONLY("md.session_hit") DPA_STATE_ONLY("md.count_ok")
+DPA_STATE_ONLY("md.result_bitmap") DPA_STATE_ONLY("md.session_hit") DPA_STATE_ONLY("md.count_fit")
 DPA_STATE_ONLY("md.random") DPA_STATE_ONLY("md.switch_mac") DPA_STATE_ONLY("md.switch_ip")
 DPA_STATE_ONLY("md.packet_meta") DPA_STATE_ONLY("md.packet_round")
 #undef DPA_STATE_ONLY

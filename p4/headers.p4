@@ -237,10 +237,10 @@ struct metadata_t {
     bit<32> slot_offset;
     bit<32> slot_op_length;
     bit<32> slot_meta;      // count << 16 | target
-    bit<32> slot_round;     // flags' high byte (the FLOAT bit) << 8 | K
+    bit<32> slot_round;     // count << 16 | flags' high byte (the FLOAT bit) << 8 | K
     bit<32> state_meta;     // slot_meta without the count (replies other than results)
     bit<32> op_x;           // packet XOR slot: zero when they agree
-    bit<32> round_x;        // bit 8: the packet's type differs from the round's
+    bit<32> round_x;        // bits 31..16: the packet's count differs from the round's; bit 8: its type
     bit<32> length_x;
     bit<8>  gate;           // GATE_*
     bit<32> elapsed;        // now - first arrival of the round (0 for a NEW)
@@ -262,16 +262,17 @@ struct metadata_t {
     bit<32> result_bitmap;  // contributors (frozen at completion)
     bit<16> icmp_residual;  // ICMP checksum of everything but type, code and checksum
     bit<1>  session_hit;
-    bit<1>  count_ok;       // count fits the canonical payload (0 for a probe, <= P for data)
+    bit<2>  count_fit;      // COUNT_FIT_*: how `count` fits the request's size
     bit<16> random;         // drop simulator draw
     bit<48> switch_mac;
     bit<32> switch_ip;
     // What a NEW stores, laid out as the reply's header words need them: count and target
     // where `count` and `k` sit in the dpa header's ninth word, the flags' high byte where it
-    // sits in the first (delivery.p4 then copies each word from one source). Whole bytes: a
+    // sits in the first (delivery.p4 then copies each word from one source), and the count again
+    // above the round's type and K, where the gate compares it (§8.2). Whole bytes: a
     // single-bit slice would make bf-p4c slice every word tied to it.
     bit<32> packet_meta;    // count << 16 | target (K with COUNT_TO_K, else N)
-    bit<32> packet_round;   // flags' high byte (FLOAT, §2) << 8 | K (the packet's k, or the session default)
+    bit<32> packet_round;   // count << 16 | flags' high byte (FLOAT, §2) << 8 | K (the packet's k, or the session default)
 }
 
 // The egress reads only headers and its intrinsic metadata: no user metadata to carry there.

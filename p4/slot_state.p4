@@ -7,7 +7,7 @@
 // Order of the stages, and why (one access per register per pass):
 //   seq             -> the packet's class (d = packet.seq - slot.seq)
 //   op/offset/length/meta (count, target), written by NEW, read otherwise
-//   round (type, K), first arrival (elapsed time), mismatch XORs
+//   round (count, type, K), first arrival (elapsed time), mismatch XORs
 //   gate            -> NEW / CURRENT / OLD / AHEAD / MISMATCH / PROBE_*
 //   poison          (set by the first mismatch)  |  arrival bitmap (duplicates), side by side
 //   count           (contributors, completion; refuses a poisoned round, and gates itself: a
@@ -28,7 +28,7 @@ control SlotState(inout headers_t hdr,
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) offset;
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) op_length;
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) meta;        // count << 16 | target; target 0: never opened
-    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) round;       // flags' high byte (FLOAT) << 8 | K
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) round;       // count << 16 | flags' high byte (FLOAT) << 8 | K
 #if DPA_STRAGGLER_AWARE
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) first_arrival;
 #endif
@@ -180,6 +180,15 @@ control SlotState(inout headers_t hdr,
         md.mismatch_value = hdr.dpa.op_length;
         md.error_expected = md.slot_op_length;
     }
+    // The round's count differs (§8.2, after op_length): length_mismatch with the counts as the
+    // expected and offered values (src/switch/slot.cpp), told apart from an op_length mismatch
+    // by the code the poison register keeps.
+    action gate_count_mismatch() {
+        md.gate = GATE_MISMATCH;
+        md.mismatch_info = 16w0 ++ hdr.dpa.rank ++ POISON_COUNT_MISMATCH;
+        md.mismatch_value = 16w0 ++ hdr.dpa.count;
+        md.error_expected = 16w0 ++ md.slot_round[31:16];
+    }
     table gate {
         key = {
             md.is_probe : exact;
@@ -191,7 +200,7 @@ control SlotState(inout headers_t hdr,
         }
         actions = {
             gate_new; gate_current; gate_old; gate_ahead; gate_probe_current; gate_probe_other;
-            gate_op_mismatch; gate_type_mismatch; gate_length_mismatch;
+            gate_op_mismatch; gate_type_mismatch; gate_length_mismatch; gate_count_mismatch;
         }
         const default_action = gate_ahead;
         size = 16;
@@ -203,10 +212,11 @@ control SlotState(inout headers_t hdr,
             (0, 1, _, _, _, _) : gate_new();
             (0, 0x80000000 &&& 0x80000000, _, _, _, _) : gate_old();
             // d == 0 on a slot never opened in this generation (target 0) is "ahead". round_x
-            // bit 8: the packet's FLOAT bit differs from the round's.
+            // bit 8: the packet's FLOAT bit differs from the round's; bits 31..16: its count.
             (0, 0, 0 &&& 0xFF, _, _, _) : gate_ahead();
-            (0, 0, _, 0, 0 &&& 0x100, 0) : gate_current();
-            // Disagreements, checked in §8.2's order: op_id, then type, then op_length.
+            (0, 0, _, 0, 0 &&& 0xFFFF0100, 0) : gate_current();
+            // Disagreements, checked in §8.2's order: op_id, type, op_length, then count.
+            (0, 0, _, 0, 0 &&& 0x100, 0) : gate_count_mismatch();
             (0, 0, _, 0, 0 &&& 0x100, _) : gate_length_mismatch();
             (0, 0, _, 0, _, _) : gate_type_mismatch();
             (0, 0, _, _, _, _) : gate_op_mismatch();

@@ -42,6 +42,11 @@ const bit<8> ADM_ERROR = 2;           // header-only ERROR to the sender (md.err
 const bit<8> ADM_DROP = 3;            // silent drop (md.event says why)
 const bit<8> ADM_CPU = 4;             // JOIN, LEAVE, a request of another size: the controller
 
+// How a request's `count` fits its size (admission.p4): §2's decoder and §5's canonical sizes.
+const bit<2> COUNT_FIT_MALFORMED = 0;   // 4 * count exceeds the payload
+const bit<2> COUNT_FIT_CANONICAL = 1;   // header only with count 0, or P values with 1 <= count <= P
+const bit<2> COUNT_FIT_OTHER_SIZE = 2;  // P values with count 0: the controller answers bad_length
+
 // Slot gates (slot_state.p4): what the packet may do once the round's registers are read.
 const bit<8> GATE_NONE = 0;
 const bit<8> GATE_NEW = 1;            // opens the next round
@@ -51,6 +56,10 @@ const bit<8> GATE_AHEAD = 4;
 const bit<8> GATE_MISMATCH = 5;       // data for the current round that disagrees: poisons it
 const bit<8> GATE_PROBE_CURRENT = 6;  // SYN for the current, opened round
 const bit<8> GATE_PROBE_OTHER = 7;    // SYN for another round or a slot never opened
+
+// The poison code a round keeps when a request's `count` differed from the round's: the reply
+// is length_mismatch (§4), with the round's count as the expected value, not its op_length.
+const bit<8> POISON_COUNT_MISMATCH = 0x90;
 
 // Reduce operations carried to the value passes (reduce.p4).
 const bit<8> REDUCE_NONE = 0;         // strip the pass's values, touch no register
