@@ -26,7 +26,9 @@ control Admission(inout headers_t hdr,
                        bit<32> timeout_plus_one, bit<32> pool_base, bit<16> mgid,
                        bit<32> generation) {
         md.session_hit = 1;
-        md.world = (bit<32>)world;
+        md.world = (bit<16>)world;
+        md.world_target = world;
+        md.world_expected = (bit<32>)world;
         md.k_default = k_default;
         md.timeout_plus_one = timeout_plus_one;
         md.pool_base = pool_base;
@@ -72,7 +74,7 @@ control Admission(inout headers_t hdr,
             hdr.ipv4.src_addr : exact;
             hdr.udp.src_port : exact;
             hdr.dpa.rank : exact;
-            hdr.dpa.slot : range;
+            hdr.dpa.slot[15:0] : range @name("slot");
         }
         actions = { identity; NoAction; }
         const default_action = NoAction;
@@ -81,7 +83,7 @@ control Admission(inout headers_t hdr,
 
     action in_pool() { md.pool_hit = 1; }
     table pools {
-        key = { hdr.dpa.session : exact; hdr.dpa.slot : range; }
+        key = { hdr.dpa.session : exact; hdr.dpa.slot[15:0] : range @name("slot"); }
         actions = { in_pool; NoAction; }
         const default_action = NoAction;
         size = DPA_SESSIONS;
@@ -128,9 +130,9 @@ control Admission(inout headers_t hdr,
     // The round's K and target if this packet opens it (§8.2 NEW): k, or the session default
     // when k = 0; the target is K with COUNT_TO_K, else N. Each goes into the byte of the word
     // the slot's registers store (headers.p4), whose other bytes are written apart.
-    action round_default_n() { md.packet_round[7:0] = md.k_default; md.packet_meta[7:0] = md.world[7:0]; }
+    action round_default_n() { md.packet_round[7:0] = md.k_default; md.packet_meta[7:0] = md.world_target; }
     action round_default_k() { md.packet_round[7:0] = md.k_default; md.packet_meta[7:0] = md.k_default; }
-    action round_packet_n() { md.packet_round[7:0] = hdr.dpa.k; md.packet_meta[7:0] = md.world[7:0]; }
+    action round_packet_n() { md.packet_round[7:0] = hdr.dpa.k; md.packet_meta[7:0] = md.world_target; }
     action round_packet_k() { md.packet_round[7:0] = hdr.dpa.k; md.packet_meta[7:0] = hdr.dpa.k; }
     table round_parameters {
         key = { hdr.dpa.k : ternary; md.count_to_k : exact; }
@@ -142,6 +144,24 @@ control Admission(inout headers_t hdr,
             (0, 1) : round_default_k();
             (_, 0) : round_packet_n();
             (_, 1) : round_packet_k();
+        }
+    }
+
+    // §2's decoder and §5's sizes: a header-only request (a SYN probe, or data with count 0: the
+    // exponent-priming request) must have count 0; a request with P values count <= P, and count
+    // 0 there is a request of another size (bad_length). A table: the comparisons are too wide
+    // for one gateway.
+    action count_fit(bit<2> fit) { md.count_fit = fit; }
+    table count_fits {
+        key = { hdr.udp.length : ternary; hdr.dpa.count : range; }
+        actions = { count_fit; }
+        const default_action = count_fit(COUNT_FIT_MALFORMED);
+        size = 4;
+        const entries = {
+            (8 + DPA_HEADER_BYTES, 0 .. 0) : count_fit(COUNT_FIT_CANONICAL);
+            (8 + DPA_HEADER_BYTES, _) : count_fit(COUNT_FIT_MALFORMED);
+            (_, 0 .. 0) : count_fit(COUNT_FIT_OTHER_SIZE);
+            (_, 1 .. DPA_PAYLOAD) : count_fit(COUNT_FIT_CANONICAL);
         }
     }
 
@@ -177,7 +197,7 @@ control Admission(inout headers_t hdr,
     }
     action error_k_invalid() {
         verdicts.count();
-        md.admit = ADM_ERROR; md.error_code = ERR_K_INVALID; md.error_expected = md.world;
+        md.admit = ADM_ERROR; md.error_code = ERR_K_INVALID; md.error_expected = md.world_expected;
     }
 
     // §8.1 in priority order, for requests of a canonical size (§5: header only for a SYN probe
@@ -264,27 +284,16 @@ control Admission(inout headers_t hdr,
             md.packet_meta[31:16] = hdr.dpa.count;
             md.packet_round[31:16] = hdr.dpa.count;
             md.packet_round[15:8] = hdr.dpa.flags[15:8];
-            // §2's decoder and §5's sizes: a header-only request (a SYN probe, or data with
-            // count 0: the exponent-priming request) must have count 0; a request with P values
-            // count <= P, and count 0 there is a request of another size (bad_length).
-            if (hdr.udp.length == 8 + DPA_HEADER_BYTES) {
-                if (hdr.dpa.count == 0) {
-                    md.count_fit = COUNT_FIT_CANONICAL;
-                } else {
-                    md.count_fit = COUNT_FIT_MALFORMED;
-                }
-            } else if (hdr.dpa.count == 0) {
-                md.count_fit = COUNT_FIT_OTHER_SIZE;
-            } else if (hdr.dpa.count <= DPA_PAYLOAD) {
-                md.count_fit = COUNT_FIT_CANONICAL;
-            } else {
-                md.count_fit = COUNT_FIT_MALFORMED;
-            }
+            count_fits.apply();
             sessions.apply();
             tokens.apply();
             endpoints.apply();
-            identities.apply();
-            pools.apply();
+            // Range matches take at most 20 bits: slots have 14 (switch.program.slots <= 16384),
+            // so a slot with any of the high 16 bits set is in no pool.
+            if (hdr.dpa.slot[31:16] == 0) {
+                identities.apply();
+                pools.apply();
+            }
             hosts.apply();
             k_limits.apply();
             rank_bits.apply();

@@ -80,7 +80,6 @@ control Delivery(inout headers_t hdr,
         hdr.dpa.error_code = 0;
         hdr.dpa.flags = md.slot_round[15:8] ++ flags;
         hdr.dpa.op_id = md.slot_op_id;
-        hdr.dpa.offset = md.slot_offset;
         hdr.dpa.op_length = md.slot_op_length;
         hdr.dpa.count = meta[31:16];
         hdr.dpa.k = meta[7:0];
@@ -90,14 +89,14 @@ control Delivery(inout headers_t hdr,
     }
     action result_view(bit<8> flags) {
         slot_view(flags, md.slot_meta);
-        hdr.dpa.seq = hdr.dpa.seq - md.seq_diff;
+        hdr.dpa.seq = md.slot_seq;
     }
     action opened_result_view() {
         slot_view(0x01, md.slot_meta);
     }
     action state_view(bit<8> flags) {
         slot_view(flags, md.state_meta);
-        hdr.dpa.seq = hdr.dpa.seq - md.seq_diff;
+        hdr.dpa.seq = md.slot_seq;
     }
     // An ERROR echoes the request (§4): kind bits kept (the request's high flag byte is its FLOAT
     // bit alone, §8.1 admits nothing else), count and contributors zero. The caller sets `count`
@@ -134,7 +133,7 @@ control Delivery(inout headers_t hdr,
     }
     action seq_ahead() {
         outcomes.count();
-        error_view(0x10, ERR_SEQ_AHEAD, hdr.dpa.seq - md.seq_diff);
+        error_view(0x10, ERR_SEQ_AHEAD, md.slot_seq);
         hdr.dpa.count = 0;
         hdr.dpa.bitmap_lo = 0;
         route_now();
@@ -157,10 +156,10 @@ control Delivery(inout headers_t hdr,
     // of its port alone, replication id RID_SENDER).
     action poisoned_now(bit<8> code) {
         outcomes.count();
-        error_view(0x10, code, md.error_expected);
+        error_view(0x10, code, md.poison_expected);
         hdr.dpa.count = 0;
         hdr.dpa.op_id = md.slot_op_id;
-        hdr.dpa.bitmap_lo = md.mismatch_value;
+        hdr.dpa.bitmap_lo = md.poison_value;
         ig_tm_md.mcast_grp_a = hdr.bridged.mgid;
         ig_tm_md.bypass_egress = 0;
         hdr.bridged.delivery = DELIVER_MULTICAST;
@@ -169,10 +168,10 @@ control Delivery(inout headers_t hdr,
     }
     action poisoned_now_with_sender_copy() {
         outcomes.count();
-        error_view(0x10, ERR_OP_MISMATCH, md.error_expected);
+        error_view(0x10, ERR_OP_MISMATCH, md.poison_expected);
         hdr.dpa.count = 0;
         hdr.dpa.op_id = md.slot_op_id;
-        hdr.dpa.bitmap_lo = md.mismatch_value;
+        hdr.dpa.bitmap_lo = md.poison_value;
         ig_tm_md.mcast_grp_a = hdr.bridged.mgid;
         ig_tm_md.mcast_grp_b = hdr.bridged.sender_mgid;
         ig_tm_md.bypass_egress = 0;
@@ -182,8 +181,8 @@ control Delivery(inout headers_t hdr,
     }
     // A packet for a round poisoned earlier: the round's error under the sender's op_id. The
     // poison word puts the offender's rank where `rank` sits and zeros over `count`.
-    action poisoned_before(bit<8> flags, bit<8> code, bit<32> expected) {
-        error_view(flags, code, expected);
+    action poisoned_before(bit<8> flags, bit<8> code) {
+        error_view(flags, code, md.poison_expected);
         hdr.dpa.count = md.poison_info[31:16];
         hdr.dpa.rank = md.poison_info[15:8];
         hdr.dpa.bitmap_lo = md.poison_value;
@@ -192,19 +191,19 @@ control Delivery(inout headers_t hdr,
     }
     action poisoned_op(bit<8> flags) {
         outcomes.count();
-        poisoned_before(flags, ERR_OP_MISMATCH, md.slot_op_id);
+        poisoned_before(flags, ERR_OP_MISMATCH);
     }
     action poisoned_type(bit<8> flags) {
         outcomes.count();
-        poisoned_before(flags, ERR_DTYPE_MISMATCH, 16w0 ++ md.slot_round[15:8] ++ 8w0);
+        poisoned_before(flags, ERR_DTYPE_MISMATCH);
     }
     action poisoned_length(bit<8> flags) {
         outcomes.count();
-        poisoned_before(flags, ERR_LENGTH_MISMATCH, md.slot_op_length);
+        poisoned_before(flags, ERR_LENGTH_MISMATCH);
     }
     action poisoned_count(bit<8> flags) {
         outcomes.count();
-        poisoned_before(flags, ERR_LENGTH_MISMATCH, 16w0 ++ md.slot_round[31:16]);
+        poisoned_before(flags, ERR_LENGTH_MISMATCH);
     }
     // Contributions: NEW writes the accumulators, a counted packet adds to them.
     action counted(bit<8> reduce_op) {

@@ -224,17 +224,19 @@ struct metadata_t {
     // 32-bit, as everything that meets the dpa header's 32-bit words in one ALU instruction:
     // an operation on a byte of a wider field makes bf-p4c slice the whole chain of fields
     // (registers, header words) it is tied to, and the words then no longer fit one container.
-    bit<32> world;
-    bit<32> world_minus_one;
+    bit<16> world;
+    bit<16> world_minus_one;
+    bit<8>  world_target;
+    bit<32> world_expected;
     bit<8>  k_default;
-    bit<32> open_count;     // of a NEW: the count register's first value
+    bit<16> open_count;     // of a NEW: the count register's first value
     bit<32> now;            // ticks: global timestamp bits 47..16 (§8.4)
     bit<32> timeout_plus_one;
     bit<32> sender_bit;
 
     bit<32> seq_diff;       // packet.seq - slot.seq (serial arithmetic)
     bit<32> slot_op_id;
-    bit<32> slot_offset;
+    bit<32> slot_seq;       // the slot's round: packet.seq - seq_diff
     bit<32> slot_op_length;
     bit<32> slot_meta;      // count << 16 | target
     bit<32> slot_round;     // count << 16 | flags' high byte (the FLOAT bit) << 8 | K
@@ -249,15 +251,17 @@ struct metadata_t {
     bit<32> poison_value;   // the offender's value
     bit<32> mismatch_info;  // what this packet would poison the round with
     bit<32> mismatch_value;
+    bit<32> mismatch_expected;
+    bit<32> poison_expected;
     bit<32> bitmap_old;     // arrival bitmap before this packet
     bit<32> bitmap_now;
     bit<32> dup;            // bitmap_old & sender_bit
-    bit<32> threshold;      // contributions that complete the round for this packet
-    bit<32> count;          // count register result (COUNT_* encoding)
+    bit<16> threshold;      // contributions that complete the round for this packet
+    bit<16> count;          // count register result (COUNT_* encoding)
     bit<8>  count_op;       // COUNT_OP_*
-    bit<32> short;          // threshold -sat the count before the packet (the count's verdict)
-    bit<32> contributors;   // contributors after the packet
-    bit<32> full_x;         // low byte: contributors XOR N, zero for a full round
+    bit<16> short;          // threshold -sat the count before the packet (the count's verdict)
+    bit<16> contributors;   // contributors after the packet
+    bit<16> full_x;         // low byte: contributors XOR N, zero for a full round
     bit<9>  input_port;     // pass port of the first input pass (pass_plan)
     bit<32> result_bitmap;  // contributors (frozen at completion)
     bit<16> icmp_residual;  // ICMP checksum of everything but type, code and checksum
@@ -266,6 +270,7 @@ struct metadata_t {
     bit<16> random;         // drop simulator draw
     bit<48> switch_mac;
     bit<32> switch_ip;
+    bit<32> address_x;      // net.p4: the address asked for XOR switch_ip
     // What a NEW stores, laid out as the reply's header words need them: count and target
     // where `count` and `k` sit in the dpa header's ninth word, the flags' high byte where it
     // sits in the first (delivery.p4 then copies each word from one source), and the count again

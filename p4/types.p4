@@ -102,7 +102,7 @@ const bit<32> EV_COUNT = 17;      // size of the reply counter
 
 // Count register encoding (slot_state.p4): contributors in the low byte, COUNT_COMPLETE once
 // the round completed.
-const bit<32> COUNT_COMPLETE = 0x100;
+const bit<16> COUNT_COMPLETE = 0x100;
 
 // Which count RegisterAction a packet ran (slot_state.p4), for the reply decision.
 const bit<8> COUNT_OP_NONE = 0;
