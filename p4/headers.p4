@@ -253,9 +253,7 @@ struct metadata_t {
     bit<32> mismatch_value;
     bit<32> mismatch_expected;
     bit<32> poison_expected;
-    bit<32> bitmap_old;     // arrival bitmap before this packet
-    bit<32> bitmap_now;
-    bit<32> dup;            // bitmap_old & sender_bit
+    bit<32> dup;            // the sender's bit in the arrival bitmap before this packet
     bit<16> threshold;      // contributions that complete the round for this packet
     bit<16> count;          // count register result (COUNT_* encoding)
     bit<8>  count_op;       // COUNT_OP_*

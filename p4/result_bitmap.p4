@@ -9,14 +9,20 @@ control ResultBitmap(inout headers_t hdr,
                      inout metadata_t md) {
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) contributors;
 
-    RegisterAction<bit<32>, slot_index_t, bit<32>>(contributors) contributors_set = {
-        void apply(inout bit<32> value, out bit<32> rv) { value = md.bitmap_now; rv = value; }
+    RegisterAction<bit<32>, slot_index_t, bit<32>>(contributors) contributors_open = {
+        void apply(inout bit<32> value, out bit<32> rv) { value = md.sender_bit; rv = value; }
+    };
+    // Every earlier arrival of a round that is neither poisoned nor complete was counted, so
+    // the register equals the arrival bitmap before a counted packet.
+    RegisterAction<bit<32>, slot_index_t, bit<32>>(contributors) contributors_add = {
+        void apply(inout bit<32> value, out bit<32> rv) { value = value | md.sender_bit; rv = value; }
     };
     RegisterAction<bit<32>, slot_index_t, bit<32>>(contributors) contributors_read = {
         void apply(inout bit<32> value, out bit<32> rv) { rv = value; }
     };
 
-    action set() { md.result_bitmap = contributors_set.execute(hdr.dpa.slot[DPA_SLOT_BITS - 1:0]); }
+    action open() { md.result_bitmap = contributors_open.execute(hdr.dpa.slot[DPA_SLOT_BITS - 1:0]); }
+    action add() { md.result_bitmap = contributors_add.execute(hdr.dpa.slot[DPA_SLOT_BITS - 1:0]); }
     action read() { md.result_bitmap = contributors_read.execute(hdr.dpa.slot[DPA_SLOT_BITS - 1:0]); }
     // Written by the packet that opens the round and by every counted contribution (a new
     // sender of a round neither poisoned nor complete); read by the rest.
@@ -27,12 +33,12 @@ control ResultBitmap(inout headers_t hdr,
             md.dup : ternary;
             md.count[15:8] : ternary;       // 1 once the round is complete
         }
-        actions = { set; read; NoAction; }
+        actions = { open; add; read; NoAction; }
         const default_action = NoAction;
         size = 3;
         const entries = {
-            (GATE_NEW, _, _, _) : set();
-            (GATE_CURRENT, 0, 0, 0) : set();
+            (GATE_NEW, _, _, _) : open();
+            (GATE_CURRENT, 0, 0, 0) : add();
             (_, _, _, _) : read();
         }
     }

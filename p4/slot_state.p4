@@ -124,14 +124,18 @@ control SlotState(inout headers_t hdr,
         }
     };
 
+    // Each returns the sender's bit as the packet found it (md.dup): nonzero for a duplicate.
     RegisterAction<bit<32>, slot_index_t, bit<32>>(arrivals) arrivals_open = {
         void apply(inout bit<32> value, out bit<32> rv) { value = md.sender_bit; rv = 0; }
     };
     RegisterAction<bit<32>, slot_index_t, bit<32>>(arrivals) arrivals_add = {
-        void apply(inout bit<32> value, out bit<32> rv) { rv = value; value = value | md.sender_bit; }
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value & md.sender_bit;
+            value = value | md.sender_bit;
+        }
     };
     RegisterAction<bit<32>, slot_index_t, bit<32>>(arrivals) arrivals_read = {
-        void apply(inout bit<32> value, out bit<32> rv) { rv = value; }
+        void apply(inout bit<32> value, out bit<32> rv) { rv = value & md.sender_bit; }
     };
 
     // A stateful ALU has one output source per RegisterAction, so every count action returns the
@@ -377,14 +381,12 @@ control SlotState(inout headers_t hdr,
         // round never completes (the count refuses it) and replies report the frozen bitmap
         // (result_bitmap.p4), so bits a poisoned round collects are never seen.
         if (md.gate == GATE_NEW) {
-            md.bitmap_old = arrivals_open.execute(index);
+            md.dup = arrivals_open.execute(index);
         } else if (md.gate == GATE_CURRENT) {
-            md.bitmap_old = arrivals_add.execute(index);
+            md.dup = arrivals_add.execute(index);
         } else if (md.gate == GATE_PROBE_CURRENT) {
-            md.bitmap_old = arrivals_read.execute(index);
+            md.dup = arrivals_read.execute(index);
         }
-        md.dup = md.bitmap_old & md.sender_bit;
-        md.bitmap_now = md.bitmap_old | md.sender_bit;
         thresholds.apply();
         count_step.apply();
     }

@@ -109,7 +109,8 @@ class P4Slot:
         self.world, self.k_default, self.timeout = world, k_default, timeout
         self.straggler_aware = straggler_aware  # DPA_STRAGGLER_AWARE
         self.r = dict(seq=0, op_id=0, offset=0, op_length=0, meta=0, round=0, first_arrival=0,
-                      poison_info=0, poison_set=0, poison_value=0, arrivals=0, count=0,
+                      poison_info=0, poison_set=0, poison_value=0, expected_set=0, poison_expected=0,
+                      arrivals=0, count=0,
                       exp_used=0, exp_max=0, contributors=0)
         self.acc = 0
 
@@ -135,46 +136,46 @@ class P4Slot:
         length_x = p.op_length ^ r["op_length"]
         round_x = packet_round ^ r["round"]
         gate, gargs = lookup(GATE, (probe, d, r["meta"], op_x, round_x, length_x))
-        mismatch_info = mismatch_value = error_expected = 0
+        mismatch_info = mismatch_value = mismatch_expected = 0
         if gate == "gate_op_mismatch":
-            mismatch_info, mismatch_value, error_expected = p.rank << 8 | OP_MISMATCH, p.op_id, r["op_id"]
+            mismatch_info, mismatch_value, mismatch_expected = p.rank << 8 | OP_MISMATCH, p.op_id, r["op_id"]
         elif gate == "gate_type_mismatch":
             mismatch_info = p.rank << 8 | DTYPE_MISMATCH
-            mismatch_value, error_expected = packet_round & 0x100, r["round"] & 0x100
+            mismatch_value, mismatch_expected = packet_round & 0x100, r["round"] & 0x100
         elif gate == "gate_length_mismatch":
             mismatch_info = p.rank << 8 | LENGTH_MISMATCH
-            mismatch_value, error_expected = p.op_length, r["op_length"]
+            mismatch_value, mismatch_expected = p.op_length, r["op_length"]
         elif gate == "gate_count_mismatch":
             mismatch_info = p.rank << 8 | CONST["POISON_COUNT_MISMATCH"]
-            mismatch_value, error_expected = p.count, r["round"] >> 16
+            mismatch_value, mismatch_expected = p.count, r["round"] >> 16
         g = {"gate_new": "NEW", "gate_current": "CURRENT", "gate_old": "OLD", "gate_ahead": "AHEAD",
              "gate_probe_current": "PROBE_CURRENT", "gate_probe_other": "PROBE_OTHER"}.get(gate, "MISMATCH")
         elapsed = (now - r["first_arrival"]) & MASK32
         not_late = max(self.timeout + 1 - elapsed, 0) if self.straggler_aware else 1
         # poison
-        poison_info = poison_value = 0
+        poison_info = poison_value = poison_expected = 0
         if g == "NEW":
-            r.update(poison_info=0, poison_set=0, poison_value=0)
+            r.update(poison_info=0, poison_set=0, poison_value=0, expected_set=0, poison_expected=0)
         elif g == "MISMATCH":
             poison_info = r["poison_info"]
             if r["poison_info"] == 0:
                 r["poison_info"] = mismatch_info
             if r["poison_set"] == 0:
                 r["poison_set"], r["poison_value"] = 1, mismatch_value
-            poison_value = r["poison_value"]
+            if r["expected_set"] == 0:
+                r["expected_set"], r["poison_expected"] = 1, mismatch_expected
+            poison_value, poison_expected = r["poison_value"], r["poison_expected"]
         elif g in ("CURRENT", "PROBE_CURRENT"):
-            poison_info, poison_value = r["poison_info"], r["poison_value"]
-        # arrivals
-        bitmap_old = 0
+            poison_info, poison_value, poison_expected = r["poison_info"], r["poison_value"], r["poison_expected"]
+        # arrivals: each RegisterAction returns the sender's bit as the packet found it
+        dup = 0
         if g == "NEW":
             r["arrivals"] = sender_bit
         elif g == "CURRENT":
-            bitmap_old = r["arrivals"]
+            dup = r["arrivals"] & sender_bit
             r["arrivals"] |= sender_bit
         elif g == "PROBE_CURRENT":
-            bitmap_old = r["arrivals"]
-        dup = bitmap_old & sender_bit
-        bitmap_now = bitmap_old | sender_bit
+            dup = r["arrivals"] & sender_bit
         threshold = (r["round"] & 0xFF) if not_late == 0 else (r["meta"] & 0xFF)
         # count: every RegisterAction returns the register as the packet found it, except
         # count_open, which returns what it writes.
@@ -208,23 +209,23 @@ class P4Slot:
         exp_used, exp_next = p.exp_used, p.exp_next
         if g == "NEW":
             r["exp_max"] = p.exp_next
-            r["contributors"] = bitmap_now
+            r["contributors"] = sender_bit
             exp_used, exp_next = r["exp_used"], r["exp_max"]
         elif g in ("OLD", "PROBE_OTHER") or (g in ("CURRENT", "PROBE_CURRENT") and poison_info == 0):
             if accepted_add:
                 r["exp_max"] = max(r["exp_max"], p.exp_next)
             exp_used, exp_next = r["exp_used"], r["exp_max"]
         if accepted_add:
-            r["contributors"] = bitmap_now
+            r["contributors"] |= sender_bit
         # delivery.p4
         keys = (CONST["ADM_ACCEPT"], probe, CONST["GATE_" + g], poison_info & 0xFF, mismatch_info & 0xFF,
                 0, CONST["COUNT_OP_" + count_op], count, short, op_x, full_x, r["round"] >> 16)
         action, args = lookup(REPLY, keys)
         return self._reply(action, args, p, d, contributors, exp_used, exp_next, poison_info, poison_value,
-                           mismatch_value, error_expected)
+                           poison_expected)
 
     def _reply(self, action, args, p, d, contributors, exp_used, exp_next, poison_info, poison_value,
-               mismatch_value, error_expected):
+               poison_expected):
         r = self.r
         slot_float = r["round"] & FLOAT
 
@@ -255,14 +256,12 @@ class P4Slot:
         elif action in ("poisoned_now", "poisoned_now_with_sender_copy"):
             kind = "multicast_error" + ("+sender" if action.endswith("copy") else "")
             code = args[0] if action == "poisoned_now" else OP_MISMATCH
-            header = error_view(0x10, code, error_expected, op_id=r["op_id"], bitmap=mismatch_value)
+            header = error_view(0x10, code, poison_expected, op_id=r["op_id"], bitmap=poison_value)
         elif action in ("poisoned_op", "poisoned_type", "poisoned_length", "poisoned_count"):
-            code, expected = {"poisoned_op": (OP_MISMATCH, r["op_id"]),
-                              "poisoned_length": (LENGTH_MISMATCH, r["op_length"]),
-                              "poisoned_count": (LENGTH_MISMATCH, r["round"] >> 16),
-                              "poisoned_type": (DTYPE_MISMATCH, r["round"] & 0x100)}[action]
+            code = {"poisoned_op": OP_MISMATCH, "poisoned_length": LENGTH_MISMATCH,
+                    "poisoned_count": LENGTH_MISMATCH, "poisoned_type": DTYPE_MISMATCH}[action]
             kind = "unicast_error"
-            header = error_view(args[0], code, expected, rank=poison_info >> 8 & 0xFF,
+            header = error_view(args[0], code, poison_expected, rank=poison_info >> 8 & 0xFF,
                                 count=poison_info >> 16, bitmap=poison_value)
         elif action == "counted":
             kind, header, reduce_op = "counted", None, args[0]
