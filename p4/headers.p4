@@ -221,9 +221,10 @@ struct metadata_t {
     bit<32> error_expected;
     bit<32> generation;
     bit<32> pool_base;
-    // 32-bit, as everything that meets the dpa header's 32-bit words in one ALU instruction:
-    // an operation on a byte of a wider field makes bf-p4c slice the whole chain of fields
-    // (registers, header words) it is tied to, and the words then no longer fit one container.
+    // N three times, each from the sessions table's action data: the count chain's 16-bit
+    // arithmetic, the target byte a NEW stores, and k_invalid's expected value. bf-p4c puts
+    // every field an instruction ties to another into one group of 16 containers, so the
+    // arithmetic and the header-shaped words share no field (docs/switch.md).
     bit<16> world;
     bit<16> world_minus_one;
     bit<8>  world_target;
@@ -251,8 +252,8 @@ struct metadata_t {
     bit<32> poison_value;   // the offender's value
     bit<32> mismatch_info;  // what this packet would poison the round with
     bit<32> mismatch_value;
-    bit<32> mismatch_expected;
-    bit<32> poison_expected;
+    bit<32> mismatch_expected;  // the round's value it disagrees with (the error's `offset`)
+    bit<32> poison_expected;    // the poisoned round's expected value (poison_expected register)
     bit<32> dup;            // the sender's bit in the arrival bitmap before this packet
     bit<16> threshold;      // contributions that complete the round for this packet
     bit<16> count;          // count register result (COUNT_* encoding)

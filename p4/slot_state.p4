@@ -9,7 +9,8 @@
 //   op/offset/length/meta (count, target), written by NEW, read otherwise
 //   round (count, type, K), first arrival (elapsed time), mismatch XORs
 //   gate            -> NEW / CURRENT / OLD / AHEAD / MISMATCH / PROBE_*
-//   poison          (set by the first mismatch)  |  arrival bitmap (duplicates), side by side
+//   poison          (code and rank, offered and expected values, set by the first mismatch)
+//                   |  arrival bitmap (duplicates), side by side
 //   count           (contributors, completion; refuses a poisoned round, and gates itself: a
 //                    complete round is never counted)
 // The bitmap that replies report is the frozen one kept by result_bitmap.p4's register.
@@ -108,6 +109,8 @@ control SlotState(inout headers_t hdr,
         }
     };
 
+    // The round's value the first offender disagreed with (the poisoned replies' `offset`), kept
+    // here rather than moved from the slot's words, which would tie those to the header's.
     RegisterAction<poison_value_t, slot_index_t, bit<32>>(poison_expected) poison_expected_clear = {
         void apply(inout poison_value_t value, out bit<32> rv) { value.poisoned = 0; value.value = 0; rv = 0; }
     };
