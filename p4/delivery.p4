@@ -80,6 +80,7 @@ control Delivery(inout headers_t hdr,
         hdr.dpa.error_code = 0;
         hdr.dpa.flags = md.slot_round[15:8] ++ flags;
         hdr.dpa.op_id = md.slot_op_id;
+        // `offset` is the slot's already: its register writes the header (slot_state.p4).
         hdr.dpa.op_length = md.slot_op_length;
         hdr.dpa.count = meta[31:16];
         hdr.dpa.k = meta[7:0];
@@ -201,10 +202,6 @@ control Delivery(inout headers_t hdr,
         outcomes.count();
         poisoned_before(flags, ERR_LENGTH_MISMATCH);
     }
-    action poisoned_count(bit<8> flags) {
-        outcomes.count();
-        poisoned_before(flags, ERR_LENGTH_MISMATCH);
-    }
     // Contributions: NEW writes the accumulators, a counted packet adds to them.
     action counted(bit<8> reduce_op) {
         outcomes.count();
@@ -288,7 +285,7 @@ control Delivery(inout headers_t hdr,
         }
         actions = {
             drop_packet; to_cpu; admission_error; seq_ahead; old_reply; syn_reply; poisoned_now;
-            poisoned_now_with_sender_copy; poisoned_op; poisoned_type; poisoned_length; poisoned_count;
+            poisoned_now_with_sender_copy; poisoned_op; poisoned_type; poisoned_length;
             counted; completed_at_open; completed; completed_by_probe; copy_to_data; copy_to_probe;
             counted_header_only; completed_at_open_header_only; completed_header_only; copy_header_only;
             duplicate;
@@ -317,7 +314,6 @@ control Delivery(inout headers_t hdr,
             (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_OP_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_op(0x14);
             (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_type(0x14);
             (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_length(0x14);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, POISON_COUNT_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_count(0x14);
             (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, 0x100 &&& 0x100, _, _, _, 0) : copy_header_only(0x07, EV_SYN);
             (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, 0x100 &&& 0x100, _, _, _, _) : copy_to_probe();
             (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, 0) : completed_header_only(EV_COMPLETED);
@@ -341,14 +337,11 @@ control Delivery(inout headers_t hdr,
             (ADM_ACCEPT, 0, GATE_CURRENT, ERR_OP_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_op(0x10);
             (ADM_ACCEPT, 0, GATE_CURRENT, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_type(0x10);
             (ADM_ACCEPT, 0, GATE_CURRENT, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_length(0x10);
-            (ADM_ACCEPT, 0, GATE_CURRENT, POISON_COUNT_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_count(0x10);
             (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_OP_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_op(0x10);
             (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_type(0x10);
             (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_length(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, POISON_COUNT_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_count(0x10);
             (ADM_ACCEPT, 0, GATE_MISMATCH, 0, ERR_DTYPE_MISMATCH, _, _, _, _, 0, _, _) : poisoned_now(ERR_DTYPE_MISMATCH);
             (ADM_ACCEPT, 0, GATE_MISMATCH, 0, ERR_LENGTH_MISMATCH, _, _, _, _, 0, _, _) : poisoned_now(ERR_LENGTH_MISMATCH);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, POISON_COUNT_MISMATCH, _, _, _, _, 0, _, _) : poisoned_now(ERR_LENGTH_MISMATCH);
             (ADM_ACCEPT, 0, GATE_MISMATCH, 0, _, _, _, _, _, _, _, _) : poisoned_now_with_sender_copy();
             // A new contributor: late (copy), completing (multicast) or counted.
             (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, 0x100 &&& 0x100, _, _, _, 0) : copy_header_only(0x03, EV_LATE);

@@ -210,11 +210,10 @@ control SlotState(inout headers_t hdr,
         md.mismatch_expected = md.slot_op_length;
     }
     // The round's count differs (§8.2, after op_length): length_mismatch with the counts as the
-    // expected and offered values (src/switch/slot.cpp), told apart from an op_length mismatch
-    // by the code the poison register keeps.
+    // expected and offered values (src/switch/slot.cpp), which the poison registers keep.
     action gate_count_mismatch() {
         md.gate = GATE_MISMATCH;
-        md.mismatch_info = 16w0 ++ hdr.dpa.rank ++ POISON_COUNT_MISMATCH;
+        md.mismatch_info = 16w0 ++ hdr.dpa.rank ++ ERR_LENGTH_MISMATCH;
         md.mismatch_value = 16w0 ++ offered_count.get({hdr.dpa.count});
         md.mismatch_expected = 16w0 ++ expected_count.get({md.slot_round[31:16]});
     }

@@ -57,10 +57,6 @@ const bit<8> GATE_MISMATCH = 5;       // data for the current round that disagre
 const bit<8> GATE_PROBE_CURRENT = 6;  // SYN for the current, opened round
 const bit<8> GATE_PROBE_OTHER = 7;    // SYN for another round or a slot never opened
 
-// The poison code a round keeps when a request's `count` differed from the round's: the reply
-// is length_mismatch (§4), with the round's count as the expected value, not its op_length.
-const bit<8> POISON_COUNT_MISMATCH = 0x90;
-
 // Reduce operations carried to the value passes (reduce.p4).
 const bit<8> REDUCE_NONE = 0;         // strip the pass's values, touch no register
 const bit<8> REDUCE_WRITE = 1;        // NEW: the accumulators take the packet's values

@@ -146,7 +146,7 @@ class P4Slot:
             mismatch_info = p.rank << 8 | LENGTH_MISMATCH
             mismatch_value, mismatch_expected = p.op_length, r["op_length"]
         elif gate == "gate_count_mismatch":
-            mismatch_info = p.rank << 8 | CONST["POISON_COUNT_MISMATCH"]
+            mismatch_info = p.rank << 8 | LENGTH_MISMATCH
             mismatch_value, mismatch_expected = p.count, r["round"] >> 16
         g = {"gate_new": "NEW", "gate_current": "CURRENT", "gate_old": "OLD", "gate_ahead": "AHEAD",
              "gate_probe_current": "PROBE_CURRENT", "gate_probe_other": "PROBE_OTHER"}.get(gate, "MISMATCH")
@@ -257,9 +257,9 @@ class P4Slot:
             kind = "multicast_error" + ("+sender" if action.endswith("copy") else "")
             code = args[0] if action == "poisoned_now" else OP_MISMATCH
             header = error_view(0x10, code, poison_expected, op_id=r["op_id"], bitmap=poison_value)
-        elif action in ("poisoned_op", "poisoned_type", "poisoned_length", "poisoned_count"):
+        elif action in ("poisoned_op", "poisoned_type", "poisoned_length"):
             code = {"poisoned_op": OP_MISMATCH, "poisoned_length": LENGTH_MISMATCH,
-                    "poisoned_count": LENGTH_MISMATCH, "poisoned_type": DTYPE_MISMATCH}[action]
+                    "poisoned_type": DTYPE_MISMATCH}[action]
             kind = "unicast_error"
             header = error_view(args[0], code, poison_expected, rank=poison_info >> 8 & 0xFF,
                                 count=poison_info >> 16, bitmap=poison_value)
