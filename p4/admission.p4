@@ -26,7 +26,9 @@ control Admission(inout headers_t hdr,
                        bit<32> timeout_plus_one, bit<32> pool_base, bit<16> mgid,
                        bit<32> generation) {
         md.session_hit = 1;
-        md.world = (bit<32>)world;
+        md.world = (bit<16>)world;
+        md.world_target = world;
+        md.world_expected = (bit<32>)world;
         md.k_default = k_default;
         md.timeout_plus_one = timeout_plus_one;
         md.pool_base = pool_base;
@@ -72,7 +74,7 @@ control Admission(inout headers_t hdr,
             hdr.ipv4.src_addr : exact;
             hdr.udp.src_port : exact;
             hdr.dpa.rank : exact;
-            hdr.dpa.slot : range;
+            hdr.dpa.slot[15:0] : range @name("slot");
         }
         actions = { identity; NoAction; }
         const default_action = NoAction;
@@ -81,7 +83,7 @@ control Admission(inout headers_t hdr,
 
     action in_pool() { md.pool_hit = 1; }
     table pools {
-        key = { hdr.dpa.session : exact; hdr.dpa.slot : range; }
+        key = { hdr.dpa.session : exact; hdr.dpa.slot[15:0] : range @name("slot"); }
         actions = { in_pool; NoAction; }
         const default_action = NoAction;
         size = DPA_SESSIONS;
@@ -128,9 +130,9 @@ control Admission(inout headers_t hdr,
     // The round's K and target if this packet opens it (§8.2 NEW): k, or the session default
     // when k = 0; the target is K with COUNT_TO_K, else N. Each goes into the byte of the word
     // the slot's registers store (headers.p4), whose other bytes are written apart.
-    action round_default_n() { md.packet_round[7:0] = md.k_default; md.packet_meta[7:0] = md.world[7:0]; }
+    action round_default_n() { md.packet_round[7:0] = md.k_default; md.packet_meta[7:0] = md.world_target; }
     action round_default_k() { md.packet_round[7:0] = md.k_default; md.packet_meta[7:0] = md.k_default; }
-    action round_packet_n() { md.packet_round[7:0] = hdr.dpa.k; md.packet_meta[7:0] = md.world[7:0]; }
+    action round_packet_n() { md.packet_round[7:0] = hdr.dpa.k; md.packet_meta[7:0] = md.world_target; }
     action round_packet_k() { md.packet_round[7:0] = hdr.dpa.k; md.packet_meta[7:0] = hdr.dpa.k; }
     table round_parameters {
         key = { hdr.dpa.k : ternary; md.count_to_k : exact; }
@@ -142,6 +144,24 @@ control Admission(inout headers_t hdr,
             (0, 1) : round_default_k();
             (_, 0) : round_packet_n();
             (_, 1) : round_packet_k();
+        }
+    }
+
+    // §2's decoder and §5's sizes: a header-only request (a SYN probe, or data with count 0: the
+    // exponent-priming request) must have count 0; a request with P values count <= P, and count
+    // 0 there is a request of another size (bad_length). A table: the comparisons are too wide
+    // for one gateway.
+    action count_fit(bit<2> fit) { md.count_fit = fit; }
+    table count_fits {
+        key = { hdr.udp.length : ternary; hdr.dpa.count : range; }
+        actions = { count_fit; }
+        const default_action = count_fit(COUNT_FIT_MALFORMED);
+        size = 4;
+        const entries = {
+            (8 + DPA_HEADER_BYTES, 0 .. 0) : count_fit(COUNT_FIT_CANONICAL);
+            (8 + DPA_HEADER_BYTES, _) : count_fit(COUNT_FIT_MALFORMED);
+            (_, 0 .. 0) : count_fit(COUNT_FIT_OTHER_SIZE);
+            (_, 1 .. DPA_PAYLOAD) : count_fit(COUNT_FIT_CANONICAL);
         }
     }
 
@@ -177,18 +197,19 @@ control Admission(inout headers_t hdr,
     }
     action error_k_invalid() {
         verdicts.count();
-        md.admit = ADM_ERROR; md.error_code = ERR_K_INVALID; md.error_expected = md.world;
+        md.admit = ADM_ERROR; md.error_code = ERR_K_INVALID; md.error_expected = md.world_expected;
     }
 
-    // §8.1 in priority order, for requests of the canonical size (header only for a SYN probe,
-    // header + P values for data). Every entry requires a well-formed request (§2): version 2,
-    // error 0, reserved 0, rank < 64, no reply-only or unknown flag (0xFC9B = ~0x03ff | RESULT |
-    // RETRANSMIT | OLD | ERROR | COMPLETE), `count` within the payload (count_ok). A well-formed
-    // request of another size goes to the controller, which applies §8.1 to it in the same order
-    // (its decode check needs the payload size the pipeline cannot compare with `count`, and it
-    // ends in bad_length or a drop). Anything else misses every entry: dropped as malformed.
+    // §8.1 in priority order, for requests of a canonical size (§5: header only for a SYN probe
+    // and for data with count 0, header + P values for other data). Every entry requires a
+    // well-formed request (§2): version 2, error 0, reserved 0, rank < 64, no reply-only or
+    // unknown flag (0xFC9B = ~0x03ff | RESULT | RETRANSMIT | OLD | ERROR | COMPLETE), `count`
+    // within the payload (count_fit). A well-formed request of another size goes to the
+    // controller, which applies §8.1 to it in the same order (its decode check needs the payload
+    // size the pipeline cannot compare with `count`, and it ends in bad_length or a drop).
+    // Anything else misses every entry: dropped as malformed.
 #define DPA_WELL_FORMED(flags) DPA_VERSION, 0, 0, flags, 0 &&& 0xC0
-#define DPA_PROBE DPA_WELL_FORMED(0x0004 &&& 0xFC9F)
+#define DPA_HEADER_ONLY DPA_WELL_FORMED(0 &&& 0xFC9B)
 #define DPA_DATA DPA_WELL_FORMED(0 &&& 0xFC9F)
     table verdict {
         key = {
@@ -198,7 +219,7 @@ control Admission(inout headers_t hdr,
             hdr.dpa.flags : ternary;
             hdr.dpa.rank : ternary;
             hdr.udp.length : ternary;
-            md.count_ok : ternary;
+            md.count_fit : ternary;
             md.session_hit : ternary;
             md.endpoint_hit : ternary;
             md.host_hit : ternary;
@@ -213,46 +234,47 @@ control Admission(inout headers_t hdr,
         }
         const default_action = drop(EV_MALFORMED);
         counters = verdicts;
-        size = 32;
+        size = 48;
         const entries = {
             // 3, 4: JOIN and LEAVE run on the control plane (§6.3, §6.5), which also answers a
             // JOIN for an unknown session.
             (DPA_WELL_FORMED(0x0040 &&& 0xFCDB), _, _, _, _, _, _, _, _, _) : to_cpu();
             (DPA_WELL_FORMED(0x0200 &&& 0xFE9B), _, _, _, _, _, _, _, _, _) : to_cpu();
 
-            // SYN probes. 1: count beyond the (empty) payload.
-            (DPA_PROBE, 56, 0, _, _, _, _, _, _, _) : drop(EV_MALFORMED);
+            // Header only: SYN probes and data with count 0. 1: count beyond the (empty) payload.
+            (DPA_HEADER_ONLY, 56, COUNT_FIT_MALFORMED, _, _, _, _, _, _, _) : drop(EV_MALFORMED);
             // 2: unknown session. 5: not a member endpoint (a registered host learns it).
-            (DPA_PROBE, 56, 1, 0, _, _, _, _, _, _) : drop(EV_UNKNOWN_SESSION);
-            (DPA_PROBE, 56, 1, 1, 0, 1, _, _, _, _) : error_not_joined();
-            (DPA_PROBE, 56, 1, 1, 0, 0, _, _, _, _) : drop(EV_UNREGISTERED);
+            (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 0, _, _, _, _, _, _) : drop(EV_UNKNOWN_SESSION);
+            (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 0, 1, _, _, _, _) : error_not_joined();
+            (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 0, 0, _, _, _, _) : drop(EV_UNREGISTERED);
             // 6: token. 7: slot outside the generation's T*2W slots.
-            (DPA_PROBE, 56, 1, 1, 1, _, 2, _, _, _) : error_taken_over();
-            (DPA_PROBE, 56, 1, 1, 1, _, 0, _, _, _) : drop(EV_BAD_TOKEN);
-            (DPA_PROBE, 56, 1, 1, 1, _, 1, 0, _, _) : error_slot_out_of_range();
+            (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 1, _, 2, _, _, _) : error_taken_over();
+            (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 1, _, 0, _, _, _) : drop(EV_BAD_TOKEN);
+            (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 1, _, 1, 0, _, _) : error_slot_out_of_range();
             // 8: the header's rank, or the slot's thread, is not this endpoint's. 11: k > N.
-            (DPA_PROBE, 56, 1, 1, 1, _, 1, 1, 0, _) : drop(EV_UNREGISTERED);
-            (DPA_PROBE, 56, 1, 1, 1, _, 1, 1, 1, 0) : error_k_invalid();
-            (DPA_PROBE, 56, 1, 1, 1, _, 1, 1, 1, 1) : accept();
+            (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 1, _, 1, 1, 0, _) : drop(EV_UNREGISTERED);
+            (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 1, _, 1, 1, 1, 0) : error_k_invalid();
+            (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 1, _, 1, 1, 1, 1) : accept();
 
-            // Data with exactly P values: the same rows.
-            (DPA_DATA, DPA_DATA_UDP_LENGTH, 0, _, _, _, _, _, _, _) : drop(EV_MALFORMED);
-            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 0, _, _, _, _, _, _) : drop(EV_UNKNOWN_SESSION);
-            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 0, 1, _, _, _, _) : error_not_joined();
-            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 0, 0, _, _, _, _) : drop(EV_UNREGISTERED);
-            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 1, _, 2, _, _, _) : error_taken_over();
-            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 1, _, 0, _, _, _) : drop(EV_BAD_TOKEN);
-            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 1, _, 1, 0, _, _) : error_slot_out_of_range();
-            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 1, _, 1, 1, 0, _) : drop(EV_UNREGISTERED);
-            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 1, _, 1, 1, 1, 0) : error_k_invalid();
-            (DPA_DATA, DPA_DATA_UDP_LENGTH, 1, 1, 1, _, 1, 1, 1, 1) : accept();
+            // Data with exactly P values: the same rows. Count 0 there (COUNT_FIT_OTHER_SIZE)
+            // matches none of them: another size.
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_MALFORMED, _, _, _, _, _, _, _) : drop(EV_MALFORMED);
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 0, _, _, _, _, _, _) : drop(EV_UNKNOWN_SESSION);
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 0, 1, _, _, _, _) : error_not_joined();
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 0, 0, _, _, _, _) : drop(EV_UNREGISTERED);
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 1, _, 2, _, _, _) : error_taken_over();
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 1, _, 0, _, _, _) : drop(EV_BAD_TOKEN);
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 1, _, 1, 0, _, _) : error_slot_out_of_range();
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 1, _, 1, 1, 0, _) : drop(EV_UNREGISTERED);
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 1, _, 1, 1, 1, 0) : error_k_invalid();
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 1, _, 1, 1, 1, 1) : accept();
 
-            // Another size (a probe with values, data of the wrong length).
+            // Another size (a probe with values, data of the wrong length, P values with count 0).
             (DPA_WELL_FORMED(0 &&& 0xFC9B), _, _, _, _, _, _, _, _, _) : to_cpu();
         }
     }
 #undef DPA_DATA
-#undef DPA_PROBE
+#undef DPA_HEADER_ONLY
 #undef DPA_WELL_FORMED
 
     apply {
@@ -260,25 +282,18 @@ control Admission(inout headers_t hdr,
             md.is_probe = hdr.dpa.flags[2:2];
             md.count_to_k = hdr.dpa.flags[5:5];
             md.packet_meta[31:16] = hdr.dpa.count;
+            md.packet_round[31:16] = hdr.dpa.count;
             md.packet_round[15:8] = hdr.dpa.flags[15:8];
-            // §2's decoder: `count` words must fit the payload, which is empty for a probe and P
-            // values for data of the canonical size.
-            if (hdr.dpa.flags[2:2] == 1) {
-                if (hdr.dpa.count == 0) {
-                    md.count_ok = 1;
-                } else {
-                    md.count_ok = 0;
-                }
-            } else if (hdr.dpa.count <= DPA_PAYLOAD) {
-                md.count_ok = 1;
-            } else {
-                md.count_ok = 0;
-            }
+            count_fits.apply();
             sessions.apply();
             tokens.apply();
             endpoints.apply();
-            identities.apply();
-            pools.apply();
+            // Range matches take at most 20 bits: slots have 14 (switch.program.slots <= 16384),
+            // so a slot with any of the high 16 bits set is in no pool.
+            if (hdr.dpa.slot[31:16] == 0) {
+                identities.apply();
+                pools.apply();
+            }
             hosts.apply();
             k_limits.apply();
             rank_bits.apply();

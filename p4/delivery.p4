@@ -3,7 +3,9 @@
 // sender or, for a poisoned round, to every rank; packets whose values must be added or
 // fetched into the input passes (a probe that fetches a result rides them too, so it never
 // overtakes the values of the packet that completed the round); JOIN and LEAVE to the CPU;
-// the rest dropped. A header-only reply to a data packet keeps the request's values behind the
+// the rest dropped. A round whose count is 0 (the exponent-priming round, §5) has no values:
+// its requests add nothing and its results are header only, so they leave from the state pass
+// too. A header-only reply to a data packet keeps the request's values behind the
 // header: the egress sets the IPv4 and UDP lengths to the header, so they are an Ethernet
 // trailer that every receiver discards (docs/switch.md).
 // The header is rewritten here, once; the egress only sets each copy's destination and the
@@ -44,6 +46,13 @@ control Delivery(inout headers_t hdr,
         hdr.bridged.delivery = delivery;
         hdr.bridged.with_values = with_values;
     }
+    // A header-only result to every rank of the generation (rank = RID, egress_rewrite.p4).
+    action route_multicast_now() {
+        ig_tm_md.mcast_grp_a = hdr.bridged.mgid;
+        ig_tm_md.bypass_egress = 0;
+        hdr.bridged.delivery = DELIVER_MULTICAST;
+        hdr.bridged.with_values = 0;
+    }
     // ---- header views (§2 Reply column) ----
     // Replies go from the switch to the sender; multicast copies get their destination in the
     // egress.
@@ -71,7 +80,7 @@ control Delivery(inout headers_t hdr,
         hdr.dpa.error_code = 0;
         hdr.dpa.flags = md.slot_round[15:8] ++ flags;
         hdr.dpa.op_id = md.slot_op_id;
-        hdr.dpa.offset = md.slot_offset;
+        // `offset` is the slot's already: its register writes the header (slot_state.p4).
         hdr.dpa.op_length = md.slot_op_length;
         hdr.dpa.count = meta[31:16];
         hdr.dpa.k = meta[7:0];
@@ -81,14 +90,14 @@ control Delivery(inout headers_t hdr,
     }
     action result_view(bit<8> flags) {
         slot_view(flags, md.slot_meta);
-        hdr.dpa.seq = hdr.dpa.seq - md.seq_diff;
+        hdr.dpa.seq = md.slot_seq;
     }
     action opened_result_view() {
         slot_view(0x01, md.slot_meta);
     }
     action state_view(bit<8> flags) {
         slot_view(flags, md.state_meta);
-        hdr.dpa.seq = hdr.dpa.seq - md.seq_diff;
+        hdr.dpa.seq = md.slot_seq;
     }
     // An ERROR echoes the request (§4): kind bits kept (the request's high flag byte is its FLOAT
     // bit alone, §8.1 admits nothing else), count and contributors zero. The caller sets `count`
@@ -125,7 +134,7 @@ control Delivery(inout headers_t hdr,
     }
     action seq_ahead() {
         outcomes.count();
-        error_view(0x10, ERR_SEQ_AHEAD, hdr.dpa.seq - md.seq_diff);
+        error_view(0x10, ERR_SEQ_AHEAD, md.slot_seq);
         hdr.dpa.count = 0;
         hdr.dpa.bitmap_lo = 0;
         route_now();
@@ -148,10 +157,10 @@ control Delivery(inout headers_t hdr,
     // of its port alone, replication id RID_SENDER).
     action poisoned_now(bit<8> code) {
         outcomes.count();
-        error_view(0x10, code, md.error_expected);
+        error_view(0x10, code, md.poison_expected);
         hdr.dpa.count = 0;
         hdr.dpa.op_id = md.slot_op_id;
-        hdr.dpa.bitmap_lo = md.mismatch_value;
+        hdr.dpa.bitmap_lo = md.poison_value;
         ig_tm_md.mcast_grp_a = hdr.bridged.mgid;
         ig_tm_md.bypass_egress = 0;
         hdr.bridged.delivery = DELIVER_MULTICAST;
@@ -160,10 +169,10 @@ control Delivery(inout headers_t hdr,
     }
     action poisoned_now_with_sender_copy() {
         outcomes.count();
-        error_view(0x10, ERR_OP_MISMATCH, md.error_expected);
+        error_view(0x10, ERR_OP_MISMATCH, md.poison_expected);
         hdr.dpa.count = 0;
         hdr.dpa.op_id = md.slot_op_id;
-        hdr.dpa.bitmap_lo = md.mismatch_value;
+        hdr.dpa.bitmap_lo = md.poison_value;
         ig_tm_md.mcast_grp_a = hdr.bridged.mgid;
         ig_tm_md.mcast_grp_b = hdr.bridged.sender_mgid;
         ig_tm_md.bypass_egress = 0;
@@ -173,8 +182,8 @@ control Delivery(inout headers_t hdr,
     }
     // A packet for a round poisoned earlier: the round's error under the sender's op_id. The
     // poison word puts the offender's rank where `rank` sits and zeros over `count`.
-    action poisoned_before(bit<8> flags, bit<8> code, bit<32> expected) {
-        error_view(flags, code, expected);
+    action poisoned_before(bit<8> flags, bit<8> code) {
+        error_view(flags, code, md.poison_expected);
         hdr.dpa.count = md.poison_info[31:16];
         hdr.dpa.rank = md.poison_info[15:8];
         hdr.dpa.bitmap_lo = md.poison_value;
@@ -183,15 +192,15 @@ control Delivery(inout headers_t hdr,
     }
     action poisoned_op(bit<8> flags) {
         outcomes.count();
-        poisoned_before(flags, ERR_OP_MISMATCH, md.slot_op_id);
+        poisoned_before(flags, ERR_OP_MISMATCH);
     }
     action poisoned_type(bit<8> flags) {
         outcomes.count();
-        poisoned_before(flags, ERR_DTYPE_MISMATCH, 16w0 ++ md.slot_round[15:8] ++ 8w0);
+        poisoned_before(flags, ERR_DTYPE_MISMATCH);
     }
     action poisoned_length(bit<8> flags) {
         outcomes.count();
-        poisoned_before(flags, ERR_LENGTH_MISMATCH, md.slot_op_length);
+        poisoned_before(flags, ERR_LENGTH_MISMATCH);
     }
     // Contributions: NEW writes the accumulators, a counted packet adds to them.
     action counted(bit<8> reduce_op) {
@@ -229,6 +238,30 @@ control Delivery(inout headers_t hdr,
         route_input(REDUCE_SKIP, DELIVER_UNICAST, 1);
         hdr.bridged.event = EV_SYN;
     }
+    // The same for a round of count 0 (§5): no values to add, none in its result.
+    action counted_header_only() {
+        outcomes.count();
+        ig_dprsr_md.drop_ctl = 1;
+        hdr.bridged.event = EV_AGGREGATED;
+    }
+    action completed_at_open_header_only(bit<8> event) {
+        outcomes.count();
+        opened_result_view();
+        route_multicast_now();
+        hdr.bridged.event = event;
+    }
+    action completed_header_only(bit<8> event) {
+        outcomes.count();
+        result_view(0x01);
+        route_multicast_now();
+        hdr.bridged.event = event;
+    }
+    action copy_header_only(bit<8> flags, bit<8> event) {
+        outcomes.count();
+        result_view(flags);
+        route_now();
+        hdr.bridged.event = event;
+    }
     action duplicate() {
         outcomes.count();
         ig_dprsr_md.drop_ctl = 1;
@@ -248,68 +281,85 @@ control Delivery(inout headers_t hdr,
             md.short[7:0] : ternary;
             md.op_x : ternary;
             md.full_x[7:0] : ternary;
+            md.slot_round[31:16] : ternary;  // the round's count: 0 for a header-only round
         }
         actions = {
             drop_packet; to_cpu; admission_error; seq_ahead; old_reply; syn_reply; poisoned_now;
-            poisoned_now_with_sender_copy; poisoned_op; poisoned_type; poisoned_length; counted;
-            completed_at_open; completed; completed_by_probe; copy_to_data; copy_to_probe; duplicate;
+            poisoned_now_with_sender_copy; poisoned_op; poisoned_type; poisoned_length;
+            counted; completed_at_open; completed; completed_by_probe; copy_to_data; copy_to_probe;
+            counted_header_only; completed_at_open_header_only; completed_header_only; copy_header_only;
+            duplicate;
         }
         const default_action = drop_packet;
         counters = outcomes;
-        size = 64;
+        size = 80;
         // md.count is the count register before the packet (after it for a NEW); 0x100: complete.
+        // Each reply with values has a header-only twin first, for a round of count 0.
         const entries = {
             // Admission (§8.1).
-            (ADM_DROP, _, _, _, _, _, _, _, _, _, _) : drop_packet();
-            (ADM_CPU, _, _, _, _, _, _, _, _, _, _) : to_cpu();
-            (ADM_ERROR, 1, _, _, _, ERR_NOT_JOINED, _, _, _, _, _) : admission_error(0x14, ERR_NOT_JOINED);
-            (ADM_ERROR, 1, _, _, _, ERR_SESSION_TAKEN_OVER, _, _, _, _, _) : admission_error(0x14, ERR_SESSION_TAKEN_OVER);
-            (ADM_ERROR, 1, _, _, _, ERR_SLOT_OUT_OF_RANGE, _, _, _, _, _) : admission_error(0x14, ERR_SLOT_OUT_OF_RANGE);
-            (ADM_ERROR, 1, _, _, _, ERR_K_INVALID, _, _, _, _, _) : admission_error(0x14, ERR_K_INVALID);
-            (ADM_ERROR, 0, _, _, _, ERR_NOT_JOINED, _, _, _, _, _) : admission_error(0x10, ERR_NOT_JOINED);
-            (ADM_ERROR, 0, _, _, _, ERR_SESSION_TAKEN_OVER, _, _, _, _, _) : admission_error(0x10, ERR_SESSION_TAKEN_OVER);
-            (ADM_ERROR, 0, _, _, _, ERR_SLOT_OUT_OF_RANGE, _, _, _, _, _) : admission_error(0x10, ERR_SLOT_OUT_OF_RANGE);
-            (ADM_ERROR, 0, _, _, _, ERR_K_INVALID, _, _, _, _, _) : admission_error(0x10, ERR_K_INVALID);
+            (ADM_DROP, _, _, _, _, _, _, _, _, _, _, _) : drop_packet();
+            (ADM_CPU, _, _, _, _, _, _, _, _, _, _, _) : to_cpu();
+            (ADM_ERROR, 1, _, _, _, ERR_NOT_JOINED, _, _, _, _, _, _) : admission_error(0x14, ERR_NOT_JOINED);
+            (ADM_ERROR, 1, _, _, _, ERR_SESSION_TAKEN_OVER, _, _, _, _, _, _) : admission_error(0x14, ERR_SESSION_TAKEN_OVER);
+            (ADM_ERROR, 1, _, _, _, ERR_SLOT_OUT_OF_RANGE, _, _, _, _, _, _) : admission_error(0x14, ERR_SLOT_OUT_OF_RANGE);
+            (ADM_ERROR, 1, _, _, _, ERR_K_INVALID, _, _, _, _, _, _) : admission_error(0x14, ERR_K_INVALID);
+            (ADM_ERROR, 0, _, _, _, ERR_NOT_JOINED, _, _, _, _, _, _) : admission_error(0x10, ERR_NOT_JOINED);
+            (ADM_ERROR, 0, _, _, _, ERR_SESSION_TAKEN_OVER, _, _, _, _, _, _) : admission_error(0x10, ERR_SESSION_TAKEN_OVER);
+            (ADM_ERROR, 0, _, _, _, ERR_SLOT_OUT_OF_RANGE, _, _, _, _, _, _) : admission_error(0x10, ERR_SLOT_OUT_OF_RANGE);
+            (ADM_ERROR, 0, _, _, _, ERR_K_INVALID, _, _, _, _, _, _) : admission_error(0x10, ERR_K_INVALID);
 
             // SYN probes (§8.2, first rows).
-            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, _, _, 0x100 &&& 0x100, _, _, _) : syn_reply(0x84);
-            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, _, _, _, _, _, _) : syn_reply(0x04);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_OP_MISMATCH, _, _, _, _, _, _, _) : poisoned_op(0x14);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _) : poisoned_type(0x14);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _) : poisoned_length(0x14);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, 0x100 &&& 0x100, _, _, _) : copy_to_probe();
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, 0) : completed_by_probe(EV_COMPLETED);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, _) : completed_by_probe(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _) : syn_reply(0x04);
+            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, _, _, 0x100 &&& 0x100, _, _, _, _) : syn_reply(0x84);
+            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, _, _, _, _, _, _, _) : syn_reply(0x04);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_OP_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_op(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_type(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_length(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, 0x100 &&& 0x100, _, _, _, 0) : copy_header_only(0x07, EV_SYN);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, 0x100 &&& 0x100, _, _, _, _) : copy_to_probe();
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, 0) : completed_header_only(EV_COMPLETED);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, _) : completed_by_probe(EV_COMPLETED);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, _, 0) : completed_header_only(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, _, _) : completed_by_probe(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _) : syn_reply(0x04);
 
             // NEW (§8.2): opens the round; complete at once when the target is 1.
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, 0) : completed_at_open(EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, _) : completed_at_open(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _, _, _, _) : counted(REDUCE_WRITE);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, 0, 0) : completed_at_open_header_only(EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, 0, _) : completed_at_open(EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, _, 0) : completed_at_open_header_only(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, _, _) : completed_at_open(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _, _, _, _, 0) : counted_header_only();
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _, _, _, _, _) : counted(REDUCE_WRITE);
             // OLD and ahead.
-            (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, 0x100 &&& 0x100, _, _, _) : old_reply(0x88);
-            (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, _, _, _, _) : old_reply(0x08);
-            (ADM_ACCEPT, 0, GATE_AHEAD, _, _, _, _, _, _, _, _) : seq_ahead();
+            (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, 0x100 &&& 0x100, _, _, _, _) : old_reply(0x88);
+            (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, _, _, _, _, _) : old_reply(0x08);
+            (ADM_ACCEPT, 0, GATE_AHEAD, _, _, _, _, _, _, _, _, _) : seq_ahead();
             // Poisoned earlier (the round's error again), or poisoned by this packet (§8.3).
-            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_OP_MISMATCH, _, _, _, _, _, _, _) : poisoned_op(0x10);
-            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _) : poisoned_type(0x10);
-            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _) : poisoned_length(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_OP_MISMATCH, _, _, _, _, _, _, _) : poisoned_op(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _) : poisoned_type(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _) : poisoned_length(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, ERR_DTYPE_MISMATCH, _, _, _, _, 0, _) : poisoned_now(ERR_DTYPE_MISMATCH);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, ERR_LENGTH_MISMATCH, _, _, _, _, 0, _) : poisoned_now(ERR_LENGTH_MISMATCH);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, _, _, _, _, _, _, _) : poisoned_now_with_sender_copy();
+            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_OP_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_op(0x10);
+            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_type(0x10);
+            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_length(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_OP_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_op(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_type(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_length(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, ERR_DTYPE_MISMATCH, _, _, _, _, 0, _, _) : poisoned_now(ERR_DTYPE_MISMATCH);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, ERR_LENGTH_MISMATCH, _, _, _, _, 0, _, _) : poisoned_now(ERR_LENGTH_MISMATCH);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, _, _, _, _, _, _, _, _) : poisoned_now_with_sender_copy();
             // A new contributor: late (copy), completing (multicast) or counted.
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, 0x100 &&& 0x100, _, _, _) : copy_to_data(EV_LATE);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, 0) : completed(REDUCE_ADD, EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, _) : completed(REDUCE_ADD, EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, _, _, _) : counted(REDUCE_ADD);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, 0x100 &&& 0x100, _, _, _, 0) : copy_header_only(0x03, EV_LATE);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, 0x100 &&& 0x100, _, _, _, _) : copy_to_data(EV_LATE);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, 0, 0) : completed_header_only(EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, 0, _) : completed(REDUCE_ADD, EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, _, 0) : completed_header_only(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, _, _) : completed(REDUCE_ADD, EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, _, _, _, 0) : counted_header_only();
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, _, _, _, _) : counted(REDUCE_ADD);
             // A counted rank's retransmission: copy, reactive completion, or a duplicate.
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, 0x100 &&& 0x100, _, _, _) : copy_to_data(EV_RETRANSMITTED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, 0) : completed(REDUCE_NONE, EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, _) : completed(REDUCE_NONE, EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, _, _, _, _) : duplicate();
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, 0x100 &&& 0x100, _, _, _, 0) : copy_header_only(0x03, EV_RETRANSMITTED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, 0x100 &&& 0x100, _, _, _, _) : copy_to_data(EV_RETRANSMITTED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, 0) : completed_header_only(EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, _) : completed(REDUCE_NONE, EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, _, 0) : completed_header_only(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, _, _) : completed(REDUCE_NONE, EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, _, _, _, _, _) : duplicate();
         }
     }
 

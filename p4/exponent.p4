@@ -31,22 +31,54 @@ control Exponent(inout headers_t hdr,
 
     // The slot's codes go straight into the header's exp_used and exp_next, which only replies
     // with the slot's view carry (delivery.p4); an error reply echoes the request's, so poisoned
-    // rounds, disagreeing and early packets do not touch them.
-    apply {
-        slot_index_t index = hdr.dpa.slot[DPA_SLOT_BITS - 1:0];
-        if (md.gate == GATE_NEW) {
-            hdr.dpa.exp_used = exp_used_write.execute(index);
-            hdr.dpa.exp_next = exp_max_open.execute(index);
-        } else if (md.gate == GATE_OLD || md.gate == GATE_PROBE_OTHER ||
-                   ((md.gate == GATE_CURRENT || md.gate == GATE_PROBE_CURRENT) && md.poison_info == 0)) {
-            hdr.dpa.exp_used = exp_used_read.execute(index);
-            // Only a counted contribution raises the maximum (§8.2 Add).
-            if (md.gate == GATE_CURRENT && md.dup == 0 && md.count[15:8] == 0) {
-                hdr.dpa.exp_next = exp_max_add.execute(index);
-            } else {
-                hdr.dpa.exp_next = exp_max_read.execute(index);
-            }
+    // rounds, disagreeing and early packets do not touch them. Only a counted contribution (a
+    // new sender of a round neither poisoned nor complete) raises the maximum (§8.2 Add).
+    // One stateful ALU per action: a table for each register, with the same key.
+    action used_write() { hdr.dpa.exp_used = exp_used_write.execute(hdr.dpa.slot[DPA_SLOT_BITS - 1:0]); }
+    action used_read() { hdr.dpa.exp_used = exp_used_read.execute(hdr.dpa.slot[DPA_SLOT_BITS - 1:0]); }
+    table exp_used_step {
+        key = {
+            md.gate : exact;
+            md.poison_info[7:0] : ternary;  // the poison code, 0 while not poisoned
         }
+        actions = { used_write; used_read; NoAction; }
+        const default_action = NoAction;
+        size = 8;
+        const entries = {
+            (GATE_NEW, _) : used_write();
+            (GATE_OLD, _) : used_read();
+            (GATE_PROBE_OTHER, _) : used_read();
+            (GATE_CURRENT, 0) : used_read();
+            (GATE_PROBE_CURRENT, 0) : used_read();
+        }
+    }
+
+    action max_open() { hdr.dpa.exp_next = exp_max_open.execute(hdr.dpa.slot[DPA_SLOT_BITS - 1:0]); }
+    action max_add() { hdr.dpa.exp_next = exp_max_add.execute(hdr.dpa.slot[DPA_SLOT_BITS - 1:0]); }
+    action max_read() { hdr.dpa.exp_next = exp_max_read.execute(hdr.dpa.slot[DPA_SLOT_BITS - 1:0]); }
+    table exp_max_step {
+        key = {
+            md.gate : exact;
+            md.poison_info[7:0] : ternary;  // the poison code, 0 while not poisoned
+            md.dup : ternary;
+            md.count[15:8] : ternary;       // 1 once the round is complete
+        }
+        actions = { max_open; max_add; max_read; NoAction; }
+        const default_action = NoAction;
+        size = 8;
+        const entries = {
+            (GATE_NEW, _, _, _) : max_open();
+            (GATE_OLD, _, _, _) : max_read();
+            (GATE_PROBE_OTHER, _, _, _) : max_read();
+            (GATE_CURRENT, 0, 0, 0) : max_add();
+            (GATE_CURRENT, 0, _, _) : max_read();
+            (GATE_PROBE_CURRENT, 0, _, _) : max_read();
+        }
+    }
+
+    apply {
+        exp_used_step.apply();
+        exp_max_step.apply();
     }
 }
 

@@ -221,26 +221,29 @@ struct metadata_t {
     bit<32> error_expected;
     bit<32> generation;
     bit<32> pool_base;
-    // 32-bit, as everything that meets the dpa header's 32-bit words in one ALU instruction:
-    // an operation on a byte of a wider field makes bf-p4c slice the whole chain of fields
-    // (registers, header words) it is tied to, and the words then no longer fit one container.
-    bit<32> world;
-    bit<32> world_minus_one;
+    // N three times, each from the sessions table's action data: the count chain's 16-bit
+    // arithmetic, the target byte a NEW stores, and k_invalid's expected value. bf-p4c puts
+    // every field an instruction ties to another into one group of 16 containers, so the
+    // arithmetic and the header-shaped words share no field (docs/switch.md).
+    bit<16> world;
+    bit<16> world_minus_one;
+    bit<8>  world_target;
+    bit<32> world_expected;
     bit<8>  k_default;
-    bit<32> open_count;     // of a NEW: the count register's first value
+    bit<16> open_count;     // of a NEW: the count register's first value
     bit<32> now;            // ticks: global timestamp bits 47..16 (§8.4)
     bit<32> timeout_plus_one;
     bit<32> sender_bit;
 
     bit<32> seq_diff;       // packet.seq - slot.seq (serial arithmetic)
     bit<32> slot_op_id;
-    bit<32> slot_offset;
+    bit<32> slot_seq;       // the slot's round: packet.seq - seq_diff
     bit<32> slot_op_length;
     bit<32> slot_meta;      // count << 16 | target
-    bit<32> slot_round;     // flags' high byte (the FLOAT bit) << 8 | K
+    bit<32> slot_round;     // count << 16 | flags' high byte (the FLOAT bit) << 8 | K
     bit<32> state_meta;     // slot_meta without the count (replies other than results)
     bit<32> op_x;           // packet XOR slot: zero when they agree
-    bit<32> round_x;        // bit 8: the packet's type differs from the round's
+    bit<32> round_x;        // bits 31..16: the packet's count differs from the round's; bit 8: its type
     bit<32> length_x;
     bit<8>  gate;           // GATE_*
     bit<32> elapsed;        // now - first arrival of the round (0 for a NEW)
@@ -249,29 +252,31 @@ struct metadata_t {
     bit<32> poison_value;   // the offender's value
     bit<32> mismatch_info;  // what this packet would poison the round with
     bit<32> mismatch_value;
-    bit<32> bitmap_old;     // arrival bitmap before this packet
-    bit<32> bitmap_now;
-    bit<32> dup;            // bitmap_old & sender_bit
-    bit<32> threshold;      // contributions that complete the round for this packet
-    bit<32> count;          // count register result (COUNT_* encoding)
+    bit<32> mismatch_expected;  // the round's value it disagrees with (the error's `offset`)
+    bit<32> poison_expected;    // the poisoned round's expected value (poison_expected register)
+    bit<32> dup;            // the sender's bit in the arrival bitmap before this packet
+    bit<16> threshold;      // contributions that complete the round for this packet
+    bit<16> count;          // count register result (COUNT_* encoding)
     bit<8>  count_op;       // COUNT_OP_*
-    bit<32> short;          // threshold -sat the count before the packet (the count's verdict)
-    bit<32> contributors;   // contributors after the packet
-    bit<32> full_x;         // low byte: contributors XOR N, zero for a full round
+    bit<16> short;          // threshold -sat the count before the packet (the count's verdict)
+    bit<16> contributors;   // contributors after the packet
+    bit<16> full_x;         // low byte: contributors XOR N, zero for a full round
     bit<9>  input_port;     // pass port of the first input pass (pass_plan)
     bit<32> result_bitmap;  // contributors (frozen at completion)
     bit<16> icmp_residual;  // ICMP checksum of everything but type, code and checksum
     bit<1>  session_hit;
-    bit<1>  count_ok;       // count fits the canonical payload (0 for a probe, <= P for data)
+    bit<2>  count_fit;      // COUNT_FIT_*: how `count` fits the request's size
     bit<16> random;         // drop simulator draw
     bit<48> switch_mac;
     bit<32> switch_ip;
+    bit<32> address_x;      // net.p4: the address asked for XOR switch_ip
     // What a NEW stores, laid out as the reply's header words need them: count and target
     // where `count` and `k` sit in the dpa header's ninth word, the flags' high byte where it
-    // sits in the first (delivery.p4 then copies each word from one source). Whole bytes: a
+    // sits in the first (delivery.p4 then copies each word from one source), and the count again
+    // above the round's type and K, where the gate compares it (§8.2). Whole bytes: a
     // single-bit slice would make bf-p4c slice every word tied to it.
     bit<32> packet_meta;    // count << 16 | target (K with COUNT_TO_K, else N)
-    bit<32> packet_round;   // flags' high byte (FLOAT, §2) << 8 | K (the packet's k, or the session default)
+    bit<32> packet_round;   // count << 16 | flags' high byte (FLOAT, §2) << 8 | K (the packet's k, or the session default)
 }
 
 // The egress reads only headers and its intrinsic metadata: no user metadata to carry there.

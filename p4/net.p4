@@ -42,13 +42,37 @@ control Net(inout headers_t hdr,
         ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
     }
 
+    // The address a request asks for, XOR the switch's: zero when it is for the switch.
+    action compare_arp() { md.address_x = hdr.arp.target_ip ^ md.switch_ip; }
+    action compare_ipv4() { md.address_x = hdr.ipv4.dst_addr ^ md.switch_ip; }
+
+    // ARP requests and ICMP echo requests for the switch's address (a table: a gateway cannot
+    // compare the address with the other conditions in one).
+    table local_address {
+        key = {
+            hdr.arp.isValid() : exact;
+            hdr.arp.opcode : ternary;
+            hdr.icmp.isValid() : exact;
+            hdr.icmp.type : ternary;
+            md.address_x : ternary;
+        }
+        actions = { arp_reply; icmp_echo_reply; NoAction; }
+        const default_action = NoAction;
+        size = 2;
+        const entries = {
+            (true, 1, false, _, 0) : arp_reply();
+            (false, _, true, 8, 0) : icmp_echo_reply();
+        }
+    }
+
     apply {
-        if (hdr.arp.isValid() && hdr.arp.opcode == 1 && hdr.arp.target_ip == md.switch_ip) {
-            arp_reply();
-        } else if (hdr.icmp.isValid() && hdr.icmp.type == 8 && hdr.ipv4.dst_addr == md.switch_ip) {
-            icmp_echo_reply();
+        if (hdr.arp.isValid()) {
+            compare_arp();
         } else {
-            forwarding.apply();
+            compare_ipv4();
+        }
+        switch (local_address.apply().action_run) {
+            NoAction: { forwarding.apply(); }
         }
     }
 }

@@ -42,6 +42,11 @@ const bit<8> ADM_ERROR = 2;           // header-only ERROR to the sender (md.err
 const bit<8> ADM_DROP = 3;            // silent drop (md.event says why)
 const bit<8> ADM_CPU = 4;             // JOIN, LEAVE, a request of another size: the controller
 
+// How a request's `count` fits its size (admission.p4): §2's decoder and §5's canonical sizes.
+const bit<2> COUNT_FIT_MALFORMED = 0;   // 4 * count exceeds the payload
+const bit<2> COUNT_FIT_CANONICAL = 1;   // header only with count 0, or P values with 1 <= count <= P
+const bit<2> COUNT_FIT_OTHER_SIZE = 2;  // P values with count 0: the controller answers bad_length
+
 // Slot gates (slot_state.p4): what the packet may do once the round's registers are read.
 const bit<8> GATE_NONE = 0;
 const bit<8> GATE_NEW = 1;            // opens the next round
@@ -93,7 +98,7 @@ const bit<32> EV_COUNT = 17;      // size of the reply counter
 
 // Count register encoding (slot_state.p4): contributors in the low byte, COUNT_COMPLETE once
 // the round completed.
-const bit<32> COUNT_COMPLETE = 0x100;
+const bit<16> COUNT_COMPLETE = 0x100;
 
 // Which count RegisterAction a packet ran (slot_state.p4), for the reply decision.
 const bit<8> COUNT_OP_NONE = 0;

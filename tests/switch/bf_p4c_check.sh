@@ -46,7 +46,7 @@ for config in "$source_dir/configs/netberg.json" "$source_dir/configs/edgecore.j
       "${includes[@]}" -I "$work/$name" -I "$source_dir/p4" -o "$work/$name/out" \
       "$source_dir/p4/dpa.p4" >"$work/$name/compile.log" 2>&1; then
     echo "  compiled in $((SECONDS - start)) s"
-    python3 "$source_dir/tests/switch/bf_p4c_summary.py" "$work/$name/out"
+    python3 "$source_dir/tests/switch/bf_p4c_summary.py" "$work/$name/out" || failures=$((failures + 1))
   else
     echo "  FAILED after $((SECONDS - start)) s (the whole log is compile.log, kept with BF_P4C_OUT):"
     # The errors and the PHV allocator's verdict; what follows them in the log is a diagnosis

@@ -4,9 +4,10 @@ The `gate` and `reply` tables' const entries are read from p4/slot_state.p4 and 
 matched in priority order; the RegisterActions and the reply actions are modelled here as the P4
 writes them. The oracle is docs/protocol.md §8.2 as src/switch/slot.cpp runs it (step_slot and
 reply_header, transcribed). Random packet sequences on one slot (N = 3, every K, probes, stale and
-early rounds, disagreements, COUNT_TO_K, a moving clock) must give the same action, the same reply
-header and the same accumulator in both; the straggler-unaware build must behave as a software
-switch whose straggler timeout never ends. Standard library only.
+early rounds, disagreements, COUNT_TO_K, header-only rounds of count 0, a moving clock) must give the
+same action, the same reply header, the same values or none, and the same accumulator in both; the
+straggler-unaware build must behave as a software switch whose straggler timeout never ends.
+Standard library only.
 """
 import os
 import random
@@ -66,7 +67,7 @@ def parse_entries(source, table):
 
 def expand_admission_macros(source, data_length):
     """admission.p4's entry macros, expanded as the preprocessor would (one level each)."""
-    macros = dict(re.findall(r"#define (DPA_PROBE|DPA_DATA) (.*)", source))
+    macros = dict(re.findall(r"#define (DPA_HEADER_ONLY|DPA_DATA) (.*)", source))
     well_formed = re.search(r"#define DPA_WELL_FORMED\(flags\) (.*)", source).group(1)
     for name, body in macros.items():
         flags = re.search(r"DPA_WELL_FORMED\((.*)\)", body).group(1)
@@ -108,7 +109,8 @@ class P4Slot:
         self.world, self.k_default, self.timeout = world, k_default, timeout
         self.straggler_aware = straggler_aware  # DPA_STRAGGLER_AWARE
         self.r = dict(seq=0, op_id=0, offset=0, op_length=0, meta=0, round=0, first_arrival=0,
-                      poison_info=0, poison_set=0, poison_value=0, arrivals=0, count=0,
+                      poison_info=0, poison_set=0, poison_value=0, expected_set=0, poison_expected=0,
+                      arrivals=0, count=0,
                       exp_used=0, exp_max=0, contributors=0)
         self.acc = 0
 
@@ -119,7 +121,7 @@ class P4Slot:
         round_k = p.k if p.k else self.k_default
         round_target = round_k if p.flags & COUNT_TO_K else self.world
         packet_meta = p.count << 16 | round_target
-        packet_round = (p.flags & FLOAT) | round_k
+        packet_round = p.count << 16 | (p.flags & FLOAT) | round_k
         open_count = 0x101 if round_target <= 1 else 1
         sender_bit = 1 << p.rank
         # seq
@@ -134,43 +136,46 @@ class P4Slot:
         length_x = p.op_length ^ r["op_length"]
         round_x = packet_round ^ r["round"]
         gate, gargs = lookup(GATE, (probe, d, r["meta"], op_x, round_x, length_x))
-        mismatch_info = mismatch_value = error_expected = 0
+        mismatch_info = mismatch_value = mismatch_expected = 0
         if gate == "gate_op_mismatch":
-            mismatch_info, mismatch_value, error_expected = p.rank << 8 | OP_MISMATCH, p.op_id, r["op_id"]
+            mismatch_info, mismatch_value, mismatch_expected = p.rank << 8 | OP_MISMATCH, p.op_id, r["op_id"]
         elif gate == "gate_type_mismatch":
             mismatch_info = p.rank << 8 | DTYPE_MISMATCH
-            mismatch_value, error_expected = packet_round & 0x100, r["round"] & 0x100
+            mismatch_value, mismatch_expected = packet_round & 0x100, r["round"] & 0x100
         elif gate == "gate_length_mismatch":
             mismatch_info = p.rank << 8 | LENGTH_MISMATCH
-            mismatch_value, error_expected = p.op_length, r["op_length"]
+            mismatch_value, mismatch_expected = p.op_length, r["op_length"]
+        elif gate == "gate_count_mismatch":
+            mismatch_info = p.rank << 8 | LENGTH_MISMATCH
+            mismatch_value, mismatch_expected = p.count, r["round"] >> 16
         g = {"gate_new": "NEW", "gate_current": "CURRENT", "gate_old": "OLD", "gate_ahead": "AHEAD",
              "gate_probe_current": "PROBE_CURRENT", "gate_probe_other": "PROBE_OTHER"}.get(gate, "MISMATCH")
         elapsed = (now - r["first_arrival"]) & MASK32
         not_late = max(self.timeout + 1 - elapsed, 0) if self.straggler_aware else 1
         # poison
-        poison_info = poison_value = 0
+        poison_info = poison_value = poison_expected = 0
         if g == "NEW":
-            r.update(poison_info=0, poison_set=0, poison_value=0)
+            r.update(poison_info=0, poison_set=0, poison_value=0, expected_set=0, poison_expected=0)
         elif g == "MISMATCH":
             poison_info = r["poison_info"]
             if r["poison_info"] == 0:
                 r["poison_info"] = mismatch_info
             if r["poison_set"] == 0:
                 r["poison_set"], r["poison_value"] = 1, mismatch_value
-            poison_value = r["poison_value"]
+            if r["expected_set"] == 0:
+                r["expected_set"], r["poison_expected"] = 1, mismatch_expected
+            poison_value, poison_expected = r["poison_value"], r["poison_expected"]
         elif g in ("CURRENT", "PROBE_CURRENT"):
-            poison_info, poison_value = r["poison_info"], r["poison_value"]
-        # arrivals
-        bitmap_old = 0
+            poison_info, poison_value, poison_expected = r["poison_info"], r["poison_value"], r["poison_expected"]
+        # arrivals: each RegisterAction returns the sender's bit as the packet found it
+        dup = 0
         if g == "NEW":
             r["arrivals"] = sender_bit
         elif g == "CURRENT":
-            bitmap_old = r["arrivals"]
+            dup = r["arrivals"] & sender_bit
             r["arrivals"] |= sender_bit
         elif g == "PROBE_CURRENT":
-            bitmap_old = r["arrivals"]
-        dup = bitmap_old & sender_bit
-        bitmap_now = bitmap_old | sender_bit
+            dup = r["arrivals"] & sender_bit
         threshold = (r["round"] & 0xFF) if not_late == 0 else (r["meta"] & 0xFF)
         # count: every RegisterAction returns the register as the packet found it, except
         # count_open, which returns what it writes.
@@ -204,23 +209,23 @@ class P4Slot:
         exp_used, exp_next = p.exp_used, p.exp_next
         if g == "NEW":
             r["exp_max"] = p.exp_next
-            r["contributors"] = bitmap_now
+            r["contributors"] = sender_bit
             exp_used, exp_next = r["exp_used"], r["exp_max"]
         elif g in ("OLD", "PROBE_OTHER") or (g in ("CURRENT", "PROBE_CURRENT") and poison_info == 0):
             if accepted_add:
                 r["exp_max"] = max(r["exp_max"], p.exp_next)
             exp_used, exp_next = r["exp_used"], r["exp_max"]
         if accepted_add:
-            r["contributors"] = bitmap_now
+            r["contributors"] |= sender_bit
         # delivery.p4
         keys = (CONST["ADM_ACCEPT"], probe, CONST["GATE_" + g], poison_info & 0xFF, mismatch_info & 0xFF,
-                0, CONST["COUNT_OP_" + count_op], count, short, op_x, full_x)
+                0, CONST["COUNT_OP_" + count_op], count, short, op_x, full_x, r["round"] >> 16)
         action, args = lookup(REPLY, keys)
         return self._reply(action, args, p, d, contributors, exp_used, exp_next, poison_info, poison_value,
-                           mismatch_value, error_expected)
+                           poison_expected)
 
     def _reply(self, action, args, p, d, contributors, exp_used, exp_next, poison_info, poison_value,
-               mismatch_value, error_expected):
+               poison_expected):
         r = self.r
         slot_float = r["round"] & FLOAT
 
@@ -240,6 +245,8 @@ class P4Slot:
 
         slot_seq = (p.seq - d) & MASK32
         reduce_op = None
+        with_values = action in ("completed_at_open", "completed", "completed_by_probe", "copy_to_data",
+                                 "copy_to_probe")
         if action == "syn_reply":
             kind, header = "unicast_syn", slot_view(args[0], slot_seq, False)
         elif action == "old_reply":
@@ -249,13 +256,12 @@ class P4Slot:
         elif action in ("poisoned_now", "poisoned_now_with_sender_copy"):
             kind = "multicast_error" + ("+sender" if action.endswith("copy") else "")
             code = args[0] if action == "poisoned_now" else OP_MISMATCH
-            header = error_view(0x10, code, error_expected, op_id=r["op_id"], bitmap=mismatch_value)
+            header = error_view(0x10, code, poison_expected, op_id=r["op_id"], bitmap=poison_value)
         elif action in ("poisoned_op", "poisoned_type", "poisoned_length"):
-            code, expected = {"poisoned_op": (OP_MISMATCH, r["op_id"]),
-                              "poisoned_length": (LENGTH_MISMATCH, r["op_length"]),
-                              "poisoned_type": (DTYPE_MISMATCH, r["round"] & 0x100)}[action]
+            code = {"poisoned_op": OP_MISMATCH, "poisoned_length": LENGTH_MISMATCH,
+                    "poisoned_type": DTYPE_MISMATCH}[action]
             kind = "unicast_error"
-            header = error_view(args[0], code, expected, rank=poison_info >> 8 & 0xFF,
+            header = error_view(args[0], code, poison_expected, rank=poison_info >> 8 & 0xFF,
                                 count=poison_info >> 16, bitmap=poison_value)
         elif action == "counted":
             kind, header, reduce_op = "counted", None, args[0]
@@ -269,6 +275,14 @@ class P4Slot:
             kind, header = "unicast_result", slot_view(0x03, slot_seq, True)
         elif action == "copy_to_probe":
             kind, header = "unicast_result", slot_view(0x07, slot_seq, True)
+        elif action == "counted_header_only":
+            kind, header = "counted", None
+        elif action == "completed_at_open_header_only":
+            kind, header = "multicast_result", slot_view(0x01, p.seq, True)
+        elif action == "completed_header_only":
+            kind, header = "multicast_result", slot_view(0x01, slot_seq, True)
+        elif action == "copy_header_only":
+            kind, header = "unicast_result", slot_view(args[0], slot_seq, True)
         elif action == "duplicate":
             kind, header = "duplicate", None
         else:
@@ -277,7 +291,7 @@ class P4Slot:
             self.acc = p.value
         elif reduce_op == CONST["REDUCE_ADD"]:
             self.acc = (self.acc + p.value) & MASK32
-        return kind, header, self.acc
+        return kind, header, with_values, self.acc
 
 
 # ---------------------------------------------------------------- the oracle: src/switch/slot.cpp
@@ -327,7 +341,8 @@ class SoftwareSlot:
             s["k"] = h.k if h.k else self.k_default
             s["target"] = s["k"] if h.flags & COUNT_TO_K else self.world
             s.update(exp_used=h.exp_used, exp_max=h.exp_next, first_arrival=now)
-            self.acc = h.value
+            if h.count:  # a header-only request (count 0) leaves the accumulators as they are
+                self.acc = h.value
             s["complete"] = s["contributors"] >= s["target"]
             action = "multicast_result" if s["complete"] else "counted"
         elif diff < 0:
@@ -342,6 +357,8 @@ class SoftwareSlot:
             action = poison(DTYPE_MISMATCH, s["flags"], h.flags & FLOAT)
         elif h.op_length != s["op_length"]:
             action = poison(LENGTH_MISMATCH, s["op_length"], h.op_length)
+        elif h.count != s["count"]:
+            action = poison(LENGTH_MISMATCH, s["count"], h.count)
         elif s["complete"]:
             action = "unicast_result"
         elif s["bitmap"] & bit:
@@ -351,7 +368,8 @@ class SoftwareSlot:
             else:
                 action = "duplicate"
         else:
-            self.acc = (self.acc + h.value) & MASK32
+            if h.count:
+                self.acc = (self.acc + h.value) & MASK32
             s["bitmap"] |= bit
             s["contributors"] += 1
             s["exp_max"] = max(s["exp_max"], h.exp_next)
@@ -379,32 +397,34 @@ class SoftwareSlot:
             e.update(op_id=s["op_id"], seq=s["seq"], rank=s["error_rank"], bitmap=s["error_offered"])
             return e
 
+        # §5: a result carries P values unless its round's count is 0; other replies none.
+        with_values = s["count"] != 0
         if action in ("counted", "duplicate"):
-            return action, None, self.acc
+            return action, None, False, self.acc
         if action == "multicast_result":
-            return action, dict(view, flags=RESULT | s["flags"], count=s["count"]), self.acc
+            return action, dict(view, flags=RESULT | s["flags"], count=s["count"]), with_values, self.acc
         if action == "unicast_result":
             return action, dict(view, flags=RESULT | RETRANSMIT | s["flags"] | (h.flags & SYN),
-                                count=s["count"]), self.acc
+                                count=s["count"]), with_values, self.acc
         if action == "unicast_old":
-            return action, dict(view, flags=OLD | complete | s["flags"]), self.acc
+            return action, dict(view, flags=OLD | complete | s["flags"]), False, self.acc
         if action == "unicast_syn":
-            return action, dict(view, flags=SYN | complete | s["flags"]), self.acc
+            return action, dict(view, flags=SYN | complete | s["flags"]), False, self.acc
         if action == "error_seq_ahead":
-            return action, error_reply(SEQ_AHEAD, s["seq"]), self.acc
+            return action, error_reply(SEQ_AHEAD, s["seq"]), False, self.acc
         if action == "multicast_error":
             kind = action + ("+sender" if h.op_id != s["op_id"] else "")
-            return kind, poisoned(), self.acc
+            return kind, poisoned(), False, self.acc
         e = poisoned()
         e["op_id"] = h.op_id
-        return action, e, self.acc
+        return action, e, False, self.acc
 
 
-def admission_oracle(probe, canonical, count_ok, session, endpoint, host, token, pool, identity, k_ok):
-    """docs/protocol.md §2 and §8.1 in order, for a well-formed request (not JOIN/LEAVE)."""
-    if not canonical:
+def admission_oracle(canonical, count_fit, session, endpoint, host, token, pool, identity, k_ok):
+    """docs/protocol.md §2, §5 and §8.1 in order, for a well-formed request (not JOIN/LEAVE)."""
+    if not canonical or count_fit == CONST["COUNT_FIT_OTHER_SIZE"]:
         return "to_cpu"  # the controller finishes §8.1 for other sizes
-    if not count_ok:
+    if count_fit == CONST["COUNT_FIT_MALFORMED"]:
         return "drop", "EV_MALFORMED"
     if not session:
         return "drop", "EV_UNKNOWN_SESSION"
@@ -427,12 +447,18 @@ class AdmissionTest(unittest.TestCase):
 
     def test_every_combination_follows_section_8_1(self):
         import itertools
-        for probe, canonical, *hits in itertools.product((0, 1), (0, 1), (0, 1), (0, 1), (0, 1), (0, 1),
-                                                          (0, 1, 2), (0, 1), (0, 1), (0, 1)):
-            flags = SYN if probe else 0
-            length = (56 if probe else DATA_LENGTH) if canonical else (60 if probe else 64)
-            self.assertEqual(self.verdict(flags, length, *hits),
-                             admission_oracle(probe, canonical, *hits), (probe, canonical, hits))
+        fits = {name: CONST["COUNT_FIT_" + name] for name in ("MALFORMED", "CANONICAL", "OTHER_SIZE")}
+        # A SYN probe and a data request of count 0 are header only (56 UDP bytes); other data
+        # carries P values, where count 0 is a request of another size.
+        kinds = {"probe": (SYN, 56, ("MALFORMED", "CANONICAL")),
+                 "priming": (0, 56, ("MALFORMED", "CANONICAL")),
+                 "data": (0, DATA_LENGTH, ("MALFORMED", "CANONICAL", "OTHER_SIZE"))}
+        for kind, (flags, canonical_length, fit_names) in kinds.items():
+            for canonical, fit, *hits in itertools.product((0, 1), fit_names, (0, 1), (0, 1), (0, 1),
+                                                           (0, 1, 2), (0, 1), (0, 1), (0, 1)):
+                length = canonical_length if canonical else canonical_length + 4
+                self.assertEqual(self.verdict(flags, length, fits[fit], *hits),
+                                 admission_oracle(canonical, fits[fit], *hits), (kind, canonical, fit, hits))
 
     def test_join_leave_go_to_the_controller_and_bad_headers_are_dropped(self):
         anything = (56, 1, 0, 0, 0, 0, 0, 0, 0)
@@ -460,18 +486,21 @@ class P4ModelTest(unittest.TestCase):
             # The straggler-unaware build behaves as a switch whose straggler timeout never ends.
             sw = SoftwareSlot(world, k_default, timeout if straggler_aware else MASK32)
             now, round_seq, op_id = 0, 1, 1
+            round_count = rng.choice([0, 3])  # 0: the header-only exponent-priming round (§5)
             for step in range(length):
                 now = (now + rng.choice([0, 1, 2, 5])) & MASK32
                 if rng.random() < 0.15:
                     round_seq += 1
                     op_id += rng.choice([0, 1])
+                    round_count = rng.choice([0, 3])
                 seq = (round_seq + rng.choice([-2, -1, 0, 0, 0, 1, 2])) & MASK32
                 flags = (SYN if rng.random() < 0.2 else 0) | (COUNT_TO_K if rng.random() < 0.3 else 0) | \
                     (FLOAT if rng.random() < 0.05 else 0)
                 packet = Packet(flags=flags, rank=rng.randrange(world), seq=seq,
                                 op_id=op_id + (1 if rng.random() < 0.05 else 0),
                                 op_length=100 + (1 if rng.random() < 0.05 else 0), offset=rng.randrange(3),
-                                count=rng.randrange(4), k=rng.randrange(world + 1),
+                                count=round_count if rng.random() < 0.9 else rng.randrange(4),
+                                k=rng.randrange(world + 1),
                                 exp_used=rng.randrange(256), exp_next=rng.randrange(256),
                                 value=rng.randrange(1 << 32))
                 if packet.probe():

@@ -15,6 +15,7 @@ REGISTERS = (
     ("slot_state", "first_arrival", ("f1",)),
     ("slot_state", "poison_info", ("f1",)),
     ("slot_state", "poison_value", ("poisoned", "value")),
+    ("slot_state", "poison_expected", ("poisoned", "value")),
     ("slot_state", "arrivals", ("f1",)),
     ("slot_state", "count", ("f1",)),
     ("exponent", "exp_used", ("f1",)),

@@ -64,7 +64,7 @@ CONFIG = {
 }
 
 REGISTERS = [("slot_state", r) for r in ("seq", "op_id", "offset", "op_length", "meta", "round",
-                                         "first_arrival", "poison_info", "poison_value",
+                                         "first_arrival", "poison_info", "poison_value", "poison_expected",
                                          "arrivals", "count")] + \
             [("exponent", "exp_used"), ("exponent", "exp_max"), ("result_bitmap", "contributors")]
 
@@ -118,7 +118,7 @@ class Harness:
 def clears(pool_base, pool_size):
     expected = []
     for control, name in REGISTERS:
-        fields = ("poisoned", "value") if name == "poison_value" else ("f1",)
+        fields = ("poisoned", "value") if name in ("poison_value", "poison_expected") else ("f1",)
         for index in range(pool_base, pool_base + pool_size):
             expected.append(("dpa.pipe.Ingress.%s.%s" % (control, name), "mod",
                              dict(REGISTER_INDEX=index, **{f: 0 for f in fields})))
