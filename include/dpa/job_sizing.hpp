@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "dpa/config.hpp"
@@ -50,7 +51,10 @@ struct JobSizing {
 
   // The rule (docs/tuning.md §8) for `world_size` ranks on this host, then this process's
   // DPA_* overrides.
-  static JobSizing for_job(int world_size, const HostResources& host, const Config& from_env);
+  // `shared_memory`: whether the caller's transport is the shm one (dpa-bench decides that
+  // itself); unset: the rule decides from the variables and the room in the directory.
+  static JobSizing for_job(int world_size, const HostResources& host, const Config& from_env,
+                           std::optional<bool> shared_memory = std::nullopt);
   // Shared memory a job of `ranks` ranks needs with these settings (every queue's buffers).
   [[nodiscard]] std::uint64_t shm_bytes(int ranks) const;
   // Applies the variables this process sets on top of `this`: the worker's as Config::from_env()

@@ -94,7 +94,8 @@ HostResources HostResources::probe(int switch_buffer_request) {
   return host;
 }
 
-JobSizing JobSizing::for_job(int world_size, const HostResources& host, const Config& from_env) {
+JobSizing JobSizing::for_job(int world_size, const HostResources& host, const Config& from_env,
+                             std::optional<bool> shared_memory) {
   JobSizing sizing;
   const int ranks = std::max(1, world_size);
   // Every rank runs on this host (the embedded switch listens on loopback only): each gets its
@@ -120,7 +121,7 @@ JobSizing JobSizing::for_job(int world_size, const HostResources& host, const Co
     window = std::min(window, host.switch_receive_buffer / (packet * ranks * threads_per_switch_thread));
     sizing.window = static_cast<int>(std::clamp<std::int64_t>(window, 1, 64));
   }
-  if (!sockets_requested()) {
+  if (shared_memory.value_or(!sockets_requested())) {
     JobSizing shared = sizing;
     if (!is_set("DPA_WINDOW")) shared.window = static_cast<int>(shm_window);
     // A rank's queue holds each window entry's packet and probe, and as many again in flight;
@@ -129,7 +130,8 @@ JobSizing JobSizing::for_job(int world_size, const HostResources& host, const Co
     const int slots = 2 * shared.threads * shared.window + 2 * shared.small_window;
     shared.switch_shm_buffers = std::min(65536, 2 * slots + 64);
     // Use it only with room to spare: a full tmpfs fails a segment at creation, with the sizes.
-    if (host.shm_free_bytes >= 2 * shared.shm_bytes(ranks)) {
+    // A caller that has chosen shared memory gets its sizing whatever the room.
+    if (shared_memory.has_value() || host.shm_free_bytes >= 2 * shared.shm_bytes(ranks)) {
       sizing = shared;
       sizing.shm_fabric = new_fabric_id();
     }

@@ -186,7 +186,8 @@ std::optional<dpa::Config> small_config(const Settings& s, const dpa::Config& wi
 dpa::JobSizing launcher_sizing(const Settings& s, int ranks) {
   dpa::Config from_env = dpa::Config::from_env();
   from_env.world_size = ranks;
-  dpa::JobSizing sizing = dpa::JobSizing::for_job(ranks, dpa::HostResources::probe(32 << 20), from_env);
+  dpa::JobSizing sizing =
+      dpa::JobSizing::for_job(ranks, dpa::HostResources::probe(32 << 20), from_env, s.transport == "shm");
   if (s.threads) sizing.threads = *s.threads;
   if (s.window) sizing.window = *s.window;
   if (s.payload) {
