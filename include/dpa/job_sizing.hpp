@@ -16,6 +16,7 @@
 #include <string>
 
 #include "dpa/config.hpp"
+#include "dpa/switch.hpp"
 
 namespace dpa {
 
@@ -68,6 +69,11 @@ struct JobSizing {
   // (valid if small_payload > 0).
   void configure_wide(Config& config) const;
   [[nodiscard]] Config small_config(const Config& wide) const;
+  // The switch that serves them on this host: one session per worker config (the small one's
+  // slots after the wide one's), on the workers' transport (a free port of their shared-memory
+  // fabric, or UDP on 127.0.0.1), sized threads and spinning. Not validated.
+  [[nodiscard]] SwitchConfig switch_config(const Config& wide, const std::optional<Config>& small,
+                                           std::chrono::microseconds straggler_timeout) const;
 };
 
 }  // namespace dpa

@@ -20,47 +20,12 @@ std::string read_key(c10d::Store& store, const std::string& key,
   return {bytes.begin(), bytes.end()};
 }
 
-SessionConfig session_for(const Config& config, std::uint32_t pool_base,
-                          std::chrono::microseconds straggler_timeout) {
-  SessionConfig session;
-  session.id = config.session;
-  session.world_size = config.world_size;
-  session.k = config.k;
-  session.payload = config.payload;
-  session.pool_base = pool_base;
-  session.pool_size = config.pool_slots();
-  session.straggler_timeout = straggler_timeout;
-  return session;
-}
-
 std::unique_ptr<SoftwareSwitch> start_switch(const Config& wide, const std::optional<Config>& small,
                                              const JobSizing& sizing) {
   wide.validate();  // the sessions below are sized from threads and window
   if (small) small->validate();
-  const EmbeddedSwitchSettings settings = EmbeddedSwitchSettings::from_env();
-  SwitchConfig switch_config;
-  if (const auto* shm = std::get_if<ShmTransportConfig>(&wide.transport)) {
-    // The ranks' fabric, a free port of it, room for one result per slot until every rank read it.
-    ShmTransportConfig shared = *shm;
-    shared.base_port = 0;
-    if (sizing.switch_shm_buffers > 0) shared.buffers = static_cast<std::uint32_t>(sizing.switch_shm_buffers);
-    switch_config.transport = shared;
-  } else {
-    auto& udp = std::get<UdpTransportConfig>(switch_config.transport);
-    udp.bind_host = "127.0.0.1";
-    udp.bind_port = 0;
-    udp.socket_buffer_bytes = sizing.switch_buffer_bytes;
-  }
-  switch_config.threads = sizing.switch_threads;
-  // Every thread spins when the wide session does; otherwise only thread 0, which serves the
-  // small session (its one engine thread talks to the switch's first port).
-  switch_config.busy_poll = std::max(sizing.busy_poll, small ? sizing.small_busy_poll : sizing.busy_poll);
-  switch_config.busy_poll_threads = sizing.busy_poll > std::chrono::microseconds(0) ? 0 : 1;
-  switch_config.sessions.push_back(session_for(wide, 0, settings.straggler_timeout));
-  if (small) {
-    switch_config.sessions.push_back(
-        session_for(*small, switch_config.sessions.back().pool_size, settings.straggler_timeout));
-  }
+  const SwitchConfig switch_config =
+      sizing.switch_config(wide, small, EmbeddedSwitchSettings::from_env().straggler_timeout);
   try {
     switch_config.validate();
   } catch (const ConfigError& error) {

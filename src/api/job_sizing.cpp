@@ -254,4 +254,48 @@ Config JobSizing::small_config(const Config& wide) const {
   return small;
 }
 
+namespace {
+
+SessionConfig session_for(const Config& worker, std::uint32_t pool_base, std::chrono::microseconds straggler_timeout) {
+  SessionConfig session;
+  session.id = worker.session;
+  session.world_size = worker.world_size;
+  session.k = worker.k;
+  session.payload = worker.payload;
+  session.pool_base = pool_base;
+  session.pool_size = worker.pool_slots();
+  session.straggler_timeout = straggler_timeout;
+  return session;
+}
+
+}  // namespace
+
+SwitchConfig JobSizing::switch_config(const Config& wide, const std::optional<Config>& small,
+                                      std::chrono::microseconds straggler_timeout) const {
+  SwitchConfig config;
+  config.sessions.push_back(session_for(wide, 0, straggler_timeout));
+  if (small) config.sessions.push_back(session_for(*small, config.sessions.back().pool_size, straggler_timeout));
+  if (const auto* shm = std::get_if<ShmTransportConfig>(&wide.transport)) {
+    ShmTransportConfig shared = *shm;
+    shared.base_port = 0;
+    std::uint32_t slots = 0;
+    for (const SessionConfig& session : config.sessions) slots += session.pool_size;
+    // One result buffer per slot in use until every rank has read it, twice over.
+    shared.buffers = std::clamp<std::uint32_t>(2 * slots + 64, 16, 65536);
+    if (small) shared.max_payload = std::max(shared.max_payload, std::get<ShmTransportConfig>(small->transport).max_payload);
+    config.transport = shared;
+  } else {
+    auto& udp = std::get<UdpTransportConfig>(config.transport);
+    udp.bind_host = "127.0.0.1";
+    udp.bind_port = 0;
+    udp.socket_buffer_bytes = switch_buffer_bytes;
+  }
+  config.threads = switch_threads;
+  // Every thread spins when the wide session does; otherwise only thread 0, which serves the
+  // small session (its one engine thread talks to the switch's first port).
+  config.busy_poll = std::max(wide.busy_poll, small ? small->busy_poll : wide.busy_poll);
+  config.busy_poll_threads = wide.busy_poll > std::chrono::microseconds(0) ? 0 : 1;
+  return config;
+}
+
 }  // namespace dpa

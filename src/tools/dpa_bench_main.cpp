@@ -382,42 +382,9 @@ std::vector<json> run_mode(const Settings& s, const std::string& mode) {
   std::unique_ptr<dpa::SoftwareSwitch> sw;
   std::string switch_address = config.switch_host + ":" + std::to_string(config.switch_port);
   if (!s.switch_address && !dpa::env_string("DPA_SWITCH")) {
-    const std::optional<dpa::Config> small = small_config(resolved, config);
-    const auto session_of = [&](const dpa::Config& worker, std::uint32_t pool_base, std::uint32_t pool_size) {
-      dpa::SessionConfig session;
-      session.id = worker.session;
-      session.world_size = worker.world_size;
-      session.payload = worker.payload != 0 ? worker.payload : kDefaultPayload;
-      session.pool_base = pool_base;
-      session.pool_size = pool_size;
-      session.straggler_timeout = std::chrono::microseconds(s.straggler_timeout_us);
-      return session;
-    };
-    dpa::SwitchConfig switch_config;
-    switch_config.sessions = {session_of(config, 0, std::max<std::uint32_t>(4096, config.pool_slots()))};
-    std::uint32_t slots_in_use = config.pool_slots();
-    if (small) {
-      switch_config.sessions.push_back(session_of(*small, switch_config.sessions[0].pool_size, small->pool_slots()));
-      slots_in_use += small->pool_slots();
-    }
-    if (const auto* shm = std::get_if<dpa::ShmTransportConfig>(&config.transport)) {
-      // The workers' fabric, a free port of it, one result buffer per slot in use until every
-      // rank has read it.
-      dpa::ShmTransportConfig shared = *shm;
-      shared.base_port = 0;
-      shared.max_payload = std::max(shared.max_payload, small ? std::get<dpa::ShmTransportConfig>(small->transport).max_payload : 0u);
-      shared.buffers = std::clamp<std::uint32_t>(2 * slots_in_use + 64, 16, 65536);
-      switch_config.transport = shared;
-    } else {
-      std::get<dpa::UdpTransportConfig>(switch_config.transport).bind_port = 0;
-    }
-    const std::optional<dpa::JobSizing> sizing =
-        s.sizing.empty() ? std::nullopt : std::optional(dpa::JobSizing::from_text(s.sizing));
-    switch_config.threads = s.switch_threads.value_or(sizing ? sizing->switch_threads : 1);
-    // As the PyTorch backend's embedded switch: every thread spins when the wide session does,
-    // otherwise only thread 0, which serves the small session.
-    switch_config.busy_poll = std::max(config.busy_poll, small ? small->busy_poll : config.busy_poll);
-    switch_config.busy_poll_threads = small && config.busy_poll.count() == 0 ? 1 : 0;
+    // The launcher sizes every run whose switch it starts (main()), as the PyTorch backend does.
+    const dpa::SwitchConfig switch_config = dpa::JobSizing::from_text(s.sizing).switch_config(
+        config, small_config(resolved, config), std::chrono::microseconds(s.straggler_timeout_us));
     sw = std::make_unique<dpa::SoftwareSwitch>(switch_config);
     switch_address = "127.0.0.1:" + std::to_string(sw->port());
   }
