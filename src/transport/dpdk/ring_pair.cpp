@@ -35,8 +35,9 @@ RingPairNames create_ring_pair(const DpdkTransportConfig& eal, const std::string
   std::vector<rte_ring*> a_to_b(queues);
   std::vector<rte_ring*> b_to_a(queues);
   for (std::size_t q = 0; q < queues; ++q) {
-    const std::string forward = fmt::format("dpa_{}_{}_{}", a, b, q);
-    const std::string backward = fmt::format("dpa_{}_{}_{}", b, a, q);
+    // Named by the port that receives from them (ring names are short: RTE_RING_NAMESIZE).
+    const std::string forward = fmt::format("rx_{}_{}", b, q);
+    const std::string backward = fmt::format("rx_{}_{}", a, q);
     // Single producer and consumer: each queue is one thread's on either end.
     a_to_b[q] = rte_ring_create(forward.c_str(), ring_size, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
     b_to_a[q] = rte_ring_create(backward.c_str(), ring_size, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
