@@ -47,7 +47,8 @@ void prefetch_read(std::span<const std::byte> bytes) {
   for (std::size_t offset = 0; offset < bytes.size(); offset += 64) __builtin_prefetch(bytes.data() + offset, 0, 3);
 }
 
-void prefetch_write(std::byte* at, std::size_t bytes) {
+// Prefetches never fault: `at` may point before the buffer.
+void prefetch_write(const std::byte* at, std::size_t bytes) {
   for (std::size_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(at + offset, 1, 3);
 }
 
@@ -216,7 +217,8 @@ class SwitchImpl {
       }
       used_.push_back(stash_[stash_next_++]);
       // The next reply's buffer: its lines may sit in the core that read its last contents.
-      if (stash_next_ < stash_count_) prefetch_write(stash_[stash_next_].payload, prefetch_bytes_);
+      // The line before the payload too: transports put their own headers there (DPDK's frame).
+      if (stash_next_ < stash_count_) prefetch_write(stash_[stash_next_].payload - 64, prefetch_bytes_ + 64);
       return &used_.back();
     }
     void send(const transport::TxBuffer& buffer, const Endpoint& to) { send_to(buffer).push_back(to); }
