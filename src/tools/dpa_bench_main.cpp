@@ -470,6 +470,13 @@ std::vector<std::string> worker_argv(const Settings& s, int ranks, int rank, con
 }
 
 std::vector<json> run_mode(const Settings& s, const std::string& mode) {
+  if (s.ring_switch) {
+#ifdef DPA_HAVE_DPDK
+    return run_ring_mode(s, mode);
+#else
+    throw dpa::ConfigError("--ring-switch: this dpa-bench was built without DPDK");
+#endif
+  }
   Settings resolved = s;
   resolved.mode = mode;
   const dpa::Config config = worker_config(resolved);
@@ -481,13 +488,6 @@ std::vector<json> run_mode(const Settings& s, const std::string& mode) {
         config, small_config(resolved, config), std::chrono::microseconds(s.straggler_timeout_us));
     sw = std::make_unique<dpa::SoftwareSwitch>(switch_config);
     switch_address = "127.0.0.1:" + std::to_string(sw->port());
-  }
-  if (s.ring_switch) {
-#ifdef DPA_HAVE_DPDK
-    return run_ring_mode(s, mode);
-#else
-    throw dpa::ConfigError("--ring-switch: this dpa-bench was built without DPDK");
-#endif
   }
   std::vector<dpa::tools::Process> workers;
   for (int rank = 0; rank < config.world_size; ++rank) {
