@@ -117,7 +117,7 @@ void EngineRunner::execute(Operation& op) {
         throw Error("dpa context destroyed while an allreduce was running");
       }
       send_outgoing();
-      const std::uint64_t deadline = engine_.next_deadline();
+      const std::uint64_t deadline = engine_.deadline_bound();
       const std::size_t received =
           receive(std::chrono::nanoseconds(deadline > now ? deadline - now : 0), now);
       now = now_ns();
