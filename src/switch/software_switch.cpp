@@ -453,9 +453,7 @@ class SwitchImpl {
       return;
     }
     std::vector<Endpoint>& to = batch.send_to(*buffer);
-    for (std::uint32_t r = 0; r < protocol::kMaxWorld; ++r) {
-      if (members.has(r)) to.push_back(members.endpoints[r][0]);
-    }
+    members.for_each_member([&](std::uint32_t r) { to.push_back(members.endpoints[r][0]); });
     log().info("session {}: generation {} joined by {} ranks ({} threads, window {})", h.session,
                members.generation, world, members.threads, members.window);
   }
@@ -569,11 +567,10 @@ class SwitchImpl {
       protocol::encode(error, buffer->payload);
       buffer->size = static_cast<std::uint32_t>(protocol::kHeaderSize);
       std::vector<Endpoint>& to = batch.send_to(*buffer);
-      for (std::uint32_t r = 0; r < protocol::kMaxWorld; ++r) {
-        if (!members.has(r)) continue;
+      members.for_each_member([&](std::uint32_t r) {
         ++batch.counters.errors_sent;
         to.push_back(members.endpoints[r][thread]);
-      }
+      });
     }
     if (request.op_id != slot.op_id) {
       ++batch.counters.errors_sent;
@@ -599,9 +596,7 @@ class SwitchImpl {
     }
     // The multicast: one buffer for every rank (send_to_all shares it, never copies it).
     std::vector<Endpoint>& to = batch.send_to(*buffer);
-    for (std::uint32_t r = 0; r < protocol::kMaxWorld; ++r) {
-      if (members.has(r)) to.push_back(members.endpoints[r][thread]);
-    }
+    members.for_each_member([&](std::uint32_t r) { to.push_back(members.endpoints[r][thread]); });
   }
 
   SwitchConfig config_;
