@@ -49,8 +49,9 @@ bench_pid=""
 # (own process groups: set -m below) and removes the run's files.
 cleanup() {
   trap - EXIT INT TERM HUP
-  [[ -n "$bench_pid" ]] && kill -- -"$bench_pid" 2>/dev/null && wait "$bench_pid" 2>/dev/null
-  [[ -n "$switch_pid" ]] && kill -- -"$switch_pid" 2>/dev/null && wait "$switch_pid" 2>/dev/null
+  set +e  # a killed process's status must not end the cleanup half way
+  if [[ -n "$bench_pid" ]]; then kill -- -"$bench_pid" 2>/dev/null; wait "$bench_pid" 2>/dev/null; fi
+  if [[ -n "$switch_pid" ]]; then kill -- -"$switch_pid" 2>/dev/null; wait "$switch_pid" 2>/dev/null; fi
   cat "$work/switch.log" >&2 2>/dev/null
   rm -rf "$work" /var/run/dpdk/"$prefix"-* "${XDG_RUNTIME_DIR:-/nonexistent}"/dpdk/"$prefix"-*
 }
