@@ -43,6 +43,7 @@ using nlohmann::json;
 
 constexpr int kDefaultRanks = 2;
 constexpr std::uint32_t kDefaultPayload = 2048;
+constexpr std::uint32_t kRingPayload = 256;  // --ring-switch without --payload
 
 struct Settings {
   // Worker settings: unset ones come from the environment (DPA_* variables, DPA_CONFIG).
@@ -606,7 +607,7 @@ int main(int argc, char** argv) {
                "--transport dpdk without --switch: one rank in this process with a DPDK dpa-switch on an "
                "lcore of its own, joined by net_ring ports (zero copy: mbuf pointers pass through rings, as "
                "a NIC's DMA would feed the switch); prints the switch's packets per busy core. World size 1, "
-               "one worker thread, --no-huge, no --transport-config");
+               "one worker thread, MTU 1500 (default --payload 256), --no-huge, no --transport-config");
   app.add_option("--ring-cores", s.ring_cores,
                  "--ring-switch: the switch's core, then the worker thread's (dpdk.cores order)")
       ->capture_default_str();
@@ -642,6 +643,7 @@ int main(int argc, char** argv) {
       }
       s.ranks = 1;
       s.threads = 1;
+      if (!s.payload) s.payload = kRingPayload;  // the sized default does not fit the ports' MTU of 1500
     }
     if (s.transport == "dpdk" && !s.ring_switch && (s.transport_config.empty() || !s.switch_address)) {
       throw dpa::ConfigError("--transport dpdk needs --transport-config FILE and --switch HOST:PORT (the switch "
