@@ -40,16 +40,29 @@ control Reducer(inout bit<32> lo_value,
         void apply(inout value_pair_t value, out bit<32> rv) { rv = value.hi; }
     };
 
-    apply {
-        if (op == REDUCE_WRITE) {
-            write.execute(index);
-        } else if (op == REDUCE_ADD) {
-            add.execute(index);
-        } else if (op == REDUCE_READ_LO) {
-            lo_value = read_lo.execute(index);
-        } else if (op == REDUCE_READ_HI) {
-            hi_value = read_hi.execute(index);
+    action write_cell() { write.execute(index); }
+    action add_cell() { add.execute(index); }
+    action read_lo_cell() { lo_value = read_lo.execute(index); }
+    action read_hi_cell() { hi_value = read_hi.execute(index); }
+
+    // One table with one action per operation, not an if-chain: each branch of a chain becomes
+    // a logical table of its own, and Tofino1's 16 logical tables per stage cannot hold four per
+    // register for 32 registers (p4c-barefoot's table placement failed exactly so).
+    table operate {
+        key = { op : exact; }
+        actions = { write_cell; add_cell; read_lo_cell; read_hi_cell; NoAction; }
+        const entries = {
+            REDUCE_WRITE : write_cell();
+            REDUCE_ADD : add_cell();
+            REDUCE_READ_LO : read_lo_cell();
+            REDUCE_READ_HI : read_hi_cell();
         }
+        const default_action = NoAction;
+        size = 4;
+    }
+
+    apply {
+        operate.apply();
     }
 }
 
