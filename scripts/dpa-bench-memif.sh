@@ -33,14 +33,33 @@ while (($#)); do
   esac
 done
 
-work=$(mktemp -d /tmp/dpa-bench-memif.XXXX)
+# Files of earlier runs that were killed outright (SIGKILL leaves no trap a chance): their
+# DPDK runtime directories and work directories carry the dead script's PID.
+for stale in /var/run/dpdk/dpa-bench-* "${XDG_RUNTIME_DIR:-/nonexistent}"/dpdk/dpa-bench-* /tmp/dpa-bench-memif.*; do
+  [[ -e "$stale" ]] || continue
+  owner=${stale##*/dpa-bench-}; owner=${owner#memif.}; owner=${owner%%[-.]*}
+  if [[ "$owner" =~ ^[0-9]+$ ]] && ! kill -0 "$owner" 2>/dev/null; then rm -rf "$stale"; fi
+done
+
+work=$(mktemp -d /tmp/dpa-bench-memif.$$.XXXX)
 prefix="dpa-bench-$$"
 switch_pid=""
+bench_pid=""
+# Every exit path (an error, Ctrl-C, kill) stops the switch and dpa-bench with its worker processes
+# (own process groups: set -m below) and removes the run's files.
 cleanup() {
-  [[ -n "$switch_pid" ]] && kill "$switch_pid" 2>/dev/null && wait "$switch_pid" 2>/dev/null
-  cat "$work/switch.log" >&2; rm -rf "$work" /var/run/dpdk/"$prefix"-* "${XDG_RUNTIME_DIR:-/nonexistent}"/dpdk/"$prefix"-*
+  trap - EXIT INT TERM HUP
+  set +e  # a killed process's status must not end the cleanup half way
+  if [[ -n "$bench_pid" ]]; then kill -- -"$bench_pid" 2>/dev/null; wait "$bench_pid" 2>/dev/null; fi
+  if [[ -n "$switch_pid" ]]; then kill -- -"$switch_pid" 2>/dev/null; wait "$switch_pid" 2>/dev/null; fi
+  cat "$work/switch.log" >&2 2>/dev/null
+  rm -rf "$work" /var/run/dpdk/"$prefix"-* "${XDG_RUNTIME_DIR:-/nonexistent}"/dpdk/"$prefix"-*
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+set -m  # background jobs in process groups of their own, killed as a whole by cleanup
 
 config="$root/scripts/dpa-memif-config.sh"
 "$config" switch --dir "$work" --ranks "$ranks" --prefix "$prefix-switch" --ip 10.96.0.100 --port 4242 \
@@ -57,5 +76,11 @@ switch_pid=$!
 for _ in $(seq 1 400); do [[ -s "$work/port" ]] && break; sleep 0.05; done
 [[ -s "$work/port" ]] || { echo "dpa-switch did not start:"; cat "$work/switch.log"; exit 1; }
 
+# In the background, so that a signal reaches the trap at once and cleanup can stop it.
 "$build/src/tools/dpa-bench" -n "$ranks" --switch 10.96.0.100:4242 --transport dpdk \
-  --transport-config "$work/worker.json" "$@"
+  --transport-config "$work/worker.json" "$@" &
+bench_pid=$!
+status=0
+wait "$bench_pid" || status=$?
+bench_pid=""
+exit "$status"

@@ -9,6 +9,12 @@ namespace dpa::detail {
 
 namespace {
 
+constexpr std::size_t kPrefetchAhead = 2;  // packets
+
+void prefetch(std::span<const std::byte> bytes) {
+  for (std::size_t offset = 0; offset < bytes.size(); offset += 64) __builtin_prefetch(bytes.data() + offset, 0, 3);
+}
+
 std::uint64_t now_ns() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                         std::chrono::steady_clock::now().time_since_epoch())
@@ -111,11 +117,17 @@ void EngineRunner::execute(Operation& op) {
         throw Error("dpa context destroyed while an allreduce was running");
       }
       send_outgoing();
-      const std::uint64_t deadline = engine_.next_deadline();
+      const std::uint64_t deadline = engine_.deadline_bound();
       const std::size_t received =
           receive(std::chrono::nanoseconds(deadline > now ? deadline - now : 0), now);
       now = now_ns();
-      for (std::size_t i = 0; i < received; ++i) engine_.on_packet(rx_[i], now);
+      // A result's values were written by another core (the switch's, or a NIC's DMA): their
+      // lines are asked for two packets ahead, so the transfers overlap the packets before.
+      for (std::size_t i = 0; i < std::min<std::size_t>(received, kPrefetchAhead); ++i) prefetch(rx_[i].data);
+      for (std::size_t i = 0; i < received; ++i) {
+        if (i + kPrefetchAhead < received) prefetch(rx_[i + kPrefetchAhead].data);
+        engine_.on_packet(rx_[i], now);
+      }
       engine_.poll(now);
     }
     send_outgoing();

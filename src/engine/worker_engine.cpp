@@ -1,6 +1,7 @@
 #include "engine/worker_engine.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -60,7 +61,8 @@ WorkerEngine::WorkerEngine(std::uint32_t thread_index, const Config& config,
              .rank = static_cast<std::uint8_t>(config.rank),
              .syn_disable = config.syn_disable},
       queue_(queue),
-      entries_(static_cast<std::size_t>(config.window)) {
+      entries_(static_cast<std::size_t>(config.window)),
+      data_send_ring_(std::bit_ceil(4 * entries_.size() + 64)) {
   // Each entry queues at most its data packet and its probe per step; more only when a batch
   // of replies moves one entry several times, which the vector absorbs once.
   tx_.reserve(2 * entries_.size());
@@ -95,6 +97,9 @@ std::int64_t WorkerEngine::block_index(const Entry& entry, std::uint64_t round) 
 void WorkerEngine::start(Operation& op, std::uint64_t now_ns) {
   op_ = &op;
   scope_.op_id = op.op_id;
+  earliest_deadline_ = kNever;  // the entries' first sends set it
+  data_send_head_ = 0;
+  data_send_count_ = 0;
   plan_ = BlockPlan(op.count, session_.payload, index_, static_cast<std::size_t>(config_.threads));
   stats_ = OpStats{};
   stats_.blocks = plan_.thread_blocks;
@@ -293,7 +298,7 @@ void WorkerEngine::send_retransmit_probe(std::uint32_t e, std::uint64_t now) {
     entry.probe.size = protocol::kHeaderSize;
     entry.probe_built = true;
   }
-  entry.deadline_ns = now + entry.rto_ns;
+  set_deadline(entry, now + entry.rto_ns);
   tx_.push_back({&entry.probe, switch_port_});
 }
 
@@ -313,8 +318,20 @@ void WorkerEngine::arm_rto(Entry& entry) const {
 
 void WorkerEngine::queue_send(std::uint32_t e, std::uint64_t now) {
   Entry& entry = entries_[e];
-  entry.deadline_ns = now + entry.rto_ns;
-  if (!entry.probing) entry.data_send = ++data_sends_;
+  set_deadline(entry, now + entry.rto_ns);
+  if (!entry.probing) {
+    entry.data_send = ++data_sends_;
+    if (data_send_count_ == data_send_ring_.size()) {
+      // Full: unroll into a ring twice the size (the window's retransmissions outgrew it).
+      std::vector<DataSend> larger(2 * data_send_ring_.size());
+      for (std::size_t i = 0; i < data_send_count_; ++i) {
+        larger[i] = data_send_ring_[(data_send_head_ + i) & (data_send_ring_.size() - 1)];
+      }
+      data_send_ring_ = std::move(larger);
+      data_send_head_ = 0;
+    }
+    data_send_ring_[(data_send_head_ + data_send_count_++) & (data_send_ring_.size() - 1)] = {entry.data_send, e};
+  }
   tx_.push_back({&entry.packet, switch_port_});
 }
 
@@ -437,7 +454,7 @@ void WorkerEngine::apply(std::uint32_t e, const ReplyAction& action, const Heade
       queue_send(e, now);
       return;
     case ReplyKind::expedite:
-      entry.deadline_ns = now;
+      set_deadline(entry, now);
       entry.expedited = true;
       return;
     case ReplyKind::later_operation:
@@ -485,17 +502,37 @@ void WorkerEngine::apply(std::uint32_t e, const ReplyAction& action, const Heade
   }
 }
 
+void WorkerEngine::probe_overtaken(std::uint64_t now) {
+  while (data_send_count_ > 0) {
+    const DataSend oldest = data_send_ring_[data_send_head_];
+    Entry& entry = entries_[oldest.entry];
+    const bool outstanding =
+        entry.active && !entry.probing && !entry.loss_probed && entry.data_send == oldest.number;
+    // Sends are numbered in order: once the oldest outstanding one is not overtaken, none is.
+    if (outstanding && newest_completed_send_ < oldest.number + kReorderRounds) return;
+    if (outstanding) {
+      entry.loss_probed = true;
+      entry.expedited = true;
+      set_deadline(entry, now);
+    }
+    data_send_head_ = (data_send_head_ + 1) & (data_send_ring_.size() - 1);
+    --data_send_count_;
+  }
+}
+
 void WorkerEngine::check_timeouts(std::uint64_t now) {
+  probe_overtaken(now);
+  // Nothing can be due before the bound: no scan of the window on most steps.
+  if (now < earliest_deadline_) return;
+  earliest_deadline_ = kNever;
   const std::uint64_t give_up = to_ns(config_.timeout);
   for (std::uint32_t e = 0; e < entries_.size(); ++e) {
     Entry& entry = entries_[e];
-    if (entry.active && !entry.probing && !entry.loss_probed &&
-        newest_completed_send_ >= entry.data_send + kReorderRounds) {
-      entry.loss_probed = true;
-      entry.expedited = true;
-      entry.deadline_ns = now;
+    if (!entry.active) continue;
+    if (entry.deadline_ns > now) {
+      earliest_deadline_ = std::min(earliest_deadline_, entry.deadline_ns);
+      continue;
     }
-    if (!entry.active || entry.deadline_ns > now) continue;
     if (now - entry.last_reply_ns >= give_up) throw_timeout(e, now);
     ++stats_.retransmissions;
     entry.probed = true;
@@ -508,7 +545,7 @@ void WorkerEngine::check_timeouts(std::uint64_t now) {
     }
     // Retransmit with a header-only probe: the switch answers with the result if the round is
     // complete, or says whether it counted this rank; the payload goes again only if it did not.
-    // A skip-forward probe is already header-only.
+    // A skip-forward probe is already header-only. Both set the entry's next deadline.
     if (entry.probing) {
       queue_send(e, now);
     } else {

@@ -7,8 +7,10 @@
 // retransmission probe, and a retransmission queues the same buffer again.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -49,8 +51,13 @@ class WorkerEngine {
   // Whether a part is running; it finishes (Operation::finish_part) inside the call that
   // completes or fails it.
   [[nodiscard]] bool busy() const { return op_ != nullptr; }
-  // The earliest retransmission deadline of the running part (UINT64_MAX when idle).
+  // The earliest retransmission deadline of the running part (UINT64_MAX when idle); scans
+  // the window.
   [[nodiscard]] std::uint64_t next_deadline() const;
+  // No later than next_deadline(), without a scan: how long the runner may wait for packets.
+  // Early when the entry that held the earliest deadline moved on since the last poll(); a
+  // poll() at or after it makes it exact again.
+  [[nodiscard]] std::uint64_t deadline_bound() const { return op_ != nullptr ? earliest_deadline_ : kNever; }
   // Packets queued since the last clear. They point at the entries' buffers, which stay
   // unchanged until the next start/on_packet/poll call; the engine keeps its reference to each
   // buffer (send them, never release them).
@@ -110,6 +117,13 @@ class WorkerEngine {
   void move_to(std::uint32_t e, std::uint64_t round, std::uint64_t now);
   void finish_entry(std::uint32_t e);
   void check_timeouts(std::uint64_t now);
+  // Every write of an entry's deadline: keeps earliest_deadline_ a lower bound.
+  void set_deadline(Entry& entry, std::uint64_t at) {
+    entry.deadline_ns = at;
+    earliest_deadline_ = std::min(earliest_deadline_, at);
+  }
+  // Loss probes, oldest data send first (the probe-on-reorder rule of check_timeouts()).
+  void probe_overtaken(std::uint64_t now);
   [[noreturn]] void throw_timeout(std::uint32_t e, std::uint64_t now) const;
   [[noreturn]] void throw_error_reply(const protocol::Header& h) const;
   // Completes the part when no entry is active any more.
@@ -152,6 +166,20 @@ class WorkerEngine {
   // so the timeout can follow slow rounds without slowing the recovery of lost ones.
   std::uint64_t data_sends_ = 0;
   std::uint64_t newest_completed_send_ = 0;
+  // The data sends in send order, so that the rule looks at the oldest outstanding ones only:
+  // a ring of (data_send, entry), an item stale once its entry sent again, completed, or
+  // probed. Sized for the window and its retransmissions; grows (rarely) if that is short.
+  struct DataSend {
+    std::uint64_t number = 0;
+    std::uint32_t entry = 0;
+  };
+  std::vector<DataSend> data_send_ring_;
+  std::size_t data_send_head_ = 0;
+  std::size_t data_send_count_ = 0;
+  // Lower bound of the active entries' deadlines, exact after each scan of check_timeouts(),
+  // which scans only once it has passed.
+  static constexpr std::uint64_t kNever = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t earliest_deadline_ = kNever;
 
   // The running part (op_ null when idle).
   Operation* op_ = nullptr;

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -48,6 +49,14 @@ struct Membership {
   mutable std::atomic<bool> left{false};
 
   [[nodiscard]] bool has(std::uint32_t rank) const { return ((joined >> rank) & 1) != 0; }
+  // Calls `visit(rank)` for every joined rank in order: one step per member, not per possible
+  // rank (it runs for every multicast).
+  template <typename Visit>
+  void for_each_member(Visit&& visit) const {
+    for (std::uint64_t rest = joined; rest != 0; rest &= rest - 1) {
+      visit(static_cast<std::uint32_t>(std::countr_zero(rest)));
+    }
+  }
   [[nodiscard]] const Identity* identify(const transport::Endpoint& from) const;
 };
 

@@ -38,6 +38,20 @@ namespace {
 // Sessions by id. A table is immutable once published; add/remove publish a new one.
 using SessionTable = std::map<std::uint32_t, sw::Session*>;
 
+// A packet's bytes are usually in another core's cache (the sender's, or the NIC's DMA in the
+// last-level cache): asking for the next packets' lines while this one is handled overlaps those
+// transfers instead of stalling on each line. Likewise for the reply buffer about to be written.
+constexpr std::size_t kPrefetchAhead = 2;  // packets
+
+void prefetch_read(std::span<const std::byte> bytes) {
+  for (std::size_t offset = 0; offset < bytes.size(); offset += 64) __builtin_prefetch(bytes.data() + offset, 0, 3);
+}
+
+// Prefetches never fault: `at` may point before the buffer.
+void prefetch_write(const std::byte* at, std::size_t bytes) {
+  for (std::size_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(at + offset, 1, 3);
+}
+
 std::uint64_t steady_now_ns() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                         std::chrono::steady_clock::now().time_since_epoch())
@@ -202,9 +216,14 @@ class SwitchImpl {
         }
       }
       used_.push_back(stash_[stash_next_++]);
+      // The next reply's buffer: its lines may sit in the core that read its last contents.
+      // The line before the payload too: transports put their own headers there (DPDK's frame).
+      if (stash_next_ < stash_count_) prefetch_write(stash_[stash_next_].payload - 64, prefetch_bytes_ + 64);
       return &used_.back();
     }
     void send(const transport::TxBuffer& buffer, const Endpoint& to) { send_to(buffer).push_back(to); }
+    // How much of each reply buffer to prefetch for writing: a header and the largest payload.
+    void set_prefetch_bytes(std::size_t bytes) { prefetch_bytes_ = bytes; }
     // Adds destinations to the send of `buffer` started by send_to(): one buffer, many ranks.
     std::vector<Endpoint>& send_to(const transport::TxBuffer& buffer) {
       sends_.push_back({static_cast<std::uint32_t>(&buffer - used_.data()), endpoints_.size()});
@@ -257,6 +276,7 @@ class SwitchImpl {
     std::vector<transport::TxBuffer> stash_;
     std::size_t stash_next_ = 0;
     std::size_t stash_count_ = 0;
+    std::size_t prefetch_bytes_ = protocol::kHeaderSize;
     std::vector<transport::TxBuffer> used_;  // this batch's reply buffers (reserved: never moves)
     std::vector<Send> sends_;
     std::vector<Endpoint> endpoints_;
@@ -283,7 +303,10 @@ class SwitchImpl {
       if (received == 0) continue;
       const Clock now = clock();
       const SessionTable& sessions = *table_.load(std::memory_order_acquire);
+      batch.set_prefetch_bytes(largest_packet(sessions));
+      for (std::size_t i = 0; i < std::min(received, kPrefetchAhead); ++i) prefetch_read(batch.rx[i].data);
       for (std::size_t i = 0; i < received; ++i) {
+        if (i + kPrefetchAhead < received) prefetch_read(batch.rx[i + kPrefetchAhead].data);
         handle(index, sessions, batch.rx[i], now, batch);
       }
       batch.counters.rx_packets += received;
@@ -293,6 +316,13 @@ class SwitchImpl {
       counters_[index] = batch.counters;
     }
     passed_epoch_[index].store(std::numeric_limits<std::uint64_t>::max(), std::memory_order_release);
+  }
+
+  // The largest data packet of the sessions (header and payload): what a reply buffer holds.
+  static std::size_t largest_packet(const SessionTable& sessions) {
+    std::size_t largest = 0;
+    for (const auto& [id, session] : sessions) largest = std::max<std::size_t>(largest, session->config().payload);
+    return protocol::kHeaderSize + 4 * largest;
   }
 
   void send_header(Batch& batch, const Header& header, const Endpoint& to) {
@@ -423,9 +453,7 @@ class SwitchImpl {
       return;
     }
     std::vector<Endpoint>& to = batch.send_to(*buffer);
-    for (std::uint32_t r = 0; r < protocol::kMaxWorld; ++r) {
-      if (members.has(r)) to.push_back(members.endpoints[r][0]);
-    }
+    members.for_each_member([&](std::uint32_t r) { to.push_back(members.endpoints[r][0]); });
     log().info("session {}: generation {} joined by {} ranks ({} threads, window {})", h.session,
                members.generation, world, members.threads, members.window);
   }
@@ -539,11 +567,10 @@ class SwitchImpl {
       protocol::encode(error, buffer->payload);
       buffer->size = static_cast<std::uint32_t>(protocol::kHeaderSize);
       std::vector<Endpoint>& to = batch.send_to(*buffer);
-      for (std::uint32_t r = 0; r < protocol::kMaxWorld; ++r) {
-        if (!members.has(r)) continue;
+      members.for_each_member([&](std::uint32_t r) {
         ++batch.counters.errors_sent;
         to.push_back(members.endpoints[r][thread]);
-      }
+      });
     }
     if (request.op_id != slot.op_id) {
       ++batch.counters.errors_sent;
@@ -569,9 +596,7 @@ class SwitchImpl {
     }
     // The multicast: one buffer for every rank (send_to_all shares it, never copies it).
     std::vector<Endpoint>& to = batch.send_to(*buffer);
-    for (std::uint32_t r = 0; r < protocol::kMaxWorld; ++r) {
-      if (members.has(r)) to.push_back(members.endpoints[r][thread]);
-    }
+    members.for_each_member([&](std::uint32_t r) { to.push_back(members.endpoints[r][thread]); });
   }
 
   SwitchConfig config_;

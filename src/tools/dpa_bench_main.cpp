@@ -7,6 +7,9 @@
 // forwards only the flags it was given, so its workers see the same environment.
 #include <unistd.h>
 
+#include <csignal>
+#include <filesystem>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <algorithm>
@@ -29,6 +32,9 @@
 #include "dpa/switch.hpp"
 #include "protocol/wire.hpp"
 #include "tools/process.hpp"
+#ifdef DPA_HAVE_DPDK
+#include "transport/dpdk/ring_pair.hpp"
+#endif
 
 namespace {
 
@@ -37,6 +43,7 @@ using nlohmann::json;
 
 constexpr int kDefaultRanks = 2;
 constexpr std::uint32_t kDefaultPayload = 2048;
+constexpr std::uint32_t kRingPayload = 256;  // --ring-switch without --payload
 
 struct Settings {
   // Worker settings: unset ones come from the environment (DPA_* variables, DPA_CONFIG).
@@ -70,6 +77,9 @@ struct Settings {
   std::string transport;  // udp, dpdk, shm; empty: chosen in main() (see --transport)
   std::string transport_config;  // JSON with a "udp", "dpdk" or "shm" section; "{rank}" becomes the rank
   std::string shm_fabric;        // --transport shm without a config: the run's fabric
+  // --ring-switch: rank 0 and a DPDK switch in this process, over net_ring (no --switch).
+  bool ring_switch = false;
+  std::string ring_cores = "1,0";  // the switch's core, then the worker thread's
   // Worker mode.
   bool worker = false;
   std::string mode = "full";
@@ -197,6 +207,7 @@ dpa::JobSizing launcher_sizing(const Settings& s, int ranks) {
   if (s.switch_threads) sizing.switch_threads = *s.switch_threads;
   if (s.busy_poll_us) sizing.busy_poll = sizing.small_busy_poll = std::chrono::microseconds(*s.busy_poll_us);
   sizing.shm_fabric = 0;
+  if (s.ring_switch) sizing.small_payload = 0;  // one session: the ring pair has one port each
   return sizing;
 }
 
@@ -254,9 +265,10 @@ std::size_t verify_output(const std::vector<float>& buffer, int rank, int world,
   return wrong;
 }
 
-// One rank: time every size, print one JSON line per size.
-int run_worker(const Settings& s) {
-  const dpa::Config config = worker_config(s);
+// One rank: time every size, write one JSON line per size to `out`. With the switch of this
+// process (--ring-switch), each line also has the switch's packets and busy time over the timed
+// operations.
+int run_rank(const Settings& s, const dpa::Config& config, std::ostream& out, const dpa::SoftwareSwitch* sw) {
   const int rank = config.rank;
   const int ranks = config.world_size;
   dpa::Context context(config);
@@ -287,8 +299,12 @@ int run_worker(const Settings& s) {
     dpa::OpStats totals;
     context.allreduce(&token, &token, 1, dpa::DataType::float32, barrier);
     dpa::TransportCounters before = context.transport_counters();
+    dpa::SwitchCounters switch_before = sw != nullptr ? sw->counters() : dpa::SwitchCounters{};
     for (int i = 0; i < s.warmup + s.iterations; ++i) {
-      if (i == s.warmup) before = context.transport_counters();
+      if (i == s.warmup) {
+        before = context.transport_counters();
+        if (sw != nullptr) switch_before = sw->counters();
+      }
       if (rank == s.straggler_rank && s.straggler_delay_ms > 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(s.straggler_delay_ms));
       }
@@ -329,7 +345,15 @@ int run_worker(const Settings& s) {
                  {"rx_dropped", io.rx_dropped},
                  {"rx_dispatched", io.rx_dispatched},
                  {"wrong", wrong}};
-    std::cout << line.dump() << std::endl;
+    if (sw != nullptr) {
+      // The switch publishes its counters once per received batch: the last batch of the timed
+      // operations may be missing, a few dozen packets of hundreds of thousands.
+      const dpa::SwitchCounters now = sw->counters();
+      line["switch_rx_packets"] = now.rx_packets - switch_before.rx_packets;
+      line["switch_tx_packets"] = now.tx_packets - switch_before.tx_packets;
+      line["switch_busy_ns"] = now.busy_ns - switch_before.busy_ns;
+    }
+    out << line.dump() << std::endl;
     if (wrong > 0) {
       std::cerr << "dpa-bench: rank " << rank << ": " << wrong << " wrong elements at "
                 << size_text << "\n";
@@ -338,6 +362,77 @@ int run_worker(const Settings& s) {
   }
   return 0;
 }
+
+int run_worker(const Settings& s) { return run_rank(s, worker_config(s), std::cout, nullptr); }
+
+std::vector<json> parse_lines(const std::string& output) {
+  std::vector<json> lines;
+  std::istringstream stream(output);
+  for (std::string line; std::getline(stream, line);) {
+    if (!line.empty()) lines.push_back(json::parse(line));
+  }
+  return lines;
+}
+
+#ifdef DPA_HAVE_DPDK
+// The DPDK runtime directory of this process's EAL, and those of earlier --ring-switch runs
+// that were killed before they could remove theirs (their PID is gone).
+std::string ring_file_prefix() { return "dpa-bench-ring-" + std::to_string(getpid()); }
+
+void remove_ring_runtime_dirs(bool own) {
+  std::error_code ignored;
+  for (const auto& entry : std::filesystem::directory_iterator("/var/run/dpdk", ignored)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("dpa-bench-ring-", 0) != 0) continue;
+    const std::string pid = name.substr(std::string("dpa-bench-ring-").size());
+    const bool dead = pid.find_first_not_of("0123456789") == std::string::npos && !pid.empty() &&
+                      ::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH;
+    if ((own && name == ring_file_prefix()) || dead) std::filesystem::remove_all(entry.path(), ignored);
+  }
+}
+
+// --ring-switch: rank 0 of a world of one and a DPDK dpa-switch in this process, each on an lcore
+// of its own, joined by two net_ring ports (mbuf pointers pass through rings: no copy, as a NIC
+// hands frames over by DMA). The switch runs its real poll loop on real mbufs, so its packets per
+// busy core are the switch core's own capacity, without memif's copies in and out.
+std::vector<json> run_ring_mode(const Settings& s, const std::string& mode) {
+  Settings resolved = s;
+  resolved.mode = mode;
+  dpa::Config config = worker_config(resolved);
+  dpa::DpdkTransportConfig eal;
+  eal.cores = s.ring_cores;
+  eal.no_huge = true;
+  eal.memory_mb = 512;
+  eal.file_prefix = ring_file_prefix();
+  eal.eal_args = {"--no-pci", "--log-level=lib.eal:error"};
+  eal.mbufs = 16383;
+  const auto ports = dpa::transport::dpdk::create_ring_pair(eal, "dpa_bench_switch", "dpa_bench_worker", 1);
+
+  dpa::SwitchConfig switch_config = dpa::JobSizing::from_text(s.sizing).switch_config(
+      config, std::nullopt, std::chrono::microseconds(s.straggler_timeout_us));
+  dpa::DpdkTransportConfig switch_port = eal;
+  switch_port.ports = {ports.a};
+  switch_port.local_ip = "10.96.0.100";
+  switch_port.local_port = 4242;
+  switch_config.transport = switch_port;
+  switch_config.threads = 1;
+  dpa::SoftwareSwitch sw(switch_config);
+
+  dpa::DpdkTransportConfig worker_port = eal;
+  worker_port.ports = {ports.b};
+  worker_port.local_ip = "10.96.1.1";
+  worker_port.local_port = 5000;
+  config.transport = worker_port;
+  config.switch_host = switch_port.local_ip;
+  config.switch_port = sw.port();
+  config.validate();
+  std::ostringstream output;
+  const int status = run_rank(resolved, config, output, &sw);
+  sw.stop();
+  if (status != 0) throw std::runtime_error("rank 0 failed (--ring-switch)");
+  return parse_lines(output.str());
+}
+#endif
 
 // The worker's command line: the launcher's resolved rank count and switch, the benchmark's own
 // flags, and only those worker flags the launcher was given (the rest come from the environment
@@ -376,6 +471,13 @@ std::vector<std::string> worker_argv(const Settings& s, int ranks, int rank, con
 }
 
 std::vector<json> run_mode(const Settings& s, const std::string& mode) {
+  if (s.ring_switch) {
+#ifdef DPA_HAVE_DPDK
+    return run_ring_mode(s, mode);
+#else
+    throw dpa::ConfigError("--ring-switch: this dpa-bench was built without DPDK");
+#endif
+  }
   Settings resolved = s;
   resolved.mode = mode;
   const dpa::Config config = worker_config(resolved);
@@ -398,10 +500,8 @@ std::vector<json> run_mode(const Settings& s, const std::string& mode) {
     if (!codes[r] || *codes[r] != 0) {
       throw std::runtime_error("worker rank " + std::to_string(r) + " failed");
     }
-    std::istringstream output(workers[r].output());
-    for (std::string line; std::getline(output, line);) {
-      if (!line.empty()) lines.push_back(json::parse(line));
-    }
+    const std::vector<json> rank_lines = parse_lines(workers[r].output());
+    lines.insert(lines.end(), rank_lines.begin(), rank_lines.end());
   }
   return lines;
 }
@@ -438,6 +538,16 @@ void print_table(const Settings& s, const std::vector<json>& lines) {
                 counted > 0 ? goodput / counted : 0.0, static_cast<unsigned long long>(retransmissions),
                 static_cast<unsigned long long>(line["partial"].get<std::uint64_t>()),
                 static_cast<unsigned long long>(line["missed"].get<std::uint64_t>()), burst_fill.c_str());
+  }
+  // --ring-switch: the switch core's packets over the time it was not idle-polling.
+  for (const json& line : lines) {
+    if (!line.contains("switch_busy_ns") || line["switch_busy_ns"].get<std::uint64_t>() == 0) continue;
+    const double busy_s = static_cast<double>(line["switch_busy_ns"].get<std::uint64_t>()) * 1e-9;
+    std::printf("switch %-10s %9llu bytes: per busy core %.2f Mpps received, %.2f Mpps sent (%.3f s busy)\n",
+                line["mode"].get<std::string>().c_str(),
+                static_cast<unsigned long long>(line["bytes"].get<std::uint64_t>()),
+                static_cast<double>(line["switch_rx_packets"].get<std::uint64_t>()) / busy_s * 1e-6,
+                static_cast<double>(line["switch_tx_packets"].get<std::uint64_t>()) / busy_s * 1e-6, busy_s);
   }
 }
 
@@ -493,6 +603,14 @@ int main(int argc, char** argv) {
                  "--switch: start dpa-switch --transport dpdk first). Default: the --transport-config "
                  "file's, else DPA_TRANSPORT, else shm when the switch is embedded here, else udp")
       ->check(CLI::IsMember({"udp", "dpdk", "shm"}));
+  app.add_flag("--ring-switch", s.ring_switch,
+               "--transport dpdk without --switch: one rank in this process with a DPDK dpa-switch on an "
+               "lcore of its own, joined by net_ring ports (zero copy: mbuf pointers pass through rings, as "
+               "a NIC's DMA would feed the switch); prints the switch's packets per busy core. World size 1, "
+               "one worker thread, MTU 1500 (default --payload 256), --no-huge, no --transport-config");
+  app.add_option("--ring-cores", s.ring_cores,
+                 "--ring-switch: the switch's core, then the worker thread's (dpdk.cores order)")
+      ->capture_default_str();
   app.add_option("--transport-config", s.transport_config,
                  "JSON file with the workers' \"udp\" or \"dpdk\" section (it replaces DPA_CONFIG's); "
                  "\"{rank}\" in its strings becomes the rank (see scripts/dpa-bench-memif.sh)")
@@ -513,7 +631,21 @@ int main(int argc, char** argv) {
         s.transport = embeds_switch && !s.worker ? "shm" : "udp";
       }
     }
-    if (s.transport == "dpdk" && (s.transport_config.empty() || !s.switch_address)) {
+    if (s.ring_switch) {
+      if (s.transport.empty()) s.transport = "dpdk";
+      if (s.transport != "dpdk" || s.switch_address || !s.transport_config.empty() || s.worker) {
+        throw dpa::ConfigError("--ring-switch: --transport dpdk only, without --switch, --transport-config or --worker "
+                               "(the switch and its ring ports are made here)");
+      }
+      if (s.ranks.value_or(1) != 1 || s.threads.value_or(1) != 1) {
+        throw dpa::ConfigError("--ring-switch: one rank (-n 1) with one thread (--threads 1): the ring pair has one "
+                               "queue each way");
+      }
+      s.ranks = 1;
+      s.threads = 1;
+      if (!s.payload) s.payload = kRingPayload;  // the sized default does not fit the ports' MTU of 1500
+    }
+    if (s.transport == "dpdk" && !s.ring_switch && (s.transport_config.empty() || !s.switch_address)) {
       throw dpa::ConfigError("--transport dpdk needs --transport-config FILE and --switch HOST:PORT (the switch "
                              "embedded here runs on sockets; start dpa-switch --transport dpdk)");
     }
@@ -523,7 +655,13 @@ int main(int argc, char** argv) {
     }
     if (s.worker) return run_worker(s);
     s.ranks = launcher_ranks(s, dpa::Config::from_env());
-    if (embeds_switch) s.sizing = launcher_sizing(s, *s.ranks).to_text();
+    if (embeds_switch || s.ring_switch) s.sizing = launcher_sizing(s, *s.ranks).to_text();
+#ifdef DPA_HAVE_DPDK
+    if (s.ring_switch) remove_ring_runtime_dirs(false);
+    // The EAL's runtime directory goes with the run, whichever way main() leaves.
+    const std::unique_ptr<const Settings, void (*)(const Settings*)> ring_files(
+        s.ring_switch ? &s : nullptr, [](const Settings*) { remove_ring_runtime_dirs(true); });
+#endif
     if (s.straggler_delay_ms > 0 && s.straggler_rank < 0) s.straggler_rank = *s.ranks - 1;
     std::vector<std::string> modes;
     std::stringstream list(s.modes.empty() ? (s.straggler_delay_ms > 0 ? "full,reactive,preemptive" : "full")

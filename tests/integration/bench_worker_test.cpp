@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -146,6 +147,48 @@ TEST(BenchWorker, LauncherSizesTheJobAndRoutesSizesToTwoSessions) {
     EXPECT_EQ(line["payload"], line["bytes"] == 4096 ? 2048 : 16000) << line.dump();
     EXPECT_EQ(line["wrong"], 0);
   }
+}
+
+// --ring-switch: one rank and a DPDK switch in one process over net_ring; every result checked,
+// the switch's packets over the timed operations reported, and the EAL's runtime directory gone
+// when it ends.
+TEST(BenchWorker, RingSwitchRunVerifiesEveryResultAndReportsTheSwitch) {
+#ifndef DPA_HAVE_DPDK
+  GTEST_SKIP() << "DPDK transport not built";
+#else
+  for (const char* dtype : {"float32", "int32"}) {
+    const std::string json_path = testing::TempDir() + "/dpa-bench-ring-" + std::to_string(getpid()) + ".json";
+    dpa::tools::Process launcher =
+        start_bench("", {"--transport", "dpdk", "--ring-switch", "-n", "1", "--payload", "256", "--dtype", dtype,
+                         "--sizes", "4KiB,1MiB", "--warmup", "1", "--iterations", "3", "--verify", "--timeout-ms",
+                         "20000", "--json", json_path});
+    const auto code = launcher.wait_until(Clock::now() + 120s);
+    ASSERT_TRUE(code.has_value());
+    EXPECT_EQ(*code, 0) << launcher.output();
+    EXPECT_THAT(launcher.output(), HasSubstr("per busy core"));
+    EXPECT_FALSE(std::filesystem::exists("/var/run/dpdk/dpa-bench-ring-" + std::to_string(launcher.pid())));
+    nlohmann::json lines;
+    std::ifstream(json_path) >> lines;
+    std::remove(json_path.c_str());
+    ASSERT_EQ(lines.size(), 2u) << launcher.output();
+    for (const nlohmann::json& line : lines) {
+      EXPECT_EQ(line["wrong"], 0) << line.dump();
+      // Every block of the timed operations went through the switch and back (3 operations of
+      // 4 KiB or 1 MiB in 1 KiB packets; a last batch may not be published yet).
+      const std::uint64_t packets = 3 * line["bytes"].get<std::uint64_t>() / 1024;
+      EXPECT_GE(line["switch_rx_packets"].get<std::uint64_t>() + 32, packets) << line.dump();
+      EXPECT_GT(line["switch_busy_ns"].get<std::uint64_t>(), 0u) << line.dump();
+    }
+  }
+#endif
+}
+
+TEST(BenchWorker, RingSwitchRefusesMoreThanOneRank) {
+  dpa::tools::Process launcher = start_bench("", {"--transport", "dpdk", "--ring-switch", "-n", "2", "--sizes", "4KiB"});
+  const auto code = launcher.wait_until(Clock::now() + 30s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_NE(*code, 0);
+  EXPECT_THAT(launcher.output(), HasSubstr("--ring-switch: one rank"));
 }
 
 }  // namespace

@@ -12,6 +12,13 @@ switch_bin=$1
 worker_bin=$2
 world=${3:-2}
 
+# Runtime and work directories of earlier runs killed outright (a SIGKILL on timeout runs no trap)
+# carry the dead script's PID.
+for stale in /var/run/dpdk/dpa-memif-* "${XDG_RUNTIME_DIR:-/nonexistent}"/dpdk/dpa-memif-* /tmp/dpa-memif-*; do
+  [[ -e "$stale" ]] || continue
+  owner=${stale##*/dpa-memif-}; owner=${owner%%[-.]*}
+  if [[ "$owner" =~ ^[0-9]+$ ]] && ! kill -0 "$owner" 2>/dev/null; then rm -rf "$stale"; fi
+done
 id=$$
 work=$(mktemp -d /tmp/dpa-memif-$id.XXXX)
 pids=()

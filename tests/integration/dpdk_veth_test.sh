@@ -14,6 +14,13 @@ world=${3:-2}
 if ((EUID != 0)); then echo "SKIP: network namespaces need root"; exit 77; fi
 command -v ip >/dev/null || { echo "SKIP: iproute2 (ip) is not installed"; exit 77; }
 
+# Runtime and work directories of earlier runs killed outright (a SIGKILL on timeout runs no trap)
+# carry the dead script's PID.
+for stale in /var/run/dpdk/dpa-veth-* "${XDG_RUNTIME_DIR:-/nonexistent}"/dpdk/dpa-veth-* /tmp/dpa-veth-*; do
+  [[ -e "$stale" ]] || continue
+  owner=${stale##*/dpa-veth-}; owner=${owner%%[-.]*}
+  if [[ "$owner" =~ ^[0-9]+$ ]] && ! kill -0 "$owner" 2>/dev/null; then rm -rf "$stale"; fi
+done
 id=$$
 ns_workers=dpa_w_$id
 ns_switch=dpa_s_$id

@@ -2,7 +2,6 @@
 // to an echo peer through two local queues. UDP on loopback, UDP through the fault injector
 // (reordering and delay, no loss, so counts stay exact), DPDK net_ring in this process, and
 // DPDK net_memif to a peer process. DPDK cases skip with the reason when DPDK is absent.
-#include <dlfcn.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -35,6 +34,7 @@
 #include <rte_ring.h>
 
 #include "transport/dpdk/eal.hpp"
+#include "transport/dpdk/ring_pair.hpp"
 #endif
 
 namespace dpa::transport {
@@ -85,29 +85,6 @@ DpdkTransportConfig dpdk_base(const std::string& port, const std::string& ip, st
   config.mbufs = 2047;
   return config;
 }
-
-// Two ring ports wired to each other: what "dpa_ring_a" sends on queue q, "dpa_ring_b"
-// receives on queue q. rte_eth_from_rings lives in the net_ring driver, which the EAL loaded
-// as a plugin; it is looked up there rather than linked (a second copy would register twice).
-void create_ring_ports() {
-  std::uint16_t existing = 0;
-  if (rte_eth_dev_get_port_by_name("net_ring_dpa_ring_a", &existing) == 0) return;  // an earlier test's
-  using FromRings = int (*)(const char*, rte_ring* const[], unsigned, rte_ring* const[], unsigned, unsigned);
-  void* driver = dlopen("librte_net_ring.so.23", RTLD_NOW | RTLD_NOLOAD);
-  if (driver == nullptr) driver = dlopen("librte_net_ring.so", RTLD_NOW);
-  ASSERT_NE(driver, nullptr) << "net_ring driver not loaded: " << dlerror();
-  auto from_rings = reinterpret_cast<FromRings>(dlsym(driver, "rte_eth_from_rings"));
-  ASSERT_NE(from_rings, nullptr);
-  std::array<rte_ring*, kQueues> a_to_b{};
-  std::array<rte_ring*, kQueues> b_to_a{};
-  for (std::size_t q = 0; q < kQueues; ++q) {
-    a_to_b[q] = rte_ring_create(("dpa_ab" + std::to_string(q)).c_str(), 4096, SOCKET_ID_ANY, 0);
-    b_to_a[q] = rte_ring_create(("dpa_ba" + std::to_string(q)).c_str(), 4096, SOCKET_ID_ANY, 0);
-    ASSERT_TRUE(a_to_b[q] != nullptr && b_to_a[q] != nullptr);
-  }
-  ASSERT_GE(from_rings("dpa_ring_a", b_to_a.data(), kQueues, a_to_b.data(), kQueues, SOCKET_ID_ANY), 0);
-  ASSERT_GE(from_rings("dpa_ring_b", a_to_b.data(), kQueues, b_to_a.data(), kQueues, SOCKET_ID_ANY), 0);
-}
 #endif
 
 // The EAL and its memif server socket live as long as the process: they go when the tests end
@@ -147,15 +124,16 @@ class TransportTest : public ::testing::TestWithParam<Kind> {
 #else
       dpdk::start_eal(dpdk_base("", "10.99.0.1", 6000), 0);
       if (kind == Kind::dpdk_ring) {
-        create_ring_ports();
-        if (HasFatalFailure()) return;
+        // Two ports wired by rings (made by the first ring test, reused by the next ones).
+        const auto ports =
+            dpdk::create_ring_pair(dpdk_base("", "10.99.0.1", 6000), "dpa_ring_a", "dpa_ring_b", kQueues);
         // No static neighbours: the first packets wait for ARP in both directions.
-        local_dpdk_ = dpdk_base("net_ring_dpa_ring_a", "10.99.0.1", 6000);
+        local_dpdk_ = dpdk_base(ports.a, "10.99.0.1", 6000);
         local_dpdk_.monitor = true;  // DPA_DPDK_MONITOR: the local device samples its port's rates
         local_dpdk_.monitor_interval = 1ms;
         local_dpdk_.monitor_output = monitor_output();
         open_local(local_dpdk_, "10.99.0.1");
-        start_echo_thread(dpdk_base("net_ring_dpa_ring_b", "10.99.0.2", 7000), 0ns);
+        start_echo_thread(dpdk_base(ports.b, "10.99.0.2", 7000), 0ns);
       } else {
         DpdkTransportConfig config = dpdk_base("net_memif0", "10.99.0.1", 6000);
         config.neighbours = {{"10.99.0.2", "02:00:00:00:00:02"}};
@@ -391,10 +369,7 @@ TEST_P(TransportTest, RoundTripKeepsEveryByte) {
   sent.push_back(pattern(300, largest));
   send_payloads(0, sent, peer_[0]);
   ASSERT_EQ(collect(sent.size()), sent.size());
-  auto echoed = received_[0];
-  std::sort(echoed.begin(), echoed.end());
-  std::sort(sent.begin(), sent.end());
-  EXPECT_EQ(echoed, sent);
+  EXPECT_THAT(received_[0], ::testing::UnorderedElementsAreArray(sent));
   for (const Endpoint& from : senders_[0]) EXPECT_EQ(from, peer_[0]);
 }
 
