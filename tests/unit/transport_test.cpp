@@ -18,6 +18,7 @@
 #include <fstream>
 #include <sstream>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -445,6 +446,56 @@ TEST_P(TransportTest, SendToAllServesEveryEndpointFromOneBuffer) {
   ASSERT_EQ(collect(8 * everyone.size()), 8 * everyone.size());
   for (const auto& echo : received_[0]) EXPECT_EQ(echo, payload);
   EXPECT_EQ(std::count(senders_[0].begin(), senders_[0].end(), peer_[1]), 16);
+}
+
+TEST_P(TransportTest, AReplyWrittenOverTheReceivedPacketReachesItsSender) {
+  // The switch's in-place reply: DPDK gives up a received mbuf nobody else holds (the echo peer
+  // released its copy once sent); the other transports keep their receive buffers.
+  const bool in_place = GetParam() == Kind::dpdk_ring || GetParam() == Kind::dpdk_memif;
+  std::vector<std::vector<std::byte>> sent;
+  for (std::uint32_t i = 0; i < 40; ++i) sent.push_back(pattern(i, 100 + 20 * i));
+  const std::set<std::vector<std::byte>> first_echoes(sent.begin(), sent.end());
+  send_payloads(0, sent, peer_[0]);
+  // Each first echo is reversed in place and sent back; the peer echoes that too.
+  std::vector<std::vector<std::byte>> expected;
+  std::vector<std::vector<std::byte>> echoed;
+  const auto deadline = Clock::now() + 5s;
+  std::array<RxPacket, 32> batch;
+  while (echoed.size() < sent.size() && Clock::now() < deadline) {
+    const std::size_t n = queues_[0]->receive(batch, 200us);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::vector<std::byte> bytes(batch[i].data.begin(), batch[i].data.end());
+      if (!first_echoes.contains(bytes)) {
+        if (!std::ranges::equal(bytes, probe_payload())) echoed.push_back(bytes);
+        continue;
+      }
+      const auto size = static_cast<std::uint32_t>(bytes.size());
+      TxBuffer reply = queues_[0]->take_for_reply(batch[i], size);
+      if (!in_place) {
+        EXPECT_EQ(reply.payload, nullptr);
+        ASSERT_EQ(queues_[0]->allocate(std::span(&reply, 1)), 1u);
+        std::memcpy(reply.payload, bytes.data(), size);
+      }
+      ASSERT_NE(reply.payload, nullptr);
+      ASSERT_GE(reply.capacity, size);
+      if (in_place) {
+        EXPECT_EQ(reply.payload, batch[i].data.data());
+      }
+      // A packet is given up once: the second ask finds it taken.
+      EXPECT_EQ(queues_[0]->take_for_reply(batch[i], size).payload, nullptr);
+      std::reverse(reply.payload, reply.payload + size);
+      expected.emplace_back(reply.payload, reply.payload + size);
+      reply.size = size;
+      const TxRequest request{&reply, batch[i].from};
+      ASSERT_EQ(queues_[0]->send(std::span(&request, 1)), 1u);
+      queues_[0]->release(std::span(&reply, 1));
+    }
+    queues_[0]->flush();
+  }
+  ASSERT_EQ(expected.size(), sent.size());
+  std::sort(echoed.begin(), echoed.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(echoed, expected);
 }
 
 TEST_P(TransportTest, AllocationStopsWhenThePoolIsEmptyAndRecovers) {
