@@ -86,9 +86,11 @@ rte_mempool* queue_pool(std::uint16_t port_id, std::uint16_t queue, const DpdkTr
   // Last in, first out behind the per-core caches: mbufs cross cores one way (a switch allocates
   // replies, the worker frees them), so each passes through the pool's common store, and a
   // ring there (DPDK's default, first in, first out) cycles through the whole pool (8191 mbufs,
-  // ~19 MB: beyond the caches) while a stack hands out those freed last, still in cache.
-  // The default where the stack driver is not loaded (a bundle without librte_mempool_stack).
-  rte_mempool* pool = rte_pktmbuf_pool_create_by_ops(name.c_str(), config.mbufs, cache, 0, data_room, socket, "stack");
+  // ~19 MB: beyond the caches) while a stack hands out those freed last, still in cache. The
+  // lock-free one: a spinlock's holder may be preempted (a VM's vCPU). The default where the
+  // stack driver is not loaded (a bundle without librte_mempool_stack).
+  rte_mempool* pool =
+      rte_pktmbuf_pool_create_by_ops(name.c_str(), config.mbufs, cache, 0, data_room, socket, "lf_stack");
   if (pool == nullptr) pool = rte_pktmbuf_pool_create(name.c_str(), config.mbufs, cache, 0, data_room, socket);
   if (pool == nullptr) {
     throw Error(fmt::format("dpdk.mbufs: cannot create a pool of {} mbufs of {} bytes for queue {}: {} (more "
