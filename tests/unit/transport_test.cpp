@@ -587,6 +587,18 @@ TEST_P(TransportTest, BadDeviceSettingsAreNamed) {
 #endif
 }
 
+TEST_P(TransportTest, QueuePoolsAreLockFreeStacks) {
+  if (GetParam() != Kind::dpdk_ring) GTEST_SKIP() << "mbuf pools are a DPDK queue's (run on net_ring)";
+#ifdef DPA_HAVE_DPDK
+  std::uint16_t port = 0;
+  ASSERT_EQ(rte_eth_dev_get_port_by_name("net_ring_dpa_ring_a", &port), 0);
+  rte_mempool* const pool = rte_mempool_lookup(("dpa_p" + std::to_string(port) + "_q0").c_str());
+  ASSERT_NE(pool, nullptr);
+  // Not the default ring: one that cycles through every mbuf of the pool (see queue_pool).
+  EXPECT_STREQ(rte_mempool_get_ops(pool->ops_index)->name, "lf_stack");
+#endif
+}
+
 TEST_P(TransportTest, SmallSendsWhilePacketsArriveLeaveAsOneBurst) {
   if (GetParam() != Kind::dpdk_ring) GTEST_SKIP() << "TX bursts are a DPDK queue's (run on net_ring)";
 #ifdef DPA_HAVE_DPDK
