@@ -221,6 +221,15 @@ class SwitchImpl {
       if (stash_next_ < stash_count_) prefetch_write(stash_[stash_next_].payload - 64, prefetch_bytes_ + 64);
       return &used_.back();
     }
+    // The buffer for a reply of `bytes` to `packet`: the packet's own when the queue gives it up
+    // (written in place: its lines are already in this core's cache and nothing is allocated),
+    // else next_buffer(). Once per packet: a second reply to it needs a buffer of its own.
+    transport::TxBuffer* reply_buffer(const transport::RxPacket& packet, std::uint32_t bytes) {
+      transport::TxBuffer own = queue_.take_for_reply(packet, bytes);
+      if (own.payload == nullptr) return next_buffer();
+      used_.push_back(own);
+      return &used_.back();
+    }
     void send(const transport::TxBuffer& buffer, const Endpoint& to) { send_to(buffer).push_back(to); }
     // How much of each reply buffer to prefetch for writing: a header and the largest payload.
     void set_prefetch_bytes(std::size_t bytes) { prefetch_bytes_ = bytes; }
@@ -368,7 +377,7 @@ class SwitchImpl {
       }
       return;
     }
-    handle_data(index, session, h, payload, packet.from, now, batch);
+    handle_data(index, session, h, payload, packet, now, batch);
   }
 
   void handle_join(std::size_t index, sw::Session& session, const Header& h,
@@ -460,8 +469,9 @@ class SwitchImpl {
 
   // Admission of data packets and probes (docs/protocol.md §8.1), then the slot's step.
   void handle_data(std::size_t index, sw::Session& session, const Header& h,
-                   std::span<const std::byte> payload, const Endpoint& from, Clock now,
+                   std::span<const std::byte> payload, const transport::RxPacket& packet, Clock now,
                    Batch& batch) {
+    const Endpoint& from = packet.from;
     const sw::Membership* members = session.membership();
     const sw::Identity* identity = members != nullptr ? members->identify(from) : nullptr;
     if (identity == nullptr) {
@@ -509,7 +519,11 @@ class SwitchImpl {
       send_error(batch, h, ErrorCode::k_invalid, limits.world_size, from);
       return;
     }
-    members->last_active_ns.store(now.ns, std::memory_order_relaxed);
+    // Stamped once per batch (the clock is read per batch): a store per packet would take the
+    // line, which every switch thread reads, away from the others each time.
+    if (members->last_active_ns.load(std::memory_order_relaxed) != now.ns) {
+      members->last_active_ns.store(now.ns, std::memory_order_relaxed);
+    }
 
     sw::SlotState& slot = session.slot(h.slot);
     if (slot.generation != members->generation) slot = sw::SlotState{members->generation};
@@ -532,12 +546,12 @@ class SwitchImpl {
       case SlotAction::multicast_result:
         ++(slot.contributors == limits.world_size ? batch.counters.completed_full
                                                   : batch.counters.completed_partial);
-        send_result(session, slot, action, h, *members, thread, from, batch);
+        send_result(session, slot, action, h, *members, thread, packet, batch);
         return;
       case SlotAction::unicast_result:
         if (!probe && (slot.bitmap & sender_bit) == 0) ++batch.counters.late_contributions;
         ++(probe ? batch.counters.syn_replies : batch.counters.retransmitted_results);
-        send_result(session, slot, action, h, *members, thread, from, batch);
+        send_result(session, slot, action, h, *members, thread, packet, batch);
         return;
       case SlotAction::unicast_old:
         ++batch.counters.old_replies;
@@ -579,19 +593,22 @@ class SwitchImpl {
     }
   }
 
+  // The result goes out in the request's own buffer when the transport allows (the request
+  // has been read in full by now: step_slot added its values, `request` holds its header).
   void send_result(sw::Session& session, const sw::SlotState& slot, sw::SlotAction action,
                    const Header& request, const sw::Membership& members, std::uint32_t thread,
-                   const Endpoint& from, Batch& batch) {
-    transport::TxBuffer* buffer = batch.next_buffer();
-    if (buffer == nullptr) return;
-    protocol::encode(sw::reply_header(slot, action, request, members.token), buffer->payload);
+                   const transport::RxPacket& packet, Batch& batch) {
     // A round of no values (exponent priming) has a header-only result.
     const std::span<const std::int32_t> values =
         slot.count == 0 ? std::span<const std::int32_t>{} : session.values(request.slot);
+    const auto bytes = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * values.size());
+    transport::TxBuffer* buffer = batch.reply_buffer(packet, bytes);
+    if (buffer == nullptr) return;
+    protocol::encode(sw::reply_header(slot, action, request, members.token), buffer->payload);
     quant::int32_to_wire(values.data(), values.size(), buffer->payload + protocol::kHeaderSize);
-    buffer->size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * values.size());
+    buffer->size = bytes;
     if (action != sw::SlotAction::multicast_result) {
-      batch.send(*buffer, from);
+      batch.send(*buffer, packet.from);
       return;
     }
     // The multicast: one buffer for every rank (send_to_all shares it, never copies it).

@@ -30,6 +30,7 @@ struct TxRequest {
 struct RxPacket {
   std::span<std::byte> data;
   Endpoint from;
+  void* native = nullptr;  // the transport's handle, for Queue::take_for_reply (null: none)
 };
 
 }  // namespace dpa::transport

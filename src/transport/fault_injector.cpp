@@ -55,6 +55,10 @@ class FaultInjector final : public Queue {
 
   std::size_t allocate(std::span<TxBuffer> out) override { return inner_->allocate(out); }
   void release(std::span<TxBuffer> buffers) override { inner_->release(buffers); }
+  // A duplicate is a copy without a native handle: the inner queue refuses it.
+  TxBuffer take_for_reply(const RxPacket& packet, std::uint32_t bytes) override {
+    return inner_->take_for_reply(packet, bytes);
+  }
 
   // Every packet counts as taken: dropped, held or passed on. What the inner queue refuses
   // counts as a transmit error (a fault injector need not model back-pressure on top).

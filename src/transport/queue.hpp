@@ -38,6 +38,15 @@ class Queue {
   // Hands buffers back; a buffer may still be in flight, the transport frees it when sent.
   virtual void release(std::span<TxBuffer> buffers) = 0;
 
+  // Turns a packet of the latest receive() into a transmit buffer holding its payload in place,
+  // for a reply written over the request (as a Tofino rewrites the packet it received): no
+  // buffer to allocate and no fresh lines to write. The packet's bytes stay readable until the
+  // caller writes; the caller releases the buffer like an allocated one. An empty buffer
+  // (payload null) when the transport cannot: someone else still holds the packet (a peer
+  // keeping it for retransmission, a clone), it cannot hold `bytes`, or the transport's
+  // received buffers are not sendable.
+  virtual TxBuffer take_for_reply(const RxPacket& /*packet*/, std::uint32_t /*bytes*/) { return {}; }
+
   // Pushes out packets held back for batching at once: for an owner that stops calling receive()
   // (an engine thread between operations), not after every loop step.
   virtual void flush() = 0;

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <sstream>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -422,6 +423,56 @@ TEST_P(TransportTest, SendToAllServesEveryEndpointFromOneBuffer) {
   EXPECT_EQ(std::count(senders_[0].begin(), senders_[0].end(), peer_[1]), 16);
 }
 
+TEST_P(TransportTest, AReplyWrittenOverTheReceivedPacketReachesItsSender) {
+  // The switch's in-place reply: DPDK gives up a received mbuf nobody else holds (the echo peer
+  // released its copy once sent); the other transports keep their receive buffers.
+  const bool in_place = GetParam() == Kind::dpdk_ring || GetParam() == Kind::dpdk_memif;
+  std::vector<std::vector<std::byte>> sent;
+  for (std::uint32_t i = 0; i < 40; ++i) sent.push_back(pattern(i, 100 + 20 * i));
+  const std::set<std::vector<std::byte>> first_echoes(sent.begin(), sent.end());
+  send_payloads(0, sent, peer_[0]);
+  // Each first echo is reversed in place and sent back; the peer echoes that too.
+  std::vector<std::vector<std::byte>> expected;
+  std::vector<std::vector<std::byte>> echoed;
+  const auto deadline = Clock::now() + 5s;
+  std::array<RxPacket, 32> batch;
+  while (echoed.size() < sent.size() && Clock::now() < deadline) {
+    const std::size_t n = queues_[0]->receive(batch, 200us);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::vector<std::byte> bytes(batch[i].data.begin(), batch[i].data.end());
+      if (!first_echoes.contains(bytes)) {
+        if (!std::ranges::equal(bytes, probe_payload())) echoed.push_back(bytes);
+        continue;
+      }
+      const auto size = static_cast<std::uint32_t>(bytes.size());
+      TxBuffer reply = queues_[0]->take_for_reply(batch[i], size);
+      if (!in_place) {
+        EXPECT_EQ(reply.payload, nullptr);
+        ASSERT_EQ(queues_[0]->allocate(std::span(&reply, 1)), 1u);
+        std::memcpy(reply.payload, bytes.data(), size);
+      }
+      ASSERT_NE(reply.payload, nullptr);
+      ASSERT_GE(reply.capacity, size);
+      if (in_place) {
+        EXPECT_EQ(reply.payload, batch[i].data.data());
+      }
+      // A packet is given up once: the second ask finds it taken.
+      EXPECT_EQ(queues_[0]->take_for_reply(batch[i], size).payload, nullptr);
+      std::reverse(reply.payload, reply.payload + size);
+      expected.emplace_back(reply.payload, reply.payload + size);
+      reply.size = size;
+      const TxRequest request{&reply, batch[i].from};
+      ASSERT_EQ(queues_[0]->send(std::span(&request, 1)), 1u);
+      queues_[0]->release(std::span(&reply, 1));
+    }
+    queues_[0]->flush();
+  }
+  ASSERT_EQ(expected.size(), sent.size());
+  std::sort(echoed.begin(), echoed.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(echoed, expected);
+}
+
 TEST_P(TransportTest, AllocationStopsWhenThePoolIsEmptyAndRecovers) {
   std::vector<TxBuffer> buffers(70000);
   const std::size_t got = queues_[0]->allocate(buffers);
@@ -508,6 +559,18 @@ TEST_P(TransportTest, BadDeviceSettingsAreNamed) {
   config.local_ip = "10.99.0";
   EXPECT_THAT([&] { open_device(config, 1); },
               ::testing::ThrowsMessage<ConfigError>(::testing::HasSubstr("dpdk.local_ip")));
+#endif
+}
+
+TEST_P(TransportTest, QueuePoolsAreLockFreeStacks) {
+  if (GetParam() != Kind::dpdk_ring) GTEST_SKIP() << "mbuf pools are a DPDK queue's (run on net_ring)";
+#ifdef DPA_HAVE_DPDK
+  std::uint16_t port = 0;
+  ASSERT_EQ(rte_eth_dev_get_port_by_name("net_ring_dpa_ring_a", &port), 0);
+  rte_mempool* const pool = rte_mempool_lookup(("dpa_p" + std::to_string(port) + "_q0").c_str());
+  ASSERT_NE(pool, nullptr);
+  // Not the default ring: one that cycles through every mbuf of the pool (see queue_pool).
+  EXPECT_STREQ(rte_mempool_get_ops(pool->ops_index)->name, "lf_stack");
 #endif
 }
 

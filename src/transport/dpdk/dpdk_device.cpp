@@ -81,8 +81,17 @@ rte_mempool* queue_pool(std::uint16_t port_id, std::uint16_t queue, const DpdkTr
   // At least DPDK's default room: some drivers (af_packet) size their frames by it.
   const auto data_room = static_cast<std::uint16_t>(
       std::max<std::uint32_t>(RTE_MBUF_DEFAULT_BUF_SIZE, RTE_PKTMBUF_HEADROOM + kEthernetBytes + config.mtu));
-  rte_mempool* pool = rte_pktmbuf_pool_create(name.c_str(), config.mbufs, std::min(kPoolCache, config.mbufs / 4), 0,
-                                              data_room, rte_eth_dev_socket_id(port_id));
+  const unsigned cache = std::min(kPoolCache, config.mbufs / 4);
+  const int socket = rte_eth_dev_socket_id(port_id);
+  // Last in, first out behind the per-core caches: mbufs cross cores one way (a switch allocates
+  // replies, the worker frees them), so each passes through the pool's common store, and a
+  // ring there (DPDK's default, first in, first out) cycles through the whole pool (8191 mbufs,
+  // ~19 MB: beyond the caches) while a stack hands out those freed last, still in cache. The
+  // lock-free one: a spinlock's holder may be preempted (a VM's vCPU). The default where the
+  // stack driver is not loaded (a bundle without librte_mempool_stack).
+  rte_mempool* pool =
+      rte_pktmbuf_pool_create_by_ops(name.c_str(), config.mbufs, cache, 0, data_room, socket, "lf_stack");
+  if (pool == nullptr) pool = rte_pktmbuf_pool_create(name.c_str(), config.mbufs, cache, 0, data_room, socket);
   if (pool == nullptr) {
     throw Error(fmt::format("dpdk.mbufs: cannot create a pool of {} mbufs of {} bytes for queue {}: {} (more "
                             "hugepages, dpdk.memory_mb, or fewer dpdk.mbufs)",

@@ -141,10 +141,11 @@ void DpdkQueue::classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& d
   if (const auto known = port_->neighbours.find(source_ip); !known || *known != sender) {
     port_->neighbours.learn(source_ip, sender);
   }
-  held_[held_count_++] = mbuf;
+  held_[held_count_] = mbuf;
   out[delivered++] = RxPacket{
       std::span(rte_pktmbuf_mtod_offset(mbuf, std::byte*, kFrameHeaderBytes), udp_bytes - kUdpBytes),
-      Endpoint{source_ip, rte_be_to_cpu_16(udp->src_port)}};
+      Endpoint{source_ip, rte_be_to_cpu_16(udp->src_port)}, &held_[held_count_]};
+  ++held_count_;
 }
 
 void DpdkQueue::answer_arp(const rte_arp_hdr& arp, std::uint8_t link) {
@@ -252,6 +253,21 @@ void DpdkQueue::release(std::span<TxBuffer> buffers) {
     }
     buffer = TxBuffer{};
   }
+}
+
+TxBuffer DpdkQueue::take_for_reply(const RxPacket& packet, std::uint32_t bytes) {
+  auto** held = static_cast<rte_mbuf**>(packet.native);
+  if (held == nullptr || *held == nullptr) return {};
+  rte_mbuf* mbuf = *held;
+  // Ours alone (no peer keeps it for retransmission, no clone shares its data) and one segment,
+  // whose frame header is rewritten at send time as for an allocated buffer.
+  if (!RTE_MBUF_DIRECT(mbuf) || rte_mbuf_refcnt_read(mbuf) != 1 || mbuf->nb_segs != 1) return {};
+  const std::uint32_t room = rte_pktmbuf_tailroom(mbuf) + rte_pktmbuf_data_len(mbuf);
+  const std::uint32_t capacity =
+      room > kFrameHeaderBytes ? std::min<std::uint32_t>(port_->max_payload, room - kFrameHeaderBytes) : 0;
+  if (capacity < bytes) return {};
+  *held = nullptr;  // the next receive() no longer frees it: the caller releases it
+  return TxBuffer{frame_of(mbuf) + kFrameHeaderBytes, 0, capacity, mbuf};
 }
 
 const std::byte* DpdkQueue::header_for(const Endpoint& to, std::uint16_t payload_bytes, std::uint8_t& link) {

@@ -31,6 +31,7 @@ class DpdkQueue final : public Queue {
   std::size_t send(std::span<const TxRequest> packets) override;
   std::size_t send_to_all(const TxBuffer& buffer, std::span<const Endpoint> to) override;
   void release(std::span<TxBuffer> buffers) override;
+  TxBuffer take_for_reply(const RxPacket& packet, std::uint32_t bytes) override;
   void flush() override;
 
   [[nodiscard]] std::uint32_t max_payload() const override { return port_->max_payload; }
@@ -83,7 +84,9 @@ class DpdkQueue final : public Queue {
   std::uint16_t queue_;
   rte_mempool* pool_;
   std::array<rte_mbuf*, kMaxBurst> rx_{};
-  std::array<rte_mbuf*, kMaxBurst> held_{};  // delivered by the last receive(), freed by the next
+  // Delivered by the last receive(), freed by the next (but for those take_for_reply() took:
+  // nulled here; each RxPacket's native handle is its entry).
+  std::array<rte_mbuf*, kMaxBurst> held_{};
   std::size_t held_count_ = 0;
   // Transmit buffers released while nobody else held them, handed out again by allocate() before
   // the pool: most packets then skip a mempool put and get (last in, first out: still in cache).
