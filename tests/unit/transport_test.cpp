@@ -139,6 +139,7 @@ class TransportTest : public ::testing::TestWithParam<Kind> {
         config.neighbours = {{"10.99.0.2", "02:00:00:00:00:02"}};
         open_local(config, "10.99.0.1");
         start_echo_process();
+        wait_for_memif_link();
       }
 #endif
     }
@@ -283,6 +284,24 @@ class TransportTest : public ::testing::TestWithParam<Kind> {
     }
     return got;
   }
+
+#ifdef DPA_HAVE_DPDK
+  // DPDK 22.11's memif unmaps a connection's rings from the EAL interrupt thread when a
+  // handshake fails and is retried; a queue polling them then crashes (SIGSEGV inside
+  // librte_net_memif, seen in about one of 15 runs on a loaded machine). So nothing polls the
+  // port until its link is up, which memif reports once the connection is complete.
+  void wait_for_memif_link() {
+    std::uint16_t port = 0;
+    ASSERT_EQ(rte_eth_dev_get_port_by_name("net_memif0", &port), 0);
+    const auto deadline = Clock::now() + 20s;
+    rte_eth_link link{};
+    while (rte_eth_link_get_nowait(port, &link) == 0 && link.link_status != RTE_ETH_LINK_UP) {
+      ASSERT_LT(Clock::now(), deadline) << "memif link to the peer process not up";
+      std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_EQ(link.link_status, RTE_ETH_LINK_UP);
+  }
+#endif
 
   // Probes each queue until the peer answers it (ARP, memif connection): a probe every 50 ms,
   // polling meanwhile. Neither the number of probes in flight nor how late their echoes come
