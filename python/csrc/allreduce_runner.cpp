@@ -23,6 +23,12 @@ std::string describe(const AllreduceRequest& request, int rank) {
 
 }  // namespace
 
+void DeviceResults::add(const TensorAllreduce& tensor) {
+  if (!tensor.done_event()) return;
+  results_on = tensor.results_stream();
+  device_done.push_back(tensor.done_event());
+}
+
 std::size_t AllreduceRequest::largest_tensor_bytes() const {
   std::size_t largest = 0;
   for (const at::Tensor& tensor : tensors)
@@ -54,13 +60,25 @@ void AllreduceRunner::fail(AllreduceRequest& request, std::exception_ptr error) 
       std::runtime_error(describe(request, wide_.rank()) + " failed: " + reason)));
 }
 
+std::unique_ptr<TensorAllreduce> AllreduceRunner::start(const at::Tensor& tensor,
+                                                        std::optional<c10::Event> ready,
+                                                        std::size_t elements_per_chunk,
+                                                        Context& context) {
+  // Earlier operations whose copies to the device have ended give their buffers back first.
+  retirement_.sweep();
+  std::optional<SideStreams> streams;
+  if (tensor.is_cuda()) streams = side_streams_.for_device(tensor.device());
+  return std::make_unique<TensorAllreduce>(tensor, std::move(ready), elements_per_chunk, context,
+                                           pool_, streams);
+}
+
 InFlight AllreduceRunner::stage_and_submit(AllreduceRequest& request) {
   InFlight in_flight;
   try {
     for (std::size_t i = 0; i < request.tensors.size(); ++i) {
       const auto elements = static_cast<std::size_t>(request.tensors[i].numel());
-      in_flight.tensors.push_back(std::make_unique<TensorAllreduce>(
-          request.tensors[i], std::move(request.caller_ready[i]), 0, context_for(elements), pool_));
+      in_flight.tensors.push_back(
+          start(request.tensors[i], std::move(request.caller_ready[i]), 0, context_for(elements)));
       in_flight.tensors.back()->stage_in(0);
     }
   } catch (...) {
@@ -82,6 +100,7 @@ InFlight AllreduceRunner::stage_and_submit(AllreduceRequest& request) {
 }
 
 void AllreduceRunner::complete(AllreduceRequest& request, InFlight& in_flight) {
+  DeviceResults results;
   if (!in_flight.error) {
     try {
       for (auto& tensor : in_flight.tensors) {
@@ -89,18 +108,24 @@ void AllreduceRunner::complete(AllreduceRequest& request, InFlight& in_flight) {
         tensor->stage_out(0);
         tensor->finish();
         record_last_stats(tensor->stats());
+        results.add(*tensor);
       }
     } catch (...) {
       in_flight.error = std::current_exception();
     }
   }
-  // Waits for anything dpa or the device still does with the buffers before completing.
-  in_flight.tensors.clear();
   if (in_flight.error) {
+    // Waits for anything dpa or the device still does with the buffers before failing.
+    in_flight.tensors.clear();
     fail(request, in_flight.error);
-  } else {
-    request.work->complete();
+    return;
   }
+  for (auto& tensor : in_flight.tensors) {
+    std::shared_ptr<c10::Event> done = tensor->done_event();
+    retirement_.retire(std::move(tensor), std::move(done));
+  }
+  in_flight.tensors.clear();
+  request.work->complete(results.results_on, std::move(results.device_done));
 }
 
 void AllreduceRunner::run_whole(AllreduceRequest& request) {
@@ -109,42 +134,48 @@ void AllreduceRunner::run_whole(AllreduceRequest& request) {
 }
 
 void AllreduceRunner::run_chunked(AllreduceRequest& request) {
+  DeviceResults results;
   try {
     // One thread runs the whole request, so it keeps the turn until its last chunk is submitted.
     const auto turn = submit_order().wait_turn(std::move(request.ticket));
     for (std::size_t i = 0; i < request.tensors.size(); ++i) {
-      run_one_chunked(turn, request.tensors[i], std::move(request.caller_ready[i]), request.options);
+      std::unique_ptr<TensorAllreduce> op = run_one_chunked(
+          turn, request.tensors[i], std::move(request.caller_ready[i]), request.options);
+      results.add(*op);
+      std::shared_ptr<c10::Event> done = op->done_event();
+      retirement_.retire(std::move(op), std::move(done));
     }
   } catch (...) {
     fail(request, std::current_exception());
     return;
   }
-  request.work->complete();
+  request.work->complete(results.results_on, std::move(results.device_done));
 }
 
-void AllreduceRunner::run_one_chunked(const SubmitOrder::Turn& turn, const at::Tensor& tensor,
-                                      std::optional<c10::Event> ready,
-                                      const AllreduceOptions& options) {
+std::unique_ptr<TensorAllreduce> AllreduceRunner::run_one_chunked(
+    const SubmitOrder::Turn& turn, const at::Tensor& tensor, std::optional<c10::Event> ready,
+    const AllreduceOptions& options) {
   const bool large = static_cast<std::size_t>(tensor.nbytes()) >= settings_.pipeline_threshold;
   const auto elements = static_cast<std::size_t>(tensor.numel());
   Context& context = context_for(elements);
   const std::size_t per_chunk =
       large ? chunk_elements(elements, settings_.pipeline_chunks, context.payload()) : 0;
-  TensorAllreduce op(tensor, std::move(ready), per_chunk, context, pool_);
+  std::unique_ptr<TensorAllreduce> op = start(tensor, std::move(ready), per_chunk, context);
   // Chunk c+1 is staged while chunk c is on the network, and chunk c is copied out while
   // chunk c+1 is.
-  op.stage_in(0);
-  op.submit(0, context, turn, options);
-  for (std::size_t c = 1; c < op.chunk_count(); ++c) {
-    op.stage_in(c);
-    op.submit(c, context, turn, options);
-    op.wait(c - 1);
-    op.stage_out(c - 1);
+  op->stage_in(0);
+  op->submit(0, context, turn, options);
+  for (std::size_t c = 1; c < op->chunk_count(); ++c) {
+    op->stage_in(c);
+    op->submit(c, context, turn, options);
+    op->wait(c - 1);
+    op->stage_out(c - 1);
   }
-  op.wait(op.chunk_count() - 1);
-  op.stage_out(op.chunk_count() - 1);
-  op.finish();
-  record_last_stats(op.stats());
+  op->wait(op->chunk_count() - 1);
+  op->stage_out(op->chunk_count() - 1);
+  op->finish();
+  record_last_stats(op->stats());
+  return op;
 }
 
 }  // namespace dpa::torch_backend

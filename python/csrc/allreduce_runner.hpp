@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/Event.h>
 
+#include "device_completion.hpp"
 #include "dpa/context.hpp"
 #include "dpa_work.hpp"
 #include "host_buffer_pool.hpp"
@@ -37,6 +38,15 @@ struct InFlight {
   std::exception_ptr error;
 };
 
+// What completes a request's work: CUDA results are ready on `results_on` once every event in
+// `device_done` has passed.
+struct DeviceResults {
+  c10::optional<c10::Stream> results_on;
+  std::vector<std::shared_ptr<c10::Event>> device_done;
+
+  void add(const TensorAllreduce& tensor);
+};
+
 class AllreduceRunner {
  public:
   // Tensors of fewer than wide.payload() elements go to `small` when there is one
@@ -60,13 +70,20 @@ class AllreduceRunner {
   void fail(AllreduceRequest& request, std::exception_ptr error) const;
 
  private:
-  void run_one_chunked(const SubmitOrder::Turn& turn, const at::Tensor& tensor,
-                       std::optional<c10::Event> ready, const AllreduceOptions& options);
+  // Returns the finished operation, whose device copies may still run.
+  std::unique_ptr<TensorAllreduce> run_one_chunked(const SubmitOrder::Turn& turn,
+                                                   const at::Tensor& tensor,
+                                                   std::optional<c10::Event> ready,
+                                                   const AllreduceOptions& options);
+  std::unique_ptr<TensorAllreduce> start(const at::Tensor& tensor, std::optional<c10::Event> ready,
+                                         std::size_t elements_per_chunk, Context& context);
 
   Context& wide_;
   Context* small_;
   HostBufferPool& pool_;
   TorchSettings settings_;
+  SideStreamsByDevice side_streams_;
+  Retirement retirement_;  // destroyed first: it gives buffers back to pool_
 };
 
 }  // namespace dpa::torch_backend

@@ -22,8 +22,9 @@ namespace dpa::torch_backend {
 
 class CudaBlocks {
  public:
-  // Whether `tensor` goes this way: a CUDA float32/float16/bfloat16 tensor, unless
-  // DPA_TORCH_CUDA_BLOCKS=host asks for the host path.
+  // Whether `tensor` goes this way: a CUDA float32/float16/bfloat16 tensor of at least
+  // DPA_TORCH_CUDA_BLOCKS_MIN_BYTES, or of any size with DPA_TORCH_CUDA_BLOCKS=gpu, never with
+  // DPA_TORCH_CUDA_BLOCKS=host.
   static bool applies(const at::Tensor& tensor);
 
   // `flat`: the contiguous tensor; `host`: its float32 staging buffer (pinned, flat's length);

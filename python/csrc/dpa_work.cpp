@@ -1,22 +1,52 @@
 #include "dpa_work.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
 namespace dpa::torch_backend {
+namespace {
+
+// The CUDA devices of `tensors`: a future created for them waits in stream order.
+std::vector<c10::Device> cuda_devices(const std::vector<at::Tensor>& tensors) {
+  std::vector<c10::Device> devices;
+  for (const at::Tensor& tensor : tensors) {
+    if (tensor.is_cuda() && std::find(devices.begin(), devices.end(), tensor.device()) == devices.end()) {
+      devices.push_back(tensor.device());
+    }
+  }
+  return devices;
+}
+
+}  // namespace
 
 DpaWork::DpaWork(int rank, std::vector<at::Tensor> outputs)
     : c10d::Work(rank, c10d::OpType::ALLREDUCE),
       outputs_(std::move(outputs)),
-      future_(
-          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+      future_(c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()), cuda_devices(outputs_))) {}
+
+void DpaWork::complete(c10::optional<c10::Stream> results_on,
+                       std::vector<std::shared_ptr<c10::Event>> device_done) {
+  device_done_ = std::move(device_done);
+  {
+    // A CUDA future records, on the current stream, when its value is ready: the results'.
+    c10::OptionalStreamGuard on_results_stream(results_on);
+    // The future first: a thread woken by wait() may read it straight away.
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+  finish();
 }
 
-void DpaWork::complete() {
-  // The future first: a thread woken by wait() may read it straight away.
-  future_->markCompleted(c10::IValue(outputs_));
-  finish();
+void DpaWork::synchronize() {
+  for (const auto& done : device_done_) {
+    const c10::Device device(done->device_type(), done->device_index());
+    done->block(c10::impl::VirtualGuardImpl(device.type()).getStream(device));
+  }
 }
 
 void DpaWork::fail(std::exception_ptr error) {
@@ -39,6 +69,8 @@ bool DpaWork::wait(std::chrono::milliseconds timeout) {
                              std::to_string(timeout.count()) + " ms");
   }
   if (exception_) std::rethrow_exception(exception_);
+  lock.unlock();
+  synchronize();
   return true;
 }
 

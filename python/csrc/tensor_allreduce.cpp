@@ -1,11 +1,12 @@
 #include "tensor_allreduce.hpp"
 
 #include <algorithm>
-#include <thread>
 #include <utility>
 
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
+
+#include "dpa/error.hpp"
 
 namespace dpa::torch_backend {
 namespace {
@@ -14,12 +15,6 @@ namespace {
 // compiles against a CPU-only torch (it is only reached for CUDA tensors).
 c10::impl::VirtualGuardImpl cuda_guard() {
   return c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA);
-}
-
-// c10::Event has no blocking wait in torch 1.13, so poll; copies of a chunk take tens of
-// microseconds or more, and the poll interval is of that order.
-void wait_for(const c10::Event& event) {
-  while (!event.query()) std::this_thread::sleep_for(std::chrono::microseconds(20));
 }
 
 at::ScalarType wire_scalar_type(at::ScalarType type) {
@@ -52,13 +47,13 @@ std::size_t chunk_elements(std::size_t count, int chunks, std::uint32_t payload)
 TensorAllreduce::TensorAllreduce(const at::Tensor& tensor, std::optional<c10::Event> caller_ready,
                                  std::size_t elements_per_chunk,
                                  [[maybe_unused]] const Context& context,
-                                 HostBufferPool& pool)
+                                 HostBufferPool& pool, std::optional<SideStreams> streams)
     : tensor_(tensor.detach()), started_(std::chrono::steady_clock::now()) {
   const bool cuda = tensor_.is_cuda();
   if (cuda) {
-    auto guard = cuda_guard();
-    d2h_stream_ = guard.getStreamFromGlobalPool(tensor_.device(), /*isHighPriority=*/true);
-    h2d_stream_ = guard.getStreamFromGlobalPool(tensor_.device(), /*isHighPriority=*/true);
+    if (!streams) throw Error("dpa: a CUDA tensor's all_reduce needs its device's side streams");
+    d2h_stream_ = streams->to_host;
+    h2d_stream_ = streams->to_device;
     if (caller_ready) caller_ready->block(*d2h_stream_);
   }
   {
@@ -102,8 +97,9 @@ TensorAllreduce::~TensorAllreduce() {
       // Already reported through wait(); here only the buffers' lifetime matters.
     }
   }
-  if (h2d_stream_) {
-    // Device copies may still read or write the host buffer that goes back to the pool.
+  if (h2d_stream_ && !(done_ && done_->query())) {
+    // Device copies may still read or write the host buffer that goes back to the pool (an
+    // operation that failed before finish(), or one destroyed before its copies ended).
     d2h_stream_->synchronize();
     h2d_stream_->synchronize();
   }
@@ -143,7 +139,7 @@ void TensorAllreduce::stage_in(std::size_t index) {
 void TensorAllreduce::submit(std::size_t index, Context& context, const SubmitOrder::Turn& turn,
                              const AllreduceOptions& options) {
   Chunk& chunk = chunks_.at(index);
-  if (chunk.staged_in) wait_for(*chunk.staged_in);
+  if (chunk.staged_in) synchronize(*chunk.staged_in, *d2h_stream_);
   void* data = chunk.count == 0 ? nullptr : host_chunk(chunk).data_ptr();
   AllreduceOptions chunk_options = options;
 #ifdef DPA_WITH_CUDA
@@ -189,9 +185,8 @@ void TensorAllreduce::finish() {
     tensor_.copy_(flat_.view(tensor_.sizes()), /*non_blocking=*/h2d_stream_.has_value());
   }
   if (h2d_stream_) {
-    c10::Event copied_back(c10::DeviceType::CUDA);
-    copied_back.record(*h2d_stream_);
-    wait_for(copied_back);
+    done_ = std::make_shared<c10::Event>(c10::DeviceType::CUDA);
+    done_->record(*h2d_stream_);
   }
   stats_.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();

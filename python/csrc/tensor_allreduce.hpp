@@ -4,7 +4,8 @@
 // reduced in place. Anything else goes through a host staging buffer: float16 and bfloat16 are
 // widened to float32 on the way in and narrowed on the way out, non-contiguous tensors are packed,
 // and CUDA tensors are copied device-to-host and back on side streams through pinned memory. The
-// side streams first wait for the caller's stream as it was when the all_reduce was issued. CUDA
+// side streams first wait for the caller's stream as it was when the all_reduce was issued, and
+// finish() only queues the copy back: done_event() marks its end (device_completion.hpp). CUDA
 // float tensors have their block exponents computed and their results dequantised on the device
 // where the extension has the kernels (cuda_blocks.hpp).
 //
@@ -15,6 +16,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -24,6 +26,7 @@
 #include <c10/util/Optional.h>
 
 #include "cuda_blocks.hpp"
+#include "device_completion.hpp"
 #include "dpa/context.hpp"
 #include "host_buffer_pool.hpp"
 
@@ -42,10 +45,13 @@ std::size_t chunk_elements(std::size_t count, int chunks, std::uint32_t payload)
 
 class TensorAllreduce {
  public:
-  // `elements_per_chunk` 0 means one chunk; `context` is the one that will reduce the chunks.
+  // `elements_per_chunk` 0 means one chunk; `context` is the one that will reduce the chunks;
+  // `streams` its device's side streams (CUDA tensors only).
   TensorAllreduce(const at::Tensor& tensor, std::optional<c10::Event> caller_ready,
-                  std::size_t elements_per_chunk, const Context& context, HostBufferPool& pool);
-  // Waits for any chunk still on the network: dpa writes into the buffers this object owns.
+                  std::size_t elements_per_chunk, const Context& context, HostBufferPool& pool,
+                  std::optional<SideStreams> streams);
+  // Waits for any chunk still on the network: dpa writes into the buffers this object owns; and,
+  // unless done_event() has passed, for the device's copies.
   ~TensorAllreduce();
   TensorAllreduce(const TensorAllreduce&) = delete;
   TensorAllreduce& operator=(const TensorAllreduce&) = delete;
@@ -60,7 +66,14 @@ class TensorAllreduce {
   // The chunk's dpa operation, once submitted.
   [[nodiscard]] Handle& handle(std::size_t chunk) { return chunks_.at(chunk).handle; }
   void stage_out(std::size_t chunk);
+  // Queues what is left to write the result into the tensor; on the host (CPU tensors) it is
+  // done on return, on a CUDA device once done_event() has passed.
   void finish();
+
+  // CUDA tensors: the event after the last copy back, recorded by finish(); null for CPU ones.
+  [[nodiscard]] const std::shared_ptr<c10::Event>& done_event() const { return done_; }
+  // CUDA tensors: the stream the result is written on.
+  [[nodiscard]] c10::Stream results_stream() const { return *h2d_stream_; }
 
   // All chunks as one operation: counts added, missed ranges in tensor element offsets.
   [[nodiscard]] const OpStats& stats() const { return stats_; }
@@ -87,6 +100,7 @@ class TensorAllreduce {
   // Set for CUDA tensors (c10::optional: what torch 1.13's stream guards take).
   c10::optional<c10::Stream> d2h_stream_;
   c10::optional<c10::Stream> h2d_stream_;
+  std::shared_ptr<c10::Event> done_;
 #ifdef DPA_WITH_CUDA
   std::optional<CudaBlocks> cuda_blocks_;  // CUDA float tensors: block floating point on the GPU
 #endif

@@ -30,6 +30,8 @@ TorchSettings TorchSettings::from_env() {
   settings.worksteal_workers = static_cast<int>(env_integer("DPA_TORCH_WORKERS", 1, 256).value_or(4));
   settings.inline_bytes =
       static_cast<std::size_t>(env_integer("DPA_TORCH_INLINE_BYTES", 0, kUnbounded).value_or(65536));
+  settings.cuda_inline_bytes = static_cast<std::size_t>(
+      env_integer("DPA_TORCH_CUDA_INLINE_BYTES", 0, kUnbounded).value_or(1 << 20));
   return settings;
 }
 
@@ -37,6 +39,10 @@ std::string TorchSettings::chunking_signature() const {
   if (mode == ExecutionMode::pipeline || mode == ExecutionMode::hybrid) {
     return "chunks " + std::to_string(pipeline_chunks) +
            " at >= " + std::to_string(pipeline_threshold) + " bytes";
+  }
+  if (mode == ExecutionMode::worksteal) {
+    return "CUDA tensors in chunks " + std::to_string(pipeline_chunks) + " at >= " +
+           std::to_string(pipeline_threshold) + " bytes";
   }
   return "whole operations";
 }

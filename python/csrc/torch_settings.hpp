@@ -18,6 +18,9 @@ struct TorchSettings {
   std::size_t pipeline_threshold = 4194304;       // DPA_TORCH_PIPELINE_THRESH, bytes
   int worksteal_workers = 4;                      // DPA_TORCH_WORKERS
   std::size_t inline_bytes = 65536;               // DPA_TORCH_INLINE_BYTES (worksteal)
+  // DPA_TORCH_CUDA_INLINE_BYTES (worksteal): CUDA all_reduces up to this size run on the calling
+  // thread, which waits for the copy to the host instead of handing the request to a pool thread.
+  std::size_t cuda_inline_bytes = 1 << 20;
 
   static TorchSettings from_env();
   // The part that decides how operations are cut into dpa operations, which must agree on every

@@ -2,6 +2,8 @@
 caller's stream, with the block floating point on the GPU where the extension has the kernels.
 Skipped where torch sees no CUDA device (every rank may share one GPU)."""
 
+import functools
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -112,12 +114,16 @@ def cuda_bits_worker(rank, world, init_file):
     return True
 
 
+@pytest.mark.parametrize("blocks", ["auto", "gpu"])
 @pytest.mark.parametrize("mode", ["worksteal", "pipeline"])
-def test_cuda_result_equals_the_cpu_result_bit_for_bit(mode):
-    run_ranks(cuda_bits_worker, 3, env=MODES[mode], timeout=300)
+def test_cuda_result_equals_the_cpu_result_bit_for_bit(mode, blocks):
+    # auto: below DPA_TORCH_CUDA_BLOCKS_MIN_BYTES these sizes take the host's block floating
+    # point; gpu: the kernels for every size.
+    env = {**MODES[mode], "DPA_TORCH_CUDA_BLOCKS": blocks}
+    run_ranks(cuda_bits_worker, 3, env=env, timeout=300)
 
 
-def cuda_ddp_worker(rank, world, init_file):
+def cuda_ddp_worker(rank, world, init_file, hook):
     import dpa
 
     init_dpa(rank, world, init_file)
@@ -125,7 +131,8 @@ def cuda_ddp_worker(rank, world, init_file):
     torch.cuda.set_device(device)
     gloo = dist.new_group(backend="gloo")
     model = DDP(make_model().to(device), device_ids=[device.index])
-    dpa.register_ddp_hook(model)
+    if hook:
+        dpa.register_ddp_hook(model)
     reference = DDP(make_model(), process_group=gloo)  # CPU twin over Gloo
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
@@ -143,5 +150,8 @@ def cuda_ddp_worker(rank, world, init_file):
     return True
 
 
-def test_cuda_ddp_hook():
-    run_ranks(cuda_ddp_worker, 2, timeout=300)
+@pytest.mark.parametrize("hook", [True, False], ids=["dpa_hook", "plain_ddp"])
+def test_cuda_ddp(hook):
+    # Without the hook DDP waits on the all_reduce's future, which must order the caller's stream
+    # after the copies back (the work completes before they end).
+    run_ranks(functools.partial(cuda_ddp_worker, hook=hook), 2, timeout=300)

@@ -1,0 +1,66 @@
+#include "device_completion.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include "tensor_allreduce.hpp"
+
+namespace dpa::torch_backend {
+namespace {
+
+template <typename Event>
+void synchronize_event(const Event& event, const c10::Stream& recorded_on) {
+  if constexpr (requires(const Event& e) { e.synchronize(); }) {
+    event.synchronize();
+  } else {
+    recorded_on.synchronize();
+  }
+}
+
+}  // namespace
+
+void synchronize(const c10::Event& event, const c10::Stream& recorded_on) {
+  synchronize_event(event, recorded_on);
+}
+
+SideStreams SideStreamsByDevice::for_device(c10::Device device) {
+  std::lock_guard lock(mutex_);
+  const auto found = streams_.find(device.index());
+  if (found != streams_.end()) return found->second;
+  c10::impl::VirtualGuardImpl guard(device.type());
+  const SideStreams streams{guard.getStreamFromGlobalPool(device, /*isHighPriority=*/true),
+                            guard.getStreamFromGlobalPool(device, /*isHighPriority=*/true)};
+  streams_.emplace(device.index(), streams);
+  return streams;
+}
+
+Retirement::~Retirement() {
+  for (Retiree& retiree : retirees_) {
+    if (retiree.done) synchronize(*retiree.done, retiree.operation->results_stream());
+  }
+}
+
+void Retirement::retire(std::unique_ptr<TensorAllreduce> operation,
+                        std::shared_ptr<c10::Event> done) {
+  if (!done || done->query()) return;  // destroyed here: nothing left on the device
+  std::lock_guard lock(mutex_);
+  retirees_.push_back(Retiree{std::move(operation), std::move(done)});
+}
+
+void Retirement::sweep() {
+  std::vector<Retiree> finished;
+  {
+    std::lock_guard lock(mutex_);
+    if (retirees_.empty()) return;
+    const auto still_copying = std::stable_partition(
+        retirees_.begin(), retirees_.end(), [](const Retiree& r) { return r.done->query(); });
+    finished.assign(std::make_move_iterator(retirees_.begin()),
+                    std::make_move_iterator(still_copying));
+    retirees_.erase(retirees_.begin(), still_copying);
+  }
+  // Destroyed outside the lock: they give their buffers back to the pool.
+}
+
+}  // namespace dpa::torch_backend
