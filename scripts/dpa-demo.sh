@@ -21,6 +21,8 @@ for argument in "$@"; do
     *) dpa_usage_error "unknown argument '$argument'" ;;
   esac
 done
+# Whatever a step exits with (cmake, ctest's 8, apt-get's 100), this script's failure is 1.
+trap 'dpa_fail "a step failed (status $?): see above"' ERR
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${DPA_BUILD_DIR:-$root/build}"
 started=$SECONDS

@@ -7,7 +7,7 @@
 #     --no-install   skip scripts/install-deps.sh (the packages are there, or you have no root)
 #     -- ARGS        passed to ctest, e.g. -- -R python_ to run some tests only
 #
-# Exit status: ctest's (0 when every test passed), 1 when a step failed, 2 for a usage error.
+# Exit status: 0 when every test passed, 1 when a step or a test failed, 2 for a usage error.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/dpa-common.sh"
 dpa_help_or_version "$@"
@@ -19,6 +19,8 @@ while (($#)); do
     *) dpa_usage_error "unknown argument '$1' (ctest's arguments go after --)" ;;
   esac
 done
+# Whatever a step exits with (cmake, ctest's 8, apt-get's 100), this script's failure is 1.
+trap 'dpa_fail "a step failed (status $?): see above"' ERR
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${DPA_BUILD_DIR:-$root/build}"
 jobs="$(nproc)"

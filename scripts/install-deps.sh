@@ -31,6 +31,8 @@ for arg in "$@"; do
   esac
 done
 
+# Whatever a step exits with (cmake, ctest's 8, apt-get's 100), this script's failure is 1.
+trap 'dpa_fail "a step failed (status $?): see above"' ERR
 missing=()
 for package in "${packages[@]}"; do
   # dpkg-query fails for packages it has never heard of; treat that as missing too.
