@@ -150,8 +150,9 @@ class BuildWithCMake(build_ext):
             shutil.copyfile(build_dir / "src" / soname, target.parent / soname)
 
 
-setup(
-    version=VERSION,
-    ext_modules=[CMakeExtension("dpa._C")],
-    cmdclass={"build_ext": BuildWithCMake},
-)
+if __name__ == "__main__":  # as pip's backend runs it; tests import the helpers above
+    setup(
+        version=VERSION,
+        ext_modules=[CMakeExtension("dpa._C")],
+        cmdclass={"build_ext": BuildWithCMake},
+    )

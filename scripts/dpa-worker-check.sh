@@ -7,7 +7,7 @@
 #   --dpdk             the DPDK transport will be used: its checks become required
 #   --switch HOST:PORT the switch (default: $DPA_SWITCH): route, MTU of the route's interface
 #   --interface IF     the data interface (default: the route's to --switch)
-#   --payload P        values per packet (default: $DPA_PAYLOAD, else 256) for the MTU check
+#   --payload P        values per packet (default: $DPA_PAYLOAD, else 256; 0 counts as 256) for the MTU check
 #   --python PY        the interpreter that runs the PyTorch backend: `import dpa` is required
 #                      (without it python3 on PATH is tried, and a failure only warns)
 #   --json             one JSON object instead of the table
@@ -48,7 +48,7 @@ while (($#)); do
       shift ;;
   esac
 done
-payload="${payload:-256}"
+[[ -z "$payload" || "$payload" == 0 ]] && payload=256  # DPA_PAYLOAD=0: the session's, unknown here
 [[ "$payload" =~ ^[1-9][0-9]*$ ]] || dpa_usage_error "--payload '$payload' is not a positive number"
 dpdk_level=optional
 ((dpdk)) && dpdk_level=required

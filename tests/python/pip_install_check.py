@@ -4,7 +4,8 @@ packages (--system-site-packages: torch, setuptools; there is no package index h
 the package into it (offline, --no-build-isolation: against that torch), and then, with nothing
 but the venv (no build tree, no PYTHONPATH to dpa, no LD_LIBRARY_PATH):
 
-- dpa.__version__ is the repository's VERSION, libdpa lies next to the extension;
+- (the copied sources and pip's build directory deleted) dpa.__version__ is the repository's
+  VERSION, libdpa lies next to the extension;
 - the package's `torch.backends` entry point is installed, and two ranks that never
   `import dpa` run an all_reduce on backend "dpa": torch >= 2.5 calls the entry point at
   `import torch`; with an older torch the ranks call it as torch would.
@@ -67,7 +68,7 @@ def ignore_build_outputs(directory, names):
 
 
 def run(command, **options):
-    print(" ".join(map(str, command)), flush=True)
+    print(" ".join("<script>" if "\n" in str(part) else str(part) for part in command), flush=True)
     return subprocess.run(command, capture_output=True, text=True, **options)
 
 
@@ -124,6 +125,8 @@ def main():
         if installed.returncode != 0:
             print(installed.stdout, installed.stderr, sep="\n")
             return 1
+        # Nothing of the build may be needed any more (libdpa is found through $ORIGIN).
+        shutil.rmtree(source)
         site = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                    env=environment).stdout.strip()
         checked = run([python, "-c", PACKAGE_CHECK, site, version], env=environment, cwd=scratch,

@@ -175,3 +175,43 @@ assert hasattr(dist.Backend, "DPA") and "dpa" not in sys.modules
     assert result.returncode == 0, result.stderr
     pyproject = (SOURCE_DIR / "python" / "pyproject.toml").read_text()
     assert '[project.entry-points."torch.backends"]\ndpa = "_dpa_autoload:register"' in pyproject
+
+
+def load_setup_py():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dpa_setup", SOURCE_DIR / "python" / "setup.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("value, entries", [
+    ("9.0", ["90-real"]),
+    ("8.0;8.6 9.0+PTX", ["80-real", "86-real", "90"]),
+    ("9.0a;10.0+PTX", ["90a-real", "100"]),
+])
+def test_setup_reads_torch_cuda_arch_list(value, entries):
+    assert load_setup_py().torch_arch_list_entries(value) == entries
+
+
+def test_setup_refuses_a_bad_torch_cuda_arch_list():
+    with pytest.raises(SystemExit, match="TORCH_CUDA_ARCH_LIST=Hopper: 'Hopper' is not a compute capability"):
+        load_setup_py().torch_arch_list_entries("Hopper")
+
+
+class FakeTorch:
+    """What setup.py reads of a CUDA torch: its build's architecture flags."""
+
+    def __init__(self, flags):
+        self._C = type("C", (), {"_cuda_getArchFlags": staticmethod(lambda: flags)})
+
+
+@pytest.mark.parametrize("flags, entries", [
+    # No PTX in the build: the highest portable architecture's PTX is added.
+    ("sm_75 sm_80 sm_86 sm_90 sm_90a", ["75-real", "80-real", "86-real", "90-real", "90a-real", "90-virtual"]),
+    ("sm_80 sm_90 compute_90", ["80-real", "90-real", "90-virtual"]),
+    ("sm_100 sm_120", ["100-real", "120-real", "120-virtual"]),
+])
+def test_setup_takes_the_architectures_of_the_torch(flags, entries):
+    assert load_setup_py().torch_build_entries(FakeTorch(flags)) == entries
