@@ -109,7 +109,7 @@ SOURCE_DIR = Path(__file__).resolve().parents[2]
 VERSION = (SOURCE_DIR / "VERSION").read_text().strip()
 BUILD_DIR = Path(os.environ.get("DPA_BUILD_DIR", SOURCE_DIR / "build"))
 TOOLS = {"dpa-switch": "src/tools/dpa-switch", "dpa-bench": "src/tools/dpa-bench",
-         "dpa-p4gen": "src/tools/p4gen/dpa-p4gen"}
+         "dpa-p4gen": "src/tools/p4gen/dpa-p4gen", "dpa-microbench": "src/tools/dpa-microbench"}
 
 
 def test_package_version_is_the_repository_version():
