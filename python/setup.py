@@ -1,158 +1,158 @@
-"""Builds and installs the dpa Python package (the torch.distributed backend) with pip:
+"""Builds the dpa Python package (the torch.distributed backend) for pip (pyproject.toml):
 
-    pip install --no-build-isolation ./python
+    pip install ./python                        # in a venv with PyPI torch
+    pip install --no-build-isolation ./python   # against the torch this Python already has
 
-builds libdpa with CMake from the repository this directory belongs to (its parent), compiles
-the extension dpa._C against it and installs both: libdpa.so.0 lies next to the extension, which
-finds it through the rpath $ORIGIN, so the package needs no LD_LIBRARY_PATH and no separate
-install of libdpa. CMake, a C++20 compiler and libdpa's build dependencies (spdlog, fmt,
-nlohmann-json, CLI11: scripts/install-deps.sh) must be installed; nothing is downloaded.
+CMake builds everything (the target torch-plugin of the repository this directory belongs to:
+libdpa, the extension dpa._C and, where torch has CUDA and nvcc is found, the CUDA kernels);
+this file only tells CMake which interpreter, torch and CUDA architectures to build for and
+copies the results into the package: libdpa.so.<major> lies next to the extension, which finds
+it through the rpath $ORIGIN, so the package needs no LD_LIBRARY_PATH and no separate libdpa.
 
-    DPA_PREFIX=/opt/dpa pip install --no-build-isolation ./python
+- Interpreter: the one running this build (sys.executable), and the torch it imports.
+- CUDA architectures: TORCH_CUDA_ARCH_LIST when set ("8.0;9.0+PTX"), else those this torch was
+  built for, with the PTX of the highest; CMake drops what the local nvcc cannot build.
+- DPA_PREFIX=/opt/dpa: link the libdpa installed there (cmake --install <build> --prefix
+  /opt/dpa) instead of building one, through an rpath to its lib directory.
+- CMAKE names the CMake to run (default: cmake on PATH), MAX_JOBS the compile jobs (default:
+  every core).
 
-uses a libdpa installed there instead (cmake --install <build> --prefix /opt/dpa: include/dpa/
-and lib/libdpa.so), found through an rpath to that lib directory.
-
-Where that torch has CUDA and its CUDA_HOME has nvcc, the extension is a CUDAExtension that also
-compiles the block floating point kernels (src/quant/cuda, for TORCH_CUDA_ARCH_LIST, default
-"9.0+PTX"), and CUDA float tensors are quantised and dequantised on the GPU; otherwise they are
-staged as floats and quantised by libdpa on the host.
-
-The extension is compiled against the torch that this Python imports (hence
---no-build-isolation) and records its version; importing dpa with another torch fails with an
-ImportError that says so. CMAKE (default: cmake on PATH) names the CMake to run, MAX_JOBS the
-parallel compile jobs (default: every core).
+docs/install.md says when --no-build-isolation is needed and why. Nothing is downloaded here:
+CMake, a C++20 compiler and libdpa's build dependencies (scripts/install-deps.sh) must be there.
 """
 
 import os
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
-import torch
-from setuptools import setup
-from setuptools.command.build_py import build_py
-from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
 SOURCE_ROOT = HERE.parent
-PREFIX = Path(os.environ["DPA_PREFIX"]).resolve() if os.environ.get("DPA_PREFIX") else None
-# The SONAME of libdpa (SOVERSION 0 in src/CMakeLists.txt): the file the extension loads.
-LIBDPA_SONAME = "libdpa.so.0"
+VERSION_FILE = SOURCE_ROOT / "VERSION"
 
 
-def installed_libdir(prefix):
-    header = prefix / "include" / "dpa" / "context.hpp"
-    for libdir in ("lib", "lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu"):
-        if header.exists() and (prefix / libdir / "libdpa.so").exists():
-            return prefix / libdir
-    raise SystemExit(
-        f"dpa setup.py: no libdpa under DPA_PREFIX={prefix} (looked for include/dpa/context.hpp "
-        "and lib/libdpa.so); install it there (cmake --install <build> --prefix <dir>), or "
-        "leave DPA_PREFIX unset to build libdpa from this repository"
-    )
+def fail(message):
+    raise SystemExit(f"dpa setup.py: {message}")
 
 
-def jobs():
-    return os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)
+def read_version():
+    if not VERSION_FILE.exists() or not (SOURCE_ROOT / "src").is_dir():
+        fail(f"{SOURCE_ROOT} is not the dpa repository (no VERSION and src/): run pip on the python/ "
+             "directory of a dpa checkout")
+    return VERSION_FILE.read_text().strip()
 
 
-def build_libdpa(build_dir):
-    """Configures and builds the target libdpa alone from SOURCE_ROOT; returns its directory."""
-    if not (SOURCE_ROOT / "CMakeLists.txt").exists() or not (SOURCE_ROOT / "src").is_dir():
-        raise SystemExit(
-            f"dpa setup.py: {SOURCE_ROOT} is not the dpa repository, so libdpa cannot be built "
-            "from it; run pip on the python/ directory of a dpa checkout, or install libdpa and "
-            "set DPA_PREFIX"
-        )
-    cmake = os.environ.get("CMAKE", "cmake")
-    if shutil.which(cmake) is None:
-        raise SystemExit(f"dpa setup.py: '{cmake}' not found; install CMake (scripts/install-deps.sh) "
-                         "or set CMAKE, or set DPA_PREFIX to an installed libdpa")
-    configure = [
-        cmake, "-S", str(SOURCE_ROOT), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
-        "-DDPA_TESTS=OFF", "-DDPA_BENCHMARKS=OFF",
-        # libdpa has no CUDA code; the extension compiles the kernels itself (extension()).
-        "-DDPA_CUDA=OFF",
-        # The extension is built here by setuptools, not by the CMake target torch-plugin.
-        "-DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON",
-        # The bundled libdpa exports its own API only. Where the toolchain links static archives
-        # into it (a -static-libstdc++ in LDFLAGS, as wheel-building images set), their symbols
-        # would otherwise be exported too, and the extension, which lists libdpa before
-        # libstdc++, would bind its iostreams to that private copy and crash.
-        "-DCMAKE_SHARED_LINKER_FLAGS=" + " ".join(
-            filter(None, [os.environ.get("LDFLAGS", ""), "-Wl,--exclude-libs,ALL"])),
-    ]
-    for command in (configure, [cmake, "--build", str(build_dir), "--target", "dpa", "-j", jobs()]):
-        print("dpa setup.py:", " ".join(command), flush=True)
-        subprocess.run(command, check=True)
-    return build_dir / "src"
+VERSION = read_version()
 
 
-class BuildExtensionWithLibdpa(BuildExtension):
-    """Builds libdpa first (unless DPA_PREFIX is set) and ships it next to the extension."""
+def torch_arch_list_entries(value):
+    """TORCH_CUDA_ARCH_LIST ("8.0;8.6 9.0+PTX", torch's own notation) as CMake entries."""
+    entries = []
+    for item in re.split(r"[;\s]+", value.strip()):
+        match = re.fullmatch(r"(\d+)\.(\d+)([af]?)(\+PTX)?", item)
+        if not match:
+            fail(f"TORCH_CUDA_ARCH_LIST={value}: '{item}' is not a compute capability such as 8.6 or 9.0+PTX")
+        number = match.group(1) + match.group(2) + match.group(3)
+        entries.append(number if match.group(4) else f"{number}-real")
+    return entries
 
-    def build_extensions(self):
-        if PREFIX is None:
-            libdir = build_libdpa(Path(self.build_temp).resolve() / "libdpa")
-            include_dir, rpath = SOURCE_ROOT / "include", "$ORIGIN"
+
+def torch_build_entries(torch):
+    """The architectures this torch was compiled for (sm_XY machine code, compute_XY PTX) as
+    CMake entries, with the PTX of the highest when torch carries none. Read from the build's
+    flags, which, unlike torch.cuda.get_arch_list(), need no GPU in the machine."""
+    flags = torch._C._cuda_getArchFlags() if hasattr(torch._C, "_cuda_getArchFlags") else None
+    names = flags.split() if flags else torch.cuda.get_arch_list()
+    entries, ptx, machine = [], [], []
+    for name in names:
+        kind, _, number = name.partition("_")
+        if kind == "sm":
+            machine.append(number)
+            entries.append(f"{number}-real")
+        elif kind == "compute":
+            ptx.append(number)
+            entries.append(f"{number}-virtual")
+    portable = [number for number in machine if number.isdigit()]
+    if not ptx and portable:
+        entries.append(f"{max(portable, key=int)}-virtual")
+    return entries
+
+
+def cuda_arguments(torch):
+    if torch.version.cuda is None:
+        return ["-DDPA_CUDA=OFF"]  # a CPU torch: CUDA tensors cannot occur
+    wanted = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    entries = torch_arch_list_entries(wanted) if wanted else torch_build_entries(torch)
+    arguments = ["-DCMAKE_CUDA_ARCHITECTURES=" + ";".join(entries)] if entries else []
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    nvcc = Path(CUDA_HOME) / "bin" / "nvcc" if CUDA_HOME else None
+    if "CUDACXX" not in os.environ and nvcc is not None and nvcc.exists():
+        arguments.append(f"-DCMAKE_CUDA_COMPILER={nvcc}")
+    return arguments
+
+
+class CMakeExtension(Extension):
+    """The extension dpa._C, built by CMake's target torch-plugin rather than by setuptools."""
+
+    def __init__(self, name):
+        super().__init__(name, sources=[])
+
+
+class BuildWithCMake(build_ext):
+    def build_extension(self, extension):
+        import torch  # the torch this build compiles against: the build environment's
+
+        cmake = os.environ.get("CMAKE", "cmake")
+        if shutil.which(cmake) is None:
+            fail(f"'{cmake}' not found; install CMake (scripts/install-deps.sh) or set CMAKE")
+        build_dir = Path(self.build_temp).resolve() / "cmake"
+        prefix = os.environ.get("DPA_PREFIX")
+        configure = [
+            cmake, "-S", str(SOURCE_ROOT), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
+            "-DDPA_TESTS=OFF", "-DDPA_BENCHMARKS=OFF",
+            f"-DPython3_EXECUTABLE={sys.executable}",
+            f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
+            # The bundled libdpa exports its own API only. Where the toolchain links static archives
+            # into it (a -static-libstdc++ in LDFLAGS, as wheel-building images set), their symbols
+            # would otherwise be exported too, and the extension, which lists libdpa before
+            # libstdc++, would bind its iostreams to that private copy and crash.
+            "-DCMAKE_SHARED_LINKER_FLAGS=" + " ".join(
+                filter(None, [os.environ.get("LDFLAGS", ""), "-Wl,--exclude-libs,ALL"])),
+            *cuda_arguments(torch),
+        ]
+        if prefix:
+            configure.append(f"-DDPA_TORCH_PLUGIN_LIBDPA_PREFIX={Path(prefix).resolve()}")
         else:
-            libdir = installed_libdir(PREFIX)
-            include_dir, rpath = PREFIX / "include", str(libdir)
-        for extension in self.extensions:
-            extension.include_dirs.append(str(include_dir))
-            extension.library_dirs.append(str(libdir))
-            extension.extra_link_args.append(f"-Wl,-rpath,{rpath}")
-        super().build_extensions()
-        if PREFIX is None:
-            target = Path(self.get_ext_fullpath("dpa._C")).parent
-            # The real file under the SONAME: the only name the dynamic loader asks for.
-            shutil.copyfile(libdir / LIBDPA_SONAME, target / LIBDPA_SONAME)
+            configure.append("-DDPA_TORCH_PLUGIN_RPATH=$ORIGIN")
+        jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)
+        for command in (configure, [cmake, "--build", str(build_dir), "--target", "torch-plugin", "-j", jobs]):
+            print("dpa setup.py:", " ".join(command), flush=True)
+            subprocess.run(command, check=True)
+
+        built = build_dir / "python" / "dpa"
+        modules = list(built.glob("_C*.so"))
+        if len(modules) != 1:
+            fail(f"CMake built no extension in {built} (see the 'dpa: torch-plugin' line of its output)")
+        target = Path(self.get_ext_fullpath(extension.name))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(modules[0], target)
+        shutil.copyfile(built / "_build_info.py", target.parent / "_build_info.py")
+        if not prefix:
+            # The real file under the SONAME (SOVERSION = the major version): the only name the
+            # dynamic loader asks for.
+            soname = f"libdpa.so.{VERSION.split('.')[0]}"
+            shutil.copyfile(build_dir / "src" / soname, target.parent / soname)
 
 
-class BuildPyRecordingTorch(build_py):
-    """Writes dpa/_build_info.py with the torch version the extension is compiled against."""
-
-    def run(self):
-        super().run()
-        template = (HERE / "dpa" / "_build_info.py.in").read_text()
-        target = Path(self.build_lib) / "dpa" / "_build_info.py"
-        target.write_text(template.replace("@DPA_TORCH_PY_VERSION@", torch.__version__))
-
-
-CUDA_KERNELS = SOURCE_ROOT / "src" / "quant" / "cuda" / "block_float_cuda.cu"
-SOURCES = sorted(str(path.relative_to(HERE)) for path in (HERE / "csrc").glob("*.cpp"))
-CXX_FLAGS = ["-std=c++20", "-O2", "-fvisibility=hidden"]
-
-
-def with_cuda_kernels():
-    """Whether torch has CUDA, nvcc is there and the kernels' source is (a repository checkout)."""
-    return (torch.version.cuda is not None and CUDA_HOME is not None
-            and (Path(CUDA_HOME) / "bin" / "nvcc").exists() and CUDA_KERNELS.exists())
-
-
-def extension():
-    if not with_cuda_kernels():
-        return CppExtension("dpa._C", SOURCES, libraries=["dpa"], extra_compile_args=CXX_FLAGS)
-    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0+PTX")
-    return CUDAExtension(
-        "dpa._C",
-        SOURCES + [str(CUDA_KERNELS)],
-        include_dirs=[str(SOURCE_ROOT / "src")],
-        define_macros=[("DPA_WITH_CUDA", None)],
-        libraries=["dpa"],
-        # As CMake builds them (src/CMakeLists.txt): bit-identical to the host kernels.
-        extra_compile_args={"cxx": CXX_FLAGS,
-                            "nvcc": ["-O2", "-fmad=false", "-ftz=false", "-prec-div=true"]},
+if __name__ == "__main__":  # as pip's backend runs it; tests import the helpers above
+    setup(
+        version=VERSION,
+        ext_modules=[CMakeExtension("dpa._C")],
+        cmdclass={"build_ext": BuildWithCMake},
     )
-
-
-setup(
-    name="dpa",
-    version="0.1.0",
-    description="dpa in-network allreduce: torch.distributed backend",
-    packages=["dpa"],
-    python_requires=">=3.8",
-    ext_modules=[extension()],
-    cmdclass={"build_ext": BuildExtensionWithLibdpa, "build_py": BuildPyRecordingTorch},
-)

@@ -10,7 +10,10 @@
 # --switch-core (default 1); the processes' main threads keep every CPU and mostly sleep.
 # --bsize sets memif's packet buffer size (jumbo MTUs), --zero-copy the workers' memif zero-copy
 # mode (configs from scripts/dpa-memif-config.sh). The switch prints its packets per busy core.
+# Exit status: dpa-bench's (0 ok, 1 failure, 2 usage); 1 when dpa-switch does not start.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/dpa-common.sh"
+dpa_help_or_version "$@"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${DPA_BUILD_DIR:-$root/build}"
 ranks=1
@@ -21,16 +24,19 @@ bsize=""
 zero_copy=""
 while (($#)); do
   case "$1" in
-    -n) ranks=$2; shift 2 ;;
-    -p) payload=$2; shift 2 ;;
-    --mtu) mtu=$2; shift 2 ;;
-    --switch-core) switch_core=$2; shift 2 ;;
-    --bsize) bsize=$2; shift 2 ;;
+    -n) ranks=$(dpa_option_value "$@"); shift 2 ;;
+    -p) payload=$(dpa_option_value "$@"); shift 2 ;;
+    --mtu) mtu=$(dpa_option_value "$@"); shift 2 ;;
+    --switch-core) switch_core=$(dpa_option_value "$@"); shift 2 ;;
+    --bsize) bsize=$(dpa_option_value "$@"); shift 2 ;;
     --zero-copy) zero_copy=1; shift ;;
     --) shift; break ;;
-    -h | --help) sed -n '2,14s/^# \{0,1\}//p' "$0"; exit 0 ;;
-    *) echo "dpa-bench-memif.sh: unknown option '$1' (dpa-bench options go after --)" >&2; exit 2 ;;
+    *) dpa_usage_error "unknown option '$1' (dpa-bench options go after --)" ;;
   esac
+done
+
+for tool in dpa-switch dpa-bench; do
+  [[ -x "$build/src/tools/$tool" ]] || dpa_fail "$build/src/tools/$tool not found: build it with DPDK (cmake --build $build --target $tool) or set DPA_BUILD_DIR"
 done
 
 # Files of earlier runs that were killed outright (SIGKILL leaves no trap a chance): their
@@ -74,7 +80,7 @@ config="$root/scripts/dpa-memif-config.sh"
   >"$work/switch.log" 2>&1 &
 switch_pid=$!
 for _ in $(seq 1 400); do [[ -s "$work/port" ]] && break; sleep 0.05; done
-[[ -s "$work/port" ]] || { echo "dpa-switch did not start:"; cat "$work/switch.log"; exit 1; }
+[[ -s "$work/port" ]] || { echo "dpa-switch did not start:" >&2; cat "$work/switch.log" >&2; exit 1; }
 
 # In the background, so that a signal reaches the trap at once and cleanup can stop it.
 "$build/src/tools/dpa-bench" -n "$ranks" --switch 10.96.0.100:4242 --transport dpdk \

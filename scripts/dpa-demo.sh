@@ -7,13 +7,27 @@
 # fastest-K modes, whose plot and JSON land in <build>/dpa-demo/. Everything it starts is stopped
 # again, also on failure or Ctrl-C.
 #
-#   scripts/dpa-demo.sh            build into ./build (DPA_BUILD_DIR overrides)
+#   scripts/dpa-demo.sh [--no-install]   build into ./build (DPA_BUILD_DIR overrides)
+#     --no-install   skip scripts/install-deps.sh (the packages are there, or you have no root)
+#
+# Exit status: 0 when every step passed, 1 when one failed, 2 for a usage error.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/dpa-common.sh"
+dpa_help_or_version "$@"
+install=1
+for argument in "$@"; do
+  case "$argument" in
+    --no-install) install=0 ;;
+    *) dpa_usage_error "unknown argument '$argument'" ;;
+  esac
+done
+# Whatever a step exits with (cmake, ctest's 8, apt-get's 100), this script's failure is 1.
+trap 'dpa_fail "a step failed (status $?): see above"' ERR
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${DPA_BUILD_DIR:-$root/build}"
 started=$SECONDS
 
-"$root/scripts/install-deps.sh" --with-python
+if ((install)); then "$root/scripts/install-deps.sh" --with-python; fi
 configured="$(cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release)"
 # Read the whole target list first: grep -q exits at the first match, and under pipefail the
 # writer's broken pipe would fail the test.

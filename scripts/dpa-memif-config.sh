@@ -13,7 +13,10 @@
 # switch only: --payload P (256), --pool-size SLOTS (1024).
 # R may be a placeholder such as {rank} (dpa-bench replaces it per rank); the socket path and
 # file prefix follow it.
+# Exit status: 0, or 2 for a usage error.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/dpa-common.sh"
+dpa_help_or_version "$@"
 
 role=${1:-}
 shift || true
@@ -21,25 +24,24 @@ dir="" ranks=1 rank="" prefix="" ip="" port="" cores="" mtu=1500 mbufs=4095 memo
 payload=256 pool_size=1024
 while (($#)); do
   case "$1" in
-    --dir) dir=$2; shift 2 ;;
-    --ranks) ranks=$2; shift 2 ;;
-    --rank) rank=$2; shift 2 ;;
-    --prefix) prefix=$2; shift 2 ;;
-    --ip) ip=$2; shift 2 ;;
-    --port) port=$2; shift 2 ;;
-    --core) cores=$2; shift 2 ;;
-    --mtu) mtu=$2; shift 2 ;;
-    --mbufs) mbufs=$2; shift 2 ;;
-    --memory-mb) memory_mb=$2; shift 2 ;;
-    --bsize) bsize=$2; shift 2 ;;
+    --dir) dir=$(dpa_option_value "$@"); shift 2 ;;
+    --ranks) ranks=$(dpa_option_value "$@"); shift 2 ;;
+    --rank) rank=$(dpa_option_value "$@"); shift 2 ;;
+    --prefix) prefix=$(dpa_option_value "$@"); shift 2 ;;
+    --ip) ip=$(dpa_option_value "$@"); shift 2 ;;
+    --port) port=$(dpa_option_value "$@"); shift 2 ;;
+    --core) cores=$(dpa_option_value "$@"); shift 2 ;;
+    --mtu) mtu=$(dpa_option_value "$@"); shift 2 ;;
+    --mbufs) mbufs=$(dpa_option_value "$@"); shift 2 ;;
+    --memory-mb) memory_mb=$(dpa_option_value "$@"); shift 2 ;;
+    --bsize) bsize=$(dpa_option_value "$@"); shift 2 ;;
     --zero-copy) zero_copy=1; shift ;;
-    --payload) payload=$2; shift 2 ;;
-    --pool-size) pool_size=$2; shift 2 ;;
-    -h | --help) sed -n '2,15s/^# \{0,1\}//p' "$0"; exit 0 ;;
-    *) echo "dpa-memif-config.sh: unknown option '$1'" >&2; exit 2 ;;
+    --payload) payload=$(dpa_option_value "$@"); shift 2 ;;
+    --pool-size) pool_size=$(dpa_option_value "$@"); shift 2 ;;
+    *) dpa_usage_error "unknown option '$1'" ;;
   esac
 done
-[[ -n "$dir" && -n "$prefix" && -n "$ip" ]] || { echo "dpa-memif-config.sh: --dir, --prefix and --ip are required" >&2; exit 2; }
+[[ -n "$dir" && -n "$prefix" && -n "$ip" ]] || dpa_usage_error "--dir, --prefix and --ip are required"
 
 memif_args() {  # the devargs every memif port shares, after its role
   echo -n "id=0,socket-abstract=no,socket=$dir/rank$1.sock${bsize:+,bsize=$bsize}"
@@ -63,7 +65,7 @@ case "$role" in
 JSON
     ;;
   worker)
-    [[ -n "$rank" ]] || { echo "dpa-memif-config.sh worker: --rank is required" >&2; exit 2; }
+    [[ -n "$rank" ]] || dpa_usage_error "worker: --rank is required"
     zc="" eal='"--no-pci", "--log-level=lib.eal:error"'
     # Zero-copy memif shares the client's memory with the server: one file per memory list.
     ((zero_copy)) && { zc=",zero-copy=yes"; eal='"--no-pci", "--single-file-segments", "--log-level=lib.eal:error"'; }
@@ -74,5 +76,5 @@ JSON
           "local_ip": "$ip", "local_port": ${port:-5000}, "mtu": $mtu, "mbufs": $mbufs}}
 JSON
     ;;
-  *) echo "dpa-memif-config.sh: the first argument is switch or worker" >&2; exit 2 ;;
+  *) dpa_usage_error "the first argument is switch or worker, not '$role'" ;;
 esac

@@ -5,7 +5,11 @@
 #   scripts/install-deps.sh [--with-python] [--with-dpdk]
 #     --with-python  also the PyTorch backend's packages (Python, torch, pybind11, libtorch, pip)
 #     --with-dpdk    also DPDK for the kernel-bypass transport
+#
+# Exit status: 0 when everything is installed, 1 when installing failed, 2 for a usage error.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/dpa-common.sh"
+dpa_help_or_version "$@"
 
 packages=(
   build-essential cmake pkg-config
@@ -19,19 +23,16 @@ python_packages=(
 )
 dpdk_packages=(dpdk dpdk-dev libdpdk-dev)
 
-usage() {
-  sed -n '2,7s/^# \{0,1\}//p' "$0"
-}
-
 for arg in "$@"; do
   case "$arg" in
     --with-python) packages+=("${python_packages[@]}") ;;
     --with-dpdk) packages+=("${dpdk_packages[@]}") ;;
-    -h | --help) usage; exit 0 ;;
-    *) echo "install-deps.sh: unknown option '$arg'" >&2; usage >&2; exit 2 ;;
+    *) dpa_usage_error "unknown option '$arg'" ;;
   esac
 done
 
+# Whatever a step exits with (cmake, ctest's 8, apt-get's 100), this script's failure is 1.
+trap 'dpa_fail "a step failed (status $?): see above"' ERR
 missing=()
 for package in "${packages[@]}"; do
   # dpkg-query fails for packages it has never heard of; treat that as missing too.
@@ -49,8 +50,7 @@ fi
 sudo_cmd=()
 if ((EUID != 0)); then
   if ! command -v sudo >/dev/null; then
-    echo "install-deps.sh: not root and sudo is unavailable; install as root: ${missing[*]}" >&2
-    exit 1
+    dpa_fail "not root and sudo is unavailable; install as root: ${missing[*]}"
   fi
   sudo_cmd=(sudo)
 fi

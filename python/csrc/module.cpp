@@ -7,6 +7,7 @@
 #include <pybind11/stl.h>
 #include <torch/python.h>
 
+#include "cuda_arch_check.hpp"
 #include "fastest_k.hpp"
 #include "process_group_dpa.hpp"
 
@@ -53,6 +54,10 @@ PYBIND11_MODULE(_C, module) {
   module.attr("TORCH_VERSION_MAJOR") = TORCH_VERSION_MAJOR;
   module.attr("TORCH_VERSION_MINOR") = TORCH_VERSION_MINOR;
   module.attr("CXX11_ABI") = static_cast<bool>(_GLIBCXX_USE_CXX11_ABI);
+  // The CUDA kernels' architectures ("" without them) and the rule that checks a GPU against them.
+  module.attr("CUDA_ARCHITECTURES") = std::string(dpa::torch_backend::built_cuda_architectures());
+  module.def("cuda_architectures_cover", &dpa::torch_backend::cuda_architectures_cover,
+             py::arg("architectures"), py::arg("major"), py::arg("minor"));
 
   py::class_<ProcessGroupDpa, BackendBase, c10::intrusive_ptr<ProcessGroupDpa>>(module,
                                                                                 "ProcessGroupDpa")

@@ -8,6 +8,7 @@
 #include <pybind11/pybind11.h>
 
 #include "dpa/host_port.hpp"
+#include "cuda_arch_check.hpp"
 #include "embedded_switch.hpp"
 #include "fastest_k.hpp"
 #include "job_sizing.hpp"
@@ -149,8 +150,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allreduce(std::vector<at::Tensor
 
   AllreduceRequest request;
   request.tensors = tensors;
-  for (const at::Tensor& tensor : tensors)
+  for (const at::Tensor& tensor : tensors) {
+    require_cuda_kernels_for(tensor, rank_);
     request.caller_ready.push_back(mark_caller_stream(tensor));
+  }
   const FastestK choice = resolve_fastest_k();
   request.options.op = *op;
   request.options.k = choice.k;

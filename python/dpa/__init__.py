@@ -1,6 +1,7 @@
 """dpa: in-network allreduce for torch.distributed.
 
-``import dpa`` registers the ``"dpa"`` backend::
+``import dpa`` registers the ``"dpa"`` backend (with torch >= 2.5 an installed dpa is registered at
+``import torch`` already, through the ``torch.backends`` entry point: docs/install.md)::
 
     import dpa, torch.distributed as dist
     dist.init_process_group("dpa")          # torchrun / env:// or any init_method
@@ -20,7 +21,9 @@ import atexit
 import torch
 import torch.distributed as dist
 
-from ._build_info import BUILT_WITH_TORCH
+from ._build_info import BUILT_WITH_TORCH, VERSION
+
+__version__ = VERSION
 
 if torch.__version__ != BUILT_WITH_TORCH:
     raise ImportError(
@@ -54,6 +57,7 @@ from ._fastest_k import fastest_k, last_stats, set_default_fastest_k, total_retr
 from ._socket_drops import udp_drops  # noqa: E402
 
 __all__ = [
+    "__version__",
     "DdpHookState",
     "allreduce_hook",
     "fastest_k",

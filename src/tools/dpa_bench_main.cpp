@@ -31,6 +31,7 @@
 #include "dpa/job_sizing.hpp"
 #include "dpa/switch.hpp"
 #include "protocol/wire.hpp"
+#include "tools/command_line.hpp"
 #include "tools/process.hpp"
 #ifdef DPA_HAVE_DPDK
 #include "transport/dpdk/ring_pair.hpp"
@@ -618,7 +619,7 @@ int main(int argc, char** argv) {
   app.add_option("--shm-fabric", s.shm_fabric,
                  "--transport shm: the fabric (shm.fabric) the workers and the switch share; default: "
                  "one of this run's own, or DPA_SHM_FABRIC / DPA_CONFIG's with --switch");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto exit_code = dpa::tools::parse_command_line(app, "dpa-bench", argc, argv)) return *exit_code;
 
   try {
     const bool embeds_switch = !s.switch_address && !dpa::env_string("DPA_SWITCH");

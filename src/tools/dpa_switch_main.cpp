@@ -15,6 +15,7 @@
 #include "dpa/host_port.hpp"
 #include "dpa/switch.hpp"
 #include "protocol/wire.hpp"
+#include "tools/command_line.hpp"
 
 namespace {
 
@@ -105,7 +106,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--workers", workers, "Worker addresses (ip or ip:port), one per rank or one for all")
       ->delimiter(',');
-  CLI11_PARSE(app, argc, argv);
+  if (const auto exit_code = dpa::tools::parse_command_line(app, "dpa-switch", argc, argv)) return *exit_code;
 
   try {
     if (!config_path.empty()) {

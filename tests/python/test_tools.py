@@ -1,12 +1,16 @@
 """python -m dpa.demo and python -m dpa.bench end to end, on small settings: the reports they
 write hold every run and size asked for, and bad arguments are refused with a message that names
 the option. The launcher they share (dpa._launch): each rank's environment is in force from its
-start, and a rank that overruns is reported with its stacks."""
+start, and a rank that overruns is reported with its stacks. The one version (VERSION) in
+dpa.__version__ and the C++ tools' --version, their exit codes (0, and 2 for usage errors), the
+CUDA architecture rule of the extension's run-time check, and the torch.backends entry point,
+which registers "dpa" without importing it."""
 
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -99,3 +103,115 @@ def test_a_rank_that_overruns_is_reported_with_its_stacks():
     assert message.startswith("ranks [1] did not finish within 3 s")
     assert "--- rank 1 (still running) ---" in message
     assert "in stuck_worker" in message
+
+
+SOURCE_DIR = Path(__file__).resolve().parents[2]
+VERSION = (SOURCE_DIR / "VERSION").read_text().strip()
+BUILD_DIR = Path(os.environ.get("DPA_BUILD_DIR", SOURCE_DIR / "build"))
+TOOLS = {"dpa-switch": "src/tools/dpa-switch", "dpa-bench": "src/tools/dpa-bench",
+         "dpa-p4gen": "src/tools/p4gen/dpa-p4gen", "dpa-microbench": "src/tools/dpa-microbench"}
+
+
+def test_package_version_is_the_repository_version():
+    import dpa
+
+    assert dpa.__version__ == VERSION
+
+
+@pytest.mark.parametrize("tool", sorted(TOOLS))
+def test_tools_version_help_and_usage_exit_codes(tool):
+    path = BUILD_DIR / TOOLS[tool]
+    if not path.exists():
+        pytest.skip(f"{path} is not built")
+    version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+    assert (version.returncode, version.stdout.strip()) == (0, f"{tool} {VERSION}")
+    assert subprocess.run([path, "--help"], capture_output=True, timeout=30).returncode == 0
+    usage = subprocess.run([path, "--no-such-flag"], capture_output=True, text=True, timeout=30)
+    assert usage.returncode == 2 and usage.stderr.strip(), usage
+
+
+@pytest.mark.parametrize("architectures, capability, covered", [
+    ("90-real,90-virtual", (9, 0), True),
+    ("90-real,90-virtual", (8, 0), False),      # older than everything built
+    ("90-real,90-virtual", (10, 0), True),      # PTX of 9.0 runs on 10.0
+    ("90-real", (10, 0), False),                # machine code only within its major
+    ("80-real", (8, 6), True),                  # sm_80 code runs on 8.x from 8.0
+    ("86-real", (8, 0), False),
+    ("90a-real", (9, 0), True),                 # architecture-specific: 9.0 only
+    ("90a-real,90a-virtual", (10, 0), False),
+    ("75-real,80-real,86-real,90-real,100-real,110-real,120", (12, 1), True),
+    ("75-real,80-real,86-real,90-real,100-real,110-real,120", (7, 0), False),
+    ("native", (5, 0), True),                   # CMake's keyword: nvcc chose, trust it
+    ("", (9, 0), False),
+])
+def test_cuda_architectures_cover(architectures, capability, covered):
+    from dpa import _C
+
+    assert _C.cuda_architectures_cover(architectures, *capability) is covered
+
+
+def test_cuda_architectures_are_recorded():
+    from dpa import _C
+
+    # Empty without the kernels; otherwise CMake's list, each entry a number with a suffix.
+    for entry in filter(None, _C.CUDA_ARCHITECTURES.split(",")):
+        assert entry[:2].isdigit(), _C.CUDA_ARCHITECTURES
+
+
+def test_entry_point_registers_the_backend_without_importing_dpa():
+    # What torch >= 2.5 does at import with the entry point pip installs (python/pyproject.toml).
+    script = """
+import sys
+import torch.distributed as dist
+import _dpa_autoload
+assert not hasattr(dist.Backend, "DPA")
+_dpa_autoload.register()
+_dpa_autoload.register()  # idempotent
+assert hasattr(dist.Backend, "DPA") and "dpa" not in sys.modules
+"""
+    environment = dict(os.environ, PYTHONPATH=f"{SOURCE_DIR / 'python'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    result = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    pyproject = (SOURCE_DIR / "python" / "pyproject.toml").read_text()
+    assert '[project.entry-points."torch.backends"]\ndpa = "_dpa_autoload:register"' in pyproject
+
+
+def load_setup_py():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dpa_setup", SOURCE_DIR / "python" / "setup.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("value, entries", [
+    ("9.0", ["90-real"]),
+    ("8.0;8.6 9.0+PTX", ["80-real", "86-real", "90"]),
+    ("9.0a;10.0+PTX", ["90a-real", "100"]),
+])
+def test_setup_reads_torch_cuda_arch_list(value, entries):
+    assert load_setup_py().torch_arch_list_entries(value) == entries
+
+
+def test_setup_refuses_a_bad_torch_cuda_arch_list():
+    with pytest.raises(SystemExit, match="TORCH_CUDA_ARCH_LIST=Hopper: 'Hopper' is not a compute capability"):
+        load_setup_py().torch_arch_list_entries("Hopper")
+
+
+class FakeTorch:
+    """What setup.py reads of a CUDA torch: its build's architecture flags."""
+
+    def __init__(self, flags):
+        self._C = type("C", (), {"_cuda_getArchFlags": staticmethod(lambda: flags)})
+
+
+@pytest.mark.parametrize("flags, entries", [
+    # No PTX in the build: the highest portable architecture's PTX is added.
+    ("sm_75 sm_80 sm_86 sm_90 sm_90a", ["75-real", "80-real", "86-real", "90-real", "90a-real", "90-virtual"]),
+    ("sm_80 sm_90 compute_90", ["80-real", "90-real", "90-virtual"]),
+    ("sm_100 sm_120", ["100-real", "120-real", "120-virtual"]),
+])
+def test_setup_takes_the_architectures_of_the_torch(flags, entries):
+    assert load_setup_py().torch_build_entries(FakeTorch(flags)) == entries

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/p4gen/program_config.hpp"
+#include "tools/command_line.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"dpa-p4gen: generate the dpa P4 program's defines from a switch config"};
@@ -17,7 +18,7 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output", output_path, "write dpa_config.p4 here (default: stdout)");
   app.add_option("--print", print, "print one derived setting instead")
       ->check(CLI::IsMember({"target", "arch", "payload", "model"}));
-  CLI11_PARSE(app, argc, argv);
+  if (const auto exit_code = dpa::tools::parse_command_line(app, "dpa-p4gen", argc, argv)) return *exit_code;
 
   namespace p4gen = dpa::tools::p4gen;
   p4gen::ProgramConfig config;
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
     out << p4gen::render_defines(config, config_path);
     if (!out) {
       std::cerr << "dpa-p4gen: cannot write " << output_path << "\n";
-      return 2;
+      return dpa::tools::kExitRuntimeFailure;
     }
   }
   return 0;
