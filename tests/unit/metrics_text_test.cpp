@@ -39,7 +39,9 @@ Exposition parse(const std::string& text) {
     } else if (std::regex_match(line, match, type)) {
       EXPECT_EQ(match[1], current) << "TYPE without its HELP: " << line;
       EXPECT_TRUE(exposition.types.emplace(match[1], match[2]).second) << "second TYPE: " << line;
-      if (match[2] == "counter") EXPECT_TRUE(std::string(match[1]).ends_with("_total")) << line;
+      if (match[2] == "counter") {
+        EXPECT_TRUE(std::string(match[1]).ends_with("_total")) << line;
+      }
     } else if (std::regex_match(line, match, sample)) {
       EXPECT_EQ(match[1], current) << "sample outside its metric: " << line;
       exposition.samples[std::string(match[1]) + std::string(match[2])] = std::stod(match[3]);
