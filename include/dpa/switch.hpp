@@ -124,7 +124,7 @@ struct SessionCounters {
   std::uint64_t old_replies = 0;
   std::uint64_t syn_replies = 0;
   std::uint64_t errors_sent = 0;
-  std::uint64_t dropped = 0;                // not a member, not joined, wrong token, port or length
+  std::uint64_t dropped = 0;                // not registered or joined, wrong token or port, bad JOIN
   std::uint64_t joins = 0;
 
   SessionCounters& operator+=(const SessionCounters& other);

@@ -73,7 +73,8 @@ inline constexpr std::array kSessionCounterFields{
     SessionField{"syn_replies", &SessionCounters::syn_replies, "Replies to SYN probes"},
     SessionField{"errors_sent", &SessionCounters::errors_sent, "Error replies sent"},
     SessionField{"dropped", &SessionCounters::dropped,
-                 "Packets dropped: sender not a member or not joined, wrong token, port or length"},
+                 "Packets dropped: sender not registered or not joined, wrong job token, wrong switch port, "
+                 "malformed JOIN"},
     SessionField{"joins", &SessionCounters::joins, "JOIN requests handled"},
 };
 static_assert(sizeof(SessionCounters) == kSessionCounterFields.size() * sizeof(std::uint64_t));

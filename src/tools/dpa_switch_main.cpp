@@ -181,8 +181,8 @@ int main(int argc, char** argv) {
       const char* source = app.count("--metrics") > 0 ? "--metrics " : "switch.metrics: ";
       metrics_at = dpa::sw::metrics_address(config.metrics, source);
 #ifndef DPA_HAVE_METRICS_HTTP
-      throw dpa::ConfigError(std::string(source) +
-                             "this dpa-switch was built without cpp-httplib, so it has no metrics endpoint "
+      throw dpa::ConfigError(std::string(app.count("--metrics") > 0 ? "--metrics" : "switch.metrics") +
+                             ": this dpa-switch was built without cpp-httplib, so it has no metrics endpoint "
                              "(install libcpp-httplib-dev and rebuild; the control channel's \"counters\" "
                              "request reads the counters meanwhile)");
 #endif

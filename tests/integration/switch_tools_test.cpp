@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <regex>
@@ -158,6 +161,18 @@ TEST(SwitchCtl, ListsAddsAndRemovesSessionsWithExitCodes) {
 
 #ifdef DPA_HAVE_METRICS_HTTP
 
+// A file for one test, removed at its end.
+struct TemporaryFile {
+  TemporaryFile(const std::string& name, const std::string& content)
+      : path(::testing::TempDir() + "dpa_switch_tools_" + std::to_string(getpid()) + "_" + name) {
+    std::ofstream(path) << content;
+  }
+  ~TemporaryFile() { std::filesystem::remove(path); }
+  TemporaryFile(const TemporaryFile&) = delete;
+  TemporaryFile& operator=(const TemporaryFile&) = delete;
+  const std::string path;
+};
+
 // name{labels} -> value of a scrape.
 std::map<std::string, double> parse_samples(const std::string& text) {
   std::map<std::string, double> samples;
@@ -243,7 +258,10 @@ TEST(SwitchMetrics, ScrapesMatchAJobAndNeverGoBack) {
 }
 
 TEST(SwitchMetrics, AddressErrorsNameTheFlagOrKey) {
+  const TemporaryFile config_file("metrics.json", R"({"switch": {"metrics": "nowhere", "udp": {"bind_port": 0}}})");
+  const std::string& config = config_file.path;
   for (const auto& [arguments, expected] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--config", config}, "switch.metrics: \"nowhere\": expected host:port or a port"},
            {{"--metrics", "localhost"}, "--metrics \"localhost\": expected host:port or a port"},
            {{"--metrics", "10.255.255.1:0"}, "cannot serve metrics on 10.255.255.1:0"},
            {{"--metrics", "example:1"}, "metrics host \"example\" is not an IPv4 address"}}) {
