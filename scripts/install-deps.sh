@@ -17,6 +17,7 @@ packages=(
 python_packages=(
   python3 python3-dev python3-torch python3-numpy python3-sklearn python3-matplotlib
   python3-pytest pybind11-dev libtorch-dev python3-pip python3-venv
+  python3-prometheus-client
 )
 dpdk_packages=(dpdk dpdk-dev libdpdk-dev)
 
