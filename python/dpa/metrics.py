@@ -14,6 +14,7 @@ Needs the Prometheus client library (Debian: python3-prometheus-client; pip: pro
 """
 
 import os
+import weakref
 
 try:
     import prometheus_client
@@ -44,7 +45,8 @@ _COUNTERS = (
     ("syn_probes", "dpa_allreduce_syn_probes", "SYN probes sent to fetch a missed result"),
 )
 
-_registered = {}  # id(registry) -> collector: registering twice would duplicate the series
+# registry -> dpa's collector in it: registering twice would duplicate the series.
+_registered = weakref.WeakKeyDictionary()
 
 
 def _default_rank():
@@ -89,11 +91,11 @@ def register(registry=None, rank=None):
     ``rank`` label (default: the process group's rank, else $RANK; no label when neither is
     known). Registering again with the same registry returns the first collector."""
     registry = prometheus_client.REGISTRY if registry is None else registry
-    if id(registry) not in _registered:
+    if registry not in _registered:
         collector = _Collector(_default_rank() if rank is None else rank)
         registry.register(collector)
-        _registered[id(registry)] = collector
-    return _registered[id(registry)]
+        _registered[registry] = collector
+    return _registered[registry]
 
 
 def start_http_server(port, addr="127.0.0.1", registry=None, rank=None):
