@@ -68,9 +68,10 @@ class _Collector:
 
     def collect(self):
         totals = _C.total_stats()
-        seconds = SummaryMetricFamily("dpa_allreduce_seconds",
-                                      "Completed dpa all_reduce operations and their wall time (submission to completion)",
-                                      labels=self._label_names)
+        seconds = SummaryMetricFamily(
+            "dpa_allreduce_seconds",
+            "Completed dpa all_reduce operations and their wall time (submission to completion)",
+            labels=self._label_names)
         seconds.add_metric(self._label_values, count_value=totals["operations"], sum_value=totals["seconds"])
         yield seconds
         for key, name, text in _COUNTERS:
