@@ -31,12 +31,15 @@ __all__ = ["register", "start_http_server"]
 
 # (key of _C.total_stats(), metric name without _total, help): counters over every operation.
 _COUNTERS = (
-    ("blocks", "dpa_allreduce_blocks", "Blocks (packets' worth of data) of the completed all_reduce operations"),
+    ("blocks", "dpa_allreduce_blocks",
+     "Blocks (packets' worth of data) of the completed all_reduce operations"),
     ("blocks_full", "dpa_allreduce_blocks_full", "Blocks whose result summed all N ranks"),
-    ("blocks_partial", "dpa_allreduce_blocks_partial", "Blocks whose result summed fewer than N ranks (fastest-K)"),
+    ("blocks_partial", "dpa_allreduce_blocks_partial",
+     "Blocks whose result summed fewer than N ranks (fastest-K)"),
     ("blocks_missed", "dpa_allreduce_blocks_missed",
      "Blocks whose result this rank never received (its output holds its own input there)"),
-    ("blocks_non_finite", "dpa_allreduce_blocks_non_finite", "Float blocks that held NaN or Inf on some rank"),
+    ("blocks_non_finite", "dpa_allreduce_blocks_non_finite",
+     "Float blocks that held NaN or Inf on some rank"),
     ("blocks_out_of_range", "dpa_allreduce_blocks_out_of_range",
      "Float blocks of this rank reaching 2^126 in magnitude (sent as non-finite)"),
     ("contributed", "dpa_allreduce_blocks_contributed", "Blocks whose result includes this rank's values"),

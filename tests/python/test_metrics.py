@@ -68,5 +68,6 @@ def test_exporter_counts_the_operations_of_each_rank():
 def test_without_the_client_library_the_import_says_what_to_install():
     code = ("import sys; sys.modules['prometheus_client'] = None\n"
             "try:\n    import dpa.metrics\nexcept ImportError as e:\n    print(e)\n")
-    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            check=True)
     assert "python3-prometheus-client" in output.stdout
