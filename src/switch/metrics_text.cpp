@@ -118,11 +118,15 @@ std::string metrics_text(const std::vector<SwitchThreadCounters>& threads, const
   for (const auto& field : kSessionCounterFields) {
     const std::string name = counter_name("dpa_switch_session_", field.name);
     family(out, name, "counter", field.help);
-    for (const SessionStatus& session : sessions) sample(out, name, "session", session.config.id, session.counters.*field.member);
+    for (const SessionStatus& session : sessions) {
+      sample(out, name, "session", session.config.id, session.counters.*field.member);
+    }
   }
   for (const SessionGauge& gauge : kSessionGauges) {
     family(out, gauge.name, "gauge", gauge.help);
-    for (const SessionStatus& session : sessions) sample(out, gauge.name, "session", session.config.id, gauge.value(session));
+    for (const SessionStatus& session : sessions) {
+      sample(out, gauge.name, "session", session.config.id, gauge.value(session));
+    }
   }
   return out;
 }

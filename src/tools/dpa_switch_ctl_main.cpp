@@ -138,7 +138,8 @@ void print_sessions(const json& sessions) {
                              s.at("payload").get<std::uint32_t>(),
                              fmt::format("[{}, {})", base, base + s.at("pool_size").get<std::uint64_t>()),
                              s.at("generation").get<std::uint32_t>(), joined_ranks(s),
-                             c.at("completed_full").get<std::uint64_t>(), c.at("completed_partial").get<std::uint64_t>(),
+                             c.at("completed_full").get<std::uint64_t>(),
+                             c.at("completed_partial").get<std::uint64_t>(),
                              c.at("rx_packets").get<std::uint64_t>(), c.at("dropped").get<std::uint64_t>());
   }
 }
@@ -153,7 +154,8 @@ json content(json reply) {
 
 int main(int argc, char** argv) {
   CLI::App app{"dpa-switch-ctl: requests to a running dpa-switch's control channel (dpa-switch --control-port)"};
-  app.set_version_flag("--version", std::string("dpa-switch-ctl ") + DPA_SWITCH_CTL_VERSION, "Print the version and exit");
+  app.set_version_flag("--version", std::string("dpa-switch-ctl ") + DPA_SWITCH_CTL_VERSION,
+                       "Print the version and exit");
   std::string control;
   app.add_option("-c,--control", control,
                  "The control channel: host:port, or a port on 127.0.0.1 (default: $DPA_SWITCH_CONTROL)");
@@ -172,7 +174,8 @@ int main(int argc, char** argv) {
   CLI::App* add = app.add_subcommand("add-session", "Add a session (the keys of a config's \"sessions\" entry)");
   std::string session_json;
   add->add_option("--from-json", session_json,
-                  "The session as a JSON object, e.g. '{\"id\": 2, \"world_size\": 4}'; the flags below override its keys");
+                  "The session as a JSON object, e.g. '{\"id\": 2, \"world_size\": 4}'; the flags below "
+                  "override its keys");
   std::optional<std::uint32_t> id;
   add->add_option("--id", id, "Session id (id)");
   std::optional<int> world_size;
@@ -262,8 +265,8 @@ int main(int argc, char** argv) {
     }
     if (!reply["ok"].get<bool>()) {
       if (as_json) std::cout << reply.dump(2) << "\n";
-      const std::string error = reply.contains("error") && reply["error"].is_string() ? reply["error"].get<std::string>()
-                                                                                      : reply.dump();
+      const bool has_error = reply.contains("error") && reply["error"].is_string();
+      const std::string error = has_error ? reply["error"].get<std::string>() : reply.dump();
       throw Failure{"dpa-switch refused " + request["op"].get<std::string>() + ": " + error};
     }
     if (as_json) {

@@ -120,7 +120,8 @@ TEST(MetricsAddress, PortAloneIsLoopbackAndEverythingElseNamesTheSource) {
       dpa::sw::metrics_address(bad, "switch.metrics: ");
       ADD_FAILURE() << "accepted \"" << bad << "\"";
     } catch (const dpa::ConfigError& error) {
-      EXPECT_THAT(error.what(), HasSubstr(std::string("switch.metrics: \"") + bad + "\": expected host:port or a port"));
+      EXPECT_THAT(error.what(),
+                  HasSubstr(std::string("switch.metrics: \"") + bad + "\": expected host:port or a port"));
     }
   }
 }
