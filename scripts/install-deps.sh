@@ -16,10 +16,12 @@ packages=(
   libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2 procps
+  libcpp-httplib-dev
 )
 python_packages=(
   python3 python3-dev python3-torch python3-numpy python3-sklearn python3-matplotlib
   python3-pytest pybind11-dev libtorch-dev python3-pip python3-venv
+  python3-prometheus-client
 )
 dpdk_packages=(dpdk dpdk-dev libdpdk-dev)
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dpa/transport_config.hpp"
+#include "dpa/transport_counters.hpp"
 
 namespace dpa {
 
@@ -56,6 +57,10 @@ struct SwitchConfig {
   // The straggler timer reads a clock set through set_clock() instead of the steady clock
   // (conformance tests give every packet a time in ticks).
   bool manual_clock = false;
+  // "host:port" (or "port": 127.0.0.1) where dpa-switch serves its counters for Prometheus
+  // (GET /metrics); empty: no metrics endpoint. Read by the dpa-switch program, not by an
+  // embedded SoftwareSwitch.
+  std::string metrics;
   std::vector<SessionConfig> sessions;
 
   // The switch's socket settings where a "udp" section leaves a key out: 127.0.0.1:4242, batches
@@ -99,6 +104,41 @@ struct SwitchCounters {
   [[nodiscard]] std::string to_string() const;  // one "name value" pair per line
 };
 
+// One switch thread's counters and its transport queue's, as the thread last published them
+// (once per received batch: a consistent snapshot of that moment).
+struct SwitchThreadCounters {
+  SwitchCounters counters;
+  TransportCounters transport;
+};
+
+// What happened to one session's packets, summed over the switch threads. Each counter only
+// grows while the session exists; they are read one by one, not as one snapshot.
+struct SessionCounters {
+  std::uint64_t rx_packets = 0;             // packets naming the session (JOIN, LEAVE, data, probes)
+  std::uint64_t aggregated = 0;             // contributions added to a slot
+  std::uint64_t completed_full = 0;         // rounds completed with all N contributions
+  std::uint64_t completed_partial = 0;      // rounds completed with K <= count < N
+  std::uint64_t retransmitted_results = 0;  // unicast copies of stored results
+  std::uint64_t duplicates = 0;             // contributions already counted (dropped)
+  std::uint64_t late_contributions = 0;     // contributions to a round already complete
+  std::uint64_t old_replies = 0;
+  std::uint64_t syn_replies = 0;
+  std::uint64_t errors_sent = 0;
+  std::uint64_t dropped = 0;                // not registered or joined, wrong token or port, bad JOIN
+  std::uint64_t joins = 0;
+
+  SessionCounters& operator+=(const SessionCounters& other);
+};
+
+// A session as the switch holds it now: its configuration, its current join generation and
+// its counters.
+struct SessionStatus {
+  SessionConfig config;
+  std::uint32_t generation = 0;  // 0: no generation has joined yet
+  std::uint64_t joined = 0;      // bitmap of the generation's ranks
+  SessionCounters counters;
+};
+
 namespace detail {
 class SwitchImpl;
 }
@@ -123,7 +163,10 @@ class SoftwareSwitch {
   void set_clock(std::uint32_t ticks);
 
   [[nodiscard]] std::uint16_t port() const;  // thread 0's port (the one workers are given)
+  // Readers never block the switch threads: counters() sums thread_counters().
   [[nodiscard]] SwitchCounters counters() const;
+  [[nodiscard]] std::vector<SwitchThreadCounters> thread_counters() const;
+  [[nodiscard]] std::vector<SessionStatus> session_status() const;  // by session id
 
  private:
   std::unique_ptr<detail::SwitchImpl> impl_;

@@ -10,7 +10,7 @@ thread_local FastestK thread_choice;
 std::mutex process_mutex;
 FastestK process_choice;
 std::optional<OpStats> last_completed;
-std::uint64_t retransmissions_so_far = 0;
+OpTotals totals;
 
 }  // namespace
 
@@ -36,12 +36,29 @@ FastestK resolve_fastest_k() {
 void record_last_stats(const OpStats& stats) {
   std::lock_guard lock(process_mutex);
   last_completed = stats;
-  retransmissions_so_far += stats.retransmissions;
+  ++totals.operations;
+  OpStats& sum = totals.stats;
+  sum.blocks += stats.blocks;
+  sum.blocks_full += stats.blocks_full;
+  sum.blocks_partial += stats.blocks_partial;
+  sum.blocks_missed += stats.blocks_missed;
+  sum.blocks_non_finite += stats.blocks_non_finite;
+  sum.blocks_out_of_range += stats.blocks_out_of_range;
+  sum.contributed += stats.contributed;
+  sum.retransmissions += stats.retransmissions;
+  sum.timeouts += stats.timeouts;
+  sum.syn_probes += stats.syn_probes;
+  sum.seconds += stats.seconds;
+}
+
+OpTotals total_stats() {
+  std::lock_guard lock(process_mutex);
+  return totals;
 }
 
 std::uint64_t total_retransmissions() {
   std::lock_guard lock(process_mutex);
-  return retransmissions_so_far;
+  return totals.stats.retransmissions;
 }
 
 std::optional<OpStats> last_stats() {

@@ -27,8 +27,15 @@ FastestK default_fastest_k();
 // The choice for an operation issued now on this thread: the scope, then the process default.
 FastestK resolve_fastest_k();
 
+// Sums over every operation this process completed (dpa.metrics exports them).
+struct OpTotals {
+  std::uint64_t operations = 0;
+  OpStats stats;  // counts added up; seconds: the sum of the operations' wall times
+};
+
 void record_last_stats(const OpStats& stats);
 std::optional<OpStats> last_stats();
+OpTotals total_stats();
 // Retransmissions of every operation this process completed.
 std::uint64_t total_retransmissions();
 

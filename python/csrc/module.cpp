@@ -39,6 +39,24 @@ py::object stats_to_dict(const std::optional<dpa::OpStats>& stats) {
   return result;
 }
 
+py::dict totals_to_dict(const dpa::torch_backend::OpTotals& totals) {
+  const dpa::OpStats& sum = totals.stats;
+  py::dict result;
+  result["operations"] = totals.operations;
+  result["blocks"] = sum.blocks;
+  result["blocks_full"] = sum.blocks_full;
+  result["blocks_partial"] = sum.blocks_partial;
+  result["blocks_missed"] = sum.blocks_missed;
+  result["blocks_non_finite"] = sum.blocks_non_finite;
+  result["blocks_out_of_range"] = sum.blocks_out_of_range;
+  result["contributed"] = sum.contributed;
+  result["retransmissions"] = sum.retransmissions;
+  result["timeouts"] = sum.timeouts;
+  result["syn_probes"] = sum.syn_probes;
+  result["seconds"] = sum.seconds;
+  return result;
+}
+
 py::tuple choice_to_tuple(const FastestK& choice) {
   return py::make_tuple(choice.k, choice.preemptive);
 }
@@ -93,4 +111,5 @@ PYBIND11_MODULE(_C, module) {
              [] { return choice_to_tuple(dpa::torch_backend::default_fastest_k()); });
   module.def("last_stats", [] { return stats_to_dict(dpa::torch_backend::last_stats()); });
   module.def("total_retransmissions", &dpa::torch_backend::total_retransmissions);
+  module.def("total_stats", [] { return totals_to_dict(dpa::torch_backend::total_stats()); });
 }

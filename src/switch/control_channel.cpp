@@ -7,18 +7,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <limits>
 #include <list>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "api/logging.hpp"
 #include "dpa/error.hpp"
+#include "switch/counter_fields.hpp"
 
 namespace dpa::sw {
 
@@ -33,13 +34,30 @@ constexpr std::size_t kMaxClients = 1024;
 constexpr std::size_t kMaxRequestBytes = std::size_t{16} << 20;
 constexpr auto kMaxIdleTimeout = std::chrono::hours(24);
 
-json counters_json(const SwitchCounters& counters) {
+template <class Counters, std::size_t N>
+json counters_json(const Counters& counters, const std::array<CounterField<Counters>, N>& fields) {
   json object = json::object();
-  std::istringstream lines(counters.to_string());
-  std::string name;
-  std::uint64_t value = 0;
-  while (lines >> name >> value) object[name] = value;
+  for (const auto& field : fields) object[std::string(field.name)] = counters.*field.member;
   return object;
+}
+
+json session_json(const SessionStatus& session) {
+  const SessionConfig& config = session.config;
+  json ranks = json::array();
+  for (std::uint32_t rank = 0; rank < 64; ++rank) {
+    if (((session.joined >> rank) & 1) != 0) ranks.push_back(rank);
+  }
+  return json{{"id", config.id},
+              {"world_size", config.world_size},
+              {"k", config.k == 0 ? config.world_size : config.k},
+              {"payload", config.payload},
+              {"pool_base", config.pool_base},
+              {"pool_size", config.pool_size},
+              {"straggler_timeout_us", config.straggler_timeout.count()},
+              {"idle_timeout_ms", config.idle_timeout.count()},
+              {"generation", session.generation},
+              {"joined", ranks},
+              {"counters", counters_json(session.counters, kSessionCounterFields)}};
 }
 
 std::string failure(const std::string& message) {
@@ -150,7 +168,14 @@ std::string ControlChannel::handle(const std::string& request) {
       return json{{"ok", true}}.dump();
     }
     if (op == "sessions") return json{{"ok", true}, {"sessions", switch_.session_ids()}}.dump();
-    if (op == "counters") return json{{"ok", true}, {"counters", counters_json(switch_.counters())}}.dump();
+    if (op == "counters") {
+      return json{{"ok", true}, {"counters", counters_json(switch_.counters(), kSwitchCounterFields)}}.dump();
+    }
+    if (op == "session_status") {
+      json sessions = json::array();
+      for (const SessionStatus& session : switch_.session_status()) sessions.push_back(session_json(session));
+      return json{{"ok", true}, {"sessions", sessions}}.dump();
+    }
     if (op == "set_clock") {
       if (!message.contains("ticks") || !message["ticks"].is_number_unsigned() ||
           message["ticks"].get<std::uint64_t>() > 0xffffffffu) {
@@ -159,7 +184,8 @@ std::string ControlChannel::handle(const std::string& request) {
       switch_.set_clock(message["ticks"].get<std::uint32_t>());
       return json{{"ok", true}}.dump();
     }
-    return failure("unknown op \"" + op + "\" (add_session, remove_session, sessions, counters, set_clock)");
+    return failure("unknown op \"" + op +
+                   "\" (add_session, remove_session, sessions, session_status, counters, set_clock)");
   } catch (const json::exception& error) {
     return failure(std::string("invalid request: ") + error.what());
   } catch (const Error& error) {

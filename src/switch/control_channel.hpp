@@ -5,6 +5,8 @@
 //   {"op": "add_session", "session": {"id": 2, "world_size": 4, ...}}  -> {"ok": true}
 //   {"op": "remove_session", "id": 2}                                  -> {"ok": true}
 //   {"op": "sessions"}                                 -> {"ok": true, "sessions": [1, 2]}
+//   {"op": "session_status"}  -> {"ok": true, "sessions": [{"id": 1, "world_size": 4, ...,
+//                                  "generation": 3, "joined": [0, 1, 2, 3], "counters": {...}}]}
 //   {"op": "counters"}                                 -> {"ok": true, "counters": {...}}
 //   {"op": "set_clock", "ticks": 7}    -> {"ok": true} (SwitchConfig::manual_clock)
 //   anything else                                      -> {"ok": false, "error": "..."}

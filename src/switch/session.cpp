@@ -1,5 +1,8 @@
 #include "switch/session.hpp"
 
+#include "switch/counter_fields.hpp"
+#include "switch/published_counters.hpp"
+
 #include <algorithm>
 #include <map>
 #include <random>
@@ -33,7 +36,8 @@ const Identity* Membership::identify(const transport::Endpoint& from) const {
   return found != identities.end() && found->key == key ? &*found : nullptr;
 }
 
-Session::Session(const SessionConfig& config) : config_(config) {
+Session::Session(const SessionConfig& config, std::size_t switch_threads)
+    : config_(config), thread_counters_(switch_threads) {
   config_.validate();
   slots_.resize(config_.pool_size);
   values_.resize(static_cast<std::size_t>(config_.pool_size) * config_.payload);
@@ -49,6 +53,14 @@ Session::Session(const SessionConfig& config) : config_(config) {
 }
 
 Session::~Session() = default;
+
+SessionCounters Session::counters() const {
+  SessionCounters total;
+  for (ThreadCounters& thread : thread_counters_) {
+    for (const auto& field : kSessionCounterFields) total.*field.member += read_counter(thread.counters.*field.member);
+  }
+  return total;
+}
 
 bool Session::registered(std::uint32_t rank, const transport::Endpoint& from,
                          bool check_port) const {

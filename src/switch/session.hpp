@@ -6,6 +6,7 @@
 #include <atomic>
 #include <bit>
 #include <cstdint>
+#include <cstddef>
 #include <deque>
 #include <memory>
 #include <span>
@@ -83,7 +84,8 @@ struct JoinOutcome {
 
 class Session {
  public:
-  explicit Session(const SessionConfig& config);  // resolves worker addresses
+  // Resolves worker addresses; keeps counters for each of the switch's `switch_threads` threads.
+  explicit Session(const SessionConfig& config, std::size_t switch_threads = 1);
   ~Session();
 
   [[nodiscard]] const SessionConfig& config() const { return config_; }
@@ -120,6 +122,11 @@ class Session {
   // in force but no longer holds the session against a new job. Returns whether it applied.
   bool leave(const protocol::Header& header, const transport::Endpoint& from);
 
+  // Switch thread `thread`'s counters of this session: only that thread adds to them
+  // (add_to_counter), others read them (counters()).
+  SessionCounters& thread_counters(std::size_t thread) { return thread_counters_[thread].counters; }
+  [[nodiscard]] SessionCounters counters() const;  // summed over the threads
+
   // Replaced generations still allocated (freed kRetiredGenerationGrace after replacement, at
   // the next join). For tests.
   [[nodiscard]] std::size_t retired_generations() const { return retired_.size(); }
@@ -151,6 +158,10 @@ class Session {
   std::vector<transport::Endpoint> registered_;  // one per rank, one for all, or none
   std::vector<SlotState> slots_;
   std::vector<std::int32_t> values_;
+  struct alignas(64) ThreadCounters {  // a thread's own cache lines
+    SessionCounters counters;
+  };
+  mutable std::vector<ThreadCounters> thread_counters_;  // mutable: read through atomic_ref
 
   // Switch threads read the current generation without a lock, one packet at a time, so a
   // replaced generation is freed only after kRetiredGenerationGrace: no thread still holds it

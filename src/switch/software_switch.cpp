@@ -18,6 +18,7 @@
 #include "dpa/error.hpp"
 #include "protocol/wire.hpp"
 #include "quant/quant.hpp"
+#include "switch/published_counters.hpp"
 #include "switch/session.hpp"
 #include "switch/session_memory.hpp"
 #include "switch/slot.hpp"
@@ -72,7 +73,7 @@ class SwitchImpl {
     }
     publish(std::make_unique<SessionTable>());
     for (const SessionConfig& session : config_.sessions) add_session(session);
-    counters_.resize(queues_.size());
+    published_ = std::make_unique<sw::PublishedCounters<SwitchThreadCounters>[]>(queues_.size());
     passed_epoch_ = std::make_unique<std::atomic<std::uint64_t>[]>(queues_.size());
     for (std::size_t i = 0; i < queues_.size(); ++i) {
       threads_.push_back(device_->launch(i, [this, i] { run(i); }));
@@ -98,7 +99,7 @@ class SwitchImpl {
     config.validate();
     sw::check_admission(config_, sessions_.size(), bytes_held_, config);
     try {
-      sessions_.push_back(std::make_unique<sw::Session>(config));
+      sessions_.push_back(std::make_unique<sw::Session>(config, static_cast<std::size_t>(config_.threads)));
     } catch (const std::bad_alloc&) {
       throw Error(fmt::format("session {}: cannot allocate {} MiB of slot memory (max_memory_mb {} exceeds "
                               "what this machine can give)",
@@ -143,11 +144,32 @@ class SwitchImpl {
     return ids;
   }
 
+  [[nodiscard]] std::vector<SwitchThreadCounters> thread_counters() const {
+    std::vector<SwitchThreadCounters> threads;
+    threads.reserve(queues_.size());
+    for (std::size_t i = 0; i < queues_.size(); ++i) threads.push_back(published_[i].read());
+    return threads;
+  }
+
   [[nodiscard]] SwitchCounters counters() const {
-    std::lock_guard lock(counters_mutex_);
     SwitchCounters total;
-    for (const SwitchCounters& c : counters_) total += c;
+    for (const SwitchThreadCounters& thread : thread_counters()) total += thread.counters;
     return total;
+  }
+
+  [[nodiscard]] std::vector<SessionStatus> session_status() const {
+    std::lock_guard lock(admin_mutex_);
+    std::vector<SessionStatus> status;
+    for (const auto& [id, session] : *table_.load(std::memory_order_acquire)) {
+      SessionStatus& entry = status.emplace_back();
+      entry.config = session->config();
+      if (const sw::Membership* members = session->membership()) {
+        entry.generation = members->generation;
+        entry.joined = members->joined;
+      }
+      entry.counters = session->counters();
+    }
+    return status;
   }
 
  private:
@@ -320,9 +342,9 @@ class SwitchImpl {
       }
       batch.counters.rx_packets += received;
       batch.finish();
-      batch.counters.busy_ns = steady_now_ns() - started_ns - io.counters().idle_ns;
-      std::lock_guard lock(counters_mutex_);
-      counters_[index] = batch.counters;
+      const transport::QueueCounters transport = io.counters();
+      batch.counters.busy_ns = steady_now_ns() - started_ns - transport.idle_ns;
+      published_[index].publish({batch.counters, transport});
     }
     passed_epoch_[index].store(std::numeric_limits<std::uint64_t>::max(), std::memory_order_release);
   }
@@ -365,19 +387,35 @@ class SwitchImpl {
       return;
     }
     sw::Session& session = *found->second;
+    SessionCounters& counted = session.thread_counters(index);
+    sw::add_to_counter(counted.rx_packets);
+    // Drops and errors happen in many places below: the session's share is what the thread's
+    // counters gained while handling this packet.
+    const std::uint64_t dropped_before = session_drops(batch.counters);
+    const std::uint64_t errors_before = batch.counters.errors_sent;
     if (is_join) {
       handle_join(index, session, h, payload, packet.from, now.ns, batch);
-      return;
-    }
-    if (h.has(flag::kLeave)) {
+    } else if (h.has(flag::kLeave)) {
       if (index == 0 && payload.empty() && session.leave(h, packet.from)) {
         ++batch.counters.leaves;
       } else {
         ++batch.counters.dropped_unregistered;
       }
-      return;
+    } else {
+      handle_data(index, session, counted, h, payload, packet, now, batch);
     }
-    handle_data(index, session, h, payload, packet, now, batch);
+    if (const std::uint64_t dropped = session_drops(batch.counters) - dropped_before; dropped != 0) {
+      sw::add_to_counter(counted.dropped, dropped);
+    }
+    if (batch.counters.errors_sent != errors_before) {
+      sw::add_to_counter(counted.errors_sent, batch.counters.errors_sent - errors_before);
+    }
+  }
+
+  // The drops a packet of a known session can cause.
+  static std::uint64_t session_drops(const SwitchCounters& counters) {
+    return counters.dropped_malformed + counters.dropped_unregistered + counters.dropped_not_joined +
+           counters.dropped_bad_token;
   }
 
   void handle_join(std::size_t index, sw::Session& session, const Header& h,
@@ -402,6 +440,7 @@ class SwitchImpl {
       return;
     }
     ++batch.counters.joins;
+    sw::add_to_counter(session.thread_counters(index).joins);
     sw::JoinOutcome outcome = session.join(h, request, from, now_ns);
     using Kind = sw::JoinOutcome::Kind;
     switch (outcome.kind) {
@@ -468,7 +507,7 @@ class SwitchImpl {
   }
 
   // Admission of data packets and probes (docs/protocol.md §8.1), then the slot's step.
-  void handle_data(std::size_t index, sw::Session& session, const Header& h,
+  void handle_data(std::size_t index, sw::Session& session, SessionCounters& counted, const Header& h,
                    std::span<const std::byte> payload, const transport::RxPacket& packet, Clock now,
                    Batch& batch) {
     const Endpoint& from = packet.from;
@@ -534,6 +573,7 @@ class SwitchImpl {
         sw::step_slot(slot, session.values(h.slot), h, payload, sender_bit, limits, now.ticks);
     if (slot.seq != seq_before || slot.contributors != contributors_before) {
       ++batch.counters.aggregated;
+      sw::add_to_counter(counted.aggregated);
     }
 
     using sw::SlotAction;
@@ -542,23 +582,40 @@ class SwitchImpl {
         return;
       case SlotAction::duplicate:
         ++batch.counters.duplicates;
+        sw::add_to_counter(counted.duplicates);
         return;
       case SlotAction::multicast_result:
-        ++(slot.contributors == limits.world_size ? batch.counters.completed_full
-                                                  : batch.counters.completed_partial);
+        if (slot.contributors == limits.world_size) {
+          ++batch.counters.completed_full;
+          sw::add_to_counter(counted.completed_full);
+        } else {
+          ++batch.counters.completed_partial;
+          sw::add_to_counter(counted.completed_partial);
+        }
         send_result(session, slot, action, h, *members, thread, packet, batch);
         return;
       case SlotAction::unicast_result:
-        if (!probe && (slot.bitmap & sender_bit) == 0) ++batch.counters.late_contributions;
-        ++(probe ? batch.counters.syn_replies : batch.counters.retransmitted_results);
+        if (!probe && (slot.bitmap & sender_bit) == 0) {
+          ++batch.counters.late_contributions;
+          sw::add_to_counter(counted.late_contributions);
+        }
+        if (probe) {
+          ++batch.counters.syn_replies;
+          sw::add_to_counter(counted.syn_replies);
+        } else {
+          ++batch.counters.retransmitted_results;
+          sw::add_to_counter(counted.retransmitted_results);
+        }
         send_result(session, slot, action, h, *members, thread, packet, batch);
         return;
       case SlotAction::unicast_old:
         ++batch.counters.old_replies;
+        sw::add_to_counter(counted.old_replies);
         send_header(batch, sw::reply_header(slot, action, h, members->token), from);
         return;
       case SlotAction::unicast_syn:
         ++batch.counters.syn_replies;
+        sw::add_to_counter(counted.syn_replies);
         send_header(batch, sw::reply_header(slot, action, h, members->token), from);
         return;
       case SlotAction::error_seq_ahead:
@@ -632,8 +689,8 @@ class SwitchImpl {
   std::atomic<std::uint64_t> epoch_{0};  // tables published so far
   std::unique_ptr<std::atomic<std::uint64_t>[]> passed_epoch_;  // per thread: the epoch it has seen
 
-  mutable std::mutex counters_mutex_;  // taken once per received batch, never per packet
-  std::vector<SwitchCounters> counters_;
+  // Per thread, published once per received batch; read by counters() and the metrics endpoint.
+  std::unique_ptr<sw::PublishedCounters<SwitchThreadCounters>[]> published_;
 };
 
 }  // namespace detail
@@ -648,5 +705,7 @@ std::uint16_t SoftwareSwitch::port() const { return impl_->port(); }
 void SoftwareSwitch::set_clock(std::uint32_t ticks) { impl_->set_clock(ticks); }
 std::vector<std::uint32_t> SoftwareSwitch::session_ids() const { return impl_->session_ids(); }
 SwitchCounters SoftwareSwitch::counters() const { return impl_->counters(); }
+std::vector<SwitchThreadCounters> SoftwareSwitch::thread_counters() const { return impl_->thread_counters(); }
+std::vector<SessionStatus> SoftwareSwitch::session_status() const { return impl_->session_status(); }
 
 }  // namespace dpa

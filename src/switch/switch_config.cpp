@@ -17,6 +17,7 @@
 #include "dpa/host_port.hpp"
 #include "dpa/switch.hpp"
 #include "protocol/wire.hpp"
+#include "switch/metrics_text.hpp"
 #include "switch/session_memory.hpp"
 
 namespace dpa {
@@ -102,6 +103,7 @@ const FieldReaders<SwitchConfig>& switch_readers() {
         {"busy_poll_threads", reader_for(&SwitchConfig::busy_poll_threads)},
         {"max_sessions", reader_for(&SwitchConfig::max_sessions)},
         {"max_memory_mb", reader_for(&SwitchConfig::max_memory_mb)},
+        {"metrics", reader_for(&SwitchConfig::metrics)},
         {"udp",
          [](const json& v, const std::string& w, SwitchConfig& c) {
            detail::read_transport_section(v, w, "udp", c.transport);
@@ -225,6 +227,13 @@ void SwitchConfig::validate() const {
           max_sessions, kMaxSessions);
   require(max_memory_mb >= 1 && max_memory_mb <= kMaxMemoryMb, "switch.max_memory_mb {} out of range [1, {}]",
           max_memory_mb, kMaxMemoryMb);
+  if (!metrics.empty()) {
+    try {
+      sw::metrics_address(metrics, "switch.metrics: ");
+    } catch (const ConfigError& error) {
+      fail(std::string("invalid switch config: ") + error.what());
+    }
+  }
   std::set<std::uint32_t> ids;
   std::uint64_t bytes = 0;
   for (const SessionConfig& session : sessions) {

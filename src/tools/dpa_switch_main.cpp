@@ -5,12 +5,17 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <variant>
 
 #include <fmt/format.h>
 
 #include "api/logging.hpp"
 #include "switch/control_channel.hpp"
+#include "switch/metrics_text.hpp"
+#ifdef DPA_HAVE_METRICS_HTTP
+#include "switch/metrics_http.hpp"
+#endif
 #include "dpa/error.hpp"
 #include "dpa/host_port.hpp"
 #include "dpa/switch.hpp"
@@ -86,6 +91,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-memory-mb", config.max_memory_mb,
                  "Slot memory of all sessions together, in MiB; a session that does not fit is refused")
       ->capture_default_str();
+  std::string metrics;
+  app.add_option("--metrics", metrics,
+                 "Serve the counters for Prometheus at http://HOST:PORT/metrics: host:port, or a port on "
+                 "127.0.0.1 (0: ephemeral) (switch.metrics); default: off");
   app.add_option("--port-file", port_file, "Write the first bound port here once listening");
   app.add_flag("--manual-clock", config.manual_clock,
                "Straggler timer reads a clock set through the control channel's set_clock "
@@ -119,6 +128,7 @@ int main(int argc, char** argv) {
       config.busy_poll = from_file.busy_poll;
       config.busy_poll_threads = from_file.busy_poll_threads;
       config.sessions = from_file.sessions;
+      config.metrics = from_file.metrics;
     }
     if (transport == "udp" && !std::holds_alternative<dpa::UdpTransportConfig>(config.transport)) {
       config.transport = dpa::SwitchConfig::udp_defaults();
@@ -166,6 +176,18 @@ int main(int argc, char** argv) {
     if (config.sessions.empty() && control_port < 0) {
       throw dpa::ConfigError("no session: give --config FILE, --world-size N or --control-port");
     }
+    if (app.count("--metrics") > 0) config.metrics = metrics;
+    std::optional<dpa::HostPort> metrics_at;
+    if (!config.metrics.empty()) {
+      const char* source = app.count("--metrics") > 0 ? "--metrics " : "switch.metrics: ";
+      metrics_at = dpa::sw::metrics_address(config.metrics, source);
+#ifndef DPA_HAVE_METRICS_HTTP
+      throw dpa::ConfigError(std::string(app.count("--metrics") > 0 ? "--metrics" : "switch.metrics") +
+                             ": this dpa-switch was built without cpp-httplib, so it has no metrics endpoint "
+                             "(install libcpp-httplib-dev and rebuild; the control channel's \"counters\" "
+                             "request reads the counters meanwhile)");
+#endif
+    }
     control_options.idle_timeout = std::chrono::milliseconds(control_idle_timeout_ms);
     control_options.validate();
 
@@ -188,6 +210,13 @@ int main(int argc, char** argv) {
                                                           static_cast<std::uint16_t>(control_port), control_options);
       std::cout << "dpa-switch control channel on " << control_host << ":" << control->port() << "\n";
     }
+#ifdef DPA_HAVE_METRICS_HTTP
+    std::unique_ptr<dpa::sw::MetricsServer> metrics_server;
+    if (metrics_at) {
+      metrics_server = std::make_unique<dpa::sw::MetricsServer>(sw, metrics_at->host, metrics_at->port);
+      std::cout << "dpa-switch metrics on http://" << metrics_at->host << ":" << metrics_server->port() << "/metrics\n";
+    }
+#endif
     std::string where;
     if (const auto* udp = std::get_if<dpa::UdpTransportConfig>(&config.transport)) {
       where = udp->bind_host;
@@ -199,6 +228,9 @@ int main(int argc, char** argv) {
     std::cout << "dpa-switch listening on " << where << ":" << sw.port() << std::endl;
     int received = 0;
     sigwait(&stop_signals, &received);
+#ifdef DPA_HAVE_METRICS_HTTP
+    metrics_server.reset();
+#endif
     control.reset();
     sw.stop();
     const dpa::SwitchCounters counters = sw.counters();

@@ -873,6 +873,15 @@ class SoftwareSwitchTest : public ::testing::Test {
 
   SoftwareSwitchTest() : switch_(make_config()), switch_endpoint_{kLoopback, switch_.port()} {}
 
+  // Session `id`'s counters as the switch reports them (session_status).
+  [[nodiscard]] SessionCounters session_counters(std::uint32_t id) const {
+    for (const SessionStatus& session : switch_.session_status()) {
+      if (session.config.id == id) return session.counters;
+    }
+    ADD_FAILURE() << "no session " << id;
+    return {};
+  }
+
   // A JOIN of a 1-thread rank whose thread 0 is `client`.
   static Bytes join(std::uint32_t session, int rank, const RawClient& client, std::uint32_t window = 4) {
     protocol::JoinRequest request;
@@ -1051,6 +1060,15 @@ TEST_F(SoftwareSwitchTest, TwoRanksJoinThenAFullRoundIsMulticastToBoth) {
   EXPECT_EQ(counters.completed_full, 1u);
   EXPECT_EQ(counters.completed_partial, 0u);
   EXPECT_EQ(counters.errors_sent, 0u);
+  // The same per session; the other session saw nothing.
+  const SessionCounters open = session_counters(kOpen);
+  EXPECT_EQ(open.rx_packets, 7u);  // 4 JOINs, 2 contributions, 1 retransmission
+  EXPECT_EQ(open.joins, 4u);
+  EXPECT_EQ(open.aggregated, 2u);
+  EXPECT_EQ(open.completed_full, 1u);
+  EXPECT_EQ(open.retransmitted_results, 1u);
+  EXPECT_EQ(open.dropped + open.errors_sent + open.duplicates + open.completed_partial, 0u);
+  EXPECT_EQ(session_counters(kRestricted).rx_packets, 0u);
 }
 
 class SoftwareSwitchJoined : public SoftwareSwitchTest {
@@ -1076,6 +1094,8 @@ TEST_F(SoftwareSwitchJoined, AForgedPacketFromAnotherPortOfAMembersHostIsNeverAd
   RawClient forger;  // 127.0.0.1 like the ranks, another port
   forger.send(data_packet(kOpen, 0, 0, 1, {1000, 1000, 1000, 1000}, token_), switch_endpoint_);
   expect_error(forger.receive(), ErrorCode::not_joined, 0);  // a member's host learns why
+  EXPECT_EQ(session_counters(kOpen).dropped, 1u);
+  EXPECT_EQ(session_counters(kOpen).errors_sent, 1u);
 
   rank0_.send(data_packet(kOpen, 0, 0, 1, {1, 2, 3, 4}, token_), switch_endpoint_);
   rank1_.send(data_packet(kOpen, 1, 0, 1, {10, 20, 30, 40}, token_), switch_endpoint_);
@@ -1097,6 +1117,7 @@ TEST_F(SoftwareSwitchJoined, APacketWithTheWrongTokenOrRankIsDroppedAndCounted) 
     const SwitchCounters c = switch_.counters();
     return c.dropped_bad_token == 1 && c.dropped_unregistered == 1;
   }));
+  EXPECT_EQ(session_counters(kOpen).dropped, 2u);
   rank0_.send(data_packet(kOpen, 0, 0, 1, {1, 1, 1, 1}, token_), switch_endpoint_);
   rank1_.send(data_packet(kOpen, 1, 0, 1, {2, 2, 2, 2}, token_), switch_endpoint_);
   const std::optional<Reply> result = rank0_.receive();

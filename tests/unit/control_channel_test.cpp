@@ -226,6 +226,33 @@ TEST_F(ControlChannelTest, SessionsBeyondTheLimitsAreRefusedAndTheTableIsUnchang
   EXPECT_EQ(client.request(R"({"op":"counters"})")["ok"], true);
 }
 
+TEST_F(ControlChannelTest, SessionStatusDescribesEachSessionAndCounters) {
+  start({});
+  Client client(port());
+  ASSERT_EQ(client.request(kAddSessionFive)["ok"], true);
+  ASSERT_EQ(client.request(R"({"op":"add_session","session":{"id":9,"world_size":3,"k":2,"pool_base":256}})")["ok"],
+            true);
+  const json reply = client.request(R"({"op":"session_status"})");
+  ASSERT_EQ(reply["ok"], true) << reply;
+  const json& sessions = reply["sessions"];
+  ASSERT_EQ(sessions.size(), 2u) << reply;
+  EXPECT_EQ(sessions[0]["id"], 5);
+  EXPECT_EQ(sessions[0]["k"], 2);  // k 0: K = N
+  EXPECT_EQ(sessions[0]["payload"], 256);
+  EXPECT_EQ(sessions[1]["id"], 9);
+  EXPECT_EQ(sessions[1]["world_size"], 3);
+  EXPECT_EQ(sessions[1]["k"], 2);
+  EXPECT_EQ(sessions[1]["pool_base"], 256);
+  EXPECT_EQ(sessions[1]["generation"], 0);
+  EXPECT_EQ(sessions[1]["joined"], json::array());
+  EXPECT_EQ(sessions[1]["counters"].size(), 12u);
+  EXPECT_EQ(sessions[1]["counters"]["completed_full"], 0);
+  // Every switch counter, by name.
+  const json counters = client.request(R"({"op":"counters"})")["counters"];
+  EXPECT_EQ(counters.size(), 21u);
+  EXPECT_EQ(counters["busy_ns"], 0);
+}
+
 TEST_F(ControlChannelTest, RemovingASessionReturnsItsMemoryToTheBudget) {
   start({}, /*max_memory_mb=*/64);
   Client client(port());

@@ -1,0 +1,296 @@
+// dpa-switch-ctl: the requests of dpa-switch's control channel (src/switch/control_channel.hpp)
+// from a shell: list sessions with their state, add and remove sessions, read the counters, set
+// the manual clock. Exit codes: 0 done, 1 the switch refused or could not be reached, 2 usage.
+#include <CLI/CLI.hpp>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dpa/error.hpp"
+#include "dpa/host_port.hpp"
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+// A request that could not be made or that the switch refused: exit 1 with the message.
+struct Failure {
+  std::string message;
+};
+
+// "host:port", or a port alone on 127.0.0.1 (dpa-switch's --control-host default).
+dpa::HostPort control_address(const std::string& text, const std::string& source) {
+  const bool port_only = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  return dpa::parse_host_port(port_only ? "127.0.0.1:" + text : text, source, 0, 1);
+}
+
+class Connection {
+ public:
+  Connection(const dpa::HostPort& to, Clock::time_point deadline) : deadline_(deadline), where_(to.to_string()) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(to.port);
+    if (inet_pton(AF_INET, to.host.c_str(), &address.sin_addr) != 1) {
+      throw dpa::ConfigError("--control \"" + to.to_string() + "\": the host is not an IPv4 address");
+    }
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd_ < 0) throw Failure{fmt::format("socket: {}", std::strerror(errno))};
+    if (connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+      if (errno != EINPROGRESS) fail_with_errno("cannot connect to");
+      wait_for(POLLOUT, "connecting to");
+      int error = 0;
+      socklen_t length = sizeof error;
+      getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &length);
+      if (error != 0) {
+        errno = error;
+        fail_with_errno("cannot connect to");
+      }
+    }
+  }
+  ~Connection() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Sends one request line and returns the reply line, parsed.
+  json request(const json& message) {
+    const std::string line = message.dump() + "\n";
+    for (std::size_t sent = 0; sent < line.size();) {
+      wait_for(POLLOUT, "sending to");
+      const ssize_t n = send(fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
+      if (n < 0 && errno != EAGAIN && errno != EINTR) fail_with_errno("cannot send to");
+      if (n > 0) sent += static_cast<std::size_t>(n);
+    }
+    std::string reply;
+    char buffer[4096];
+    while (reply.find('\n') == std::string::npos) {
+      wait_for(POLLIN, "waiting for a reply from");
+      const ssize_t n = recv(fd_, buffer, sizeof buffer, 0);
+      if (n == 0) throw Failure{fmt::format("dpa-switch at {} closed the connection without a reply", where_)};
+      if (n < 0 && errno != EAGAIN && errno != EINTR) fail_with_errno("cannot read from");
+      if (n > 0) reply.append(buffer, static_cast<std::size_t>(n));
+    }
+    try {
+      return json::parse(reply.substr(0, reply.find('\n')));
+    } catch (const json::exception& error) {
+      throw Failure{fmt::format("{} replied something other than JSON: {}", where_, error.what())};
+    }
+  }
+
+ private:
+  [[noreturn]] void fail_with_errno(const char* doing) const {
+    throw Failure{fmt::format("{} {}: {} (is dpa-switch running with --control-port?)", doing, where_,
+                              std::strerror(errno))};
+  }
+
+  void wait_for(short events, const char* doing) const {
+    for (;;) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - Clock::now());
+      if (left.count() <= 0) throw Failure{fmt::format("timed out {} {}", doing, where_)};
+      pollfd polled{fd_, events, 0};
+      const int ready = poll(&polled, 1, static_cast<int>(left.count()));
+      if (ready > 0) return;
+      if (ready < 0 && errno != EINTR) fail_with_errno(doing);
+    }
+  }
+
+  int fd_ = -1;
+  Clock::time_point deadline_;
+  std::string where_;
+};
+
+std::string joined_ranks(const json& session) {
+  return fmt::format("{}/{}", session.at("joined").size(), session.at("world_size").get<int>());
+}
+
+void print_sessions(const json& sessions) {
+  if (sessions.empty()) {
+    std::cout << "no sessions\n";
+    return;
+  }
+  std::cout << fmt::format("{:>10} {:>5} {:>3} {:>7} {:>22} {:>10} {:>7} {:>12} {:>12} {:>12} {:>9}\n", "session",
+                           "world", "K", "payload", "slots", "generation", "joined", "rounds_full", "rounds_part",
+                           "rx_packets", "dropped");
+  for (const json& s : sessions) {
+    const json& c = s.at("counters");
+    const auto base = s.at("pool_base").get<std::uint64_t>();
+    std::cout << fmt::format("{:>10} {:>5} {:>3} {:>7} {:>22} {:>10} {:>7} {:>12} {:>12} {:>12} {:>9}\n",
+                             s.at("id").get<std::uint32_t>(), s.at("world_size").get<int>(), s.at("k").get<int>(),
+                             s.at("payload").get<std::uint32_t>(),
+                             fmt::format("[{}, {})", base, base + s.at("pool_size").get<std::uint64_t>()),
+                             s.at("generation").get<std::uint32_t>(), joined_ranks(s),
+                             c.at("completed_full").get<std::uint64_t>(),
+                             c.at("completed_partial").get<std::uint64_t>(),
+                             c.at("rx_packets").get<std::uint64_t>(), c.at("dropped").get<std::uint64_t>());
+  }
+}
+
+// The reply's content for --json: what the request returned, without the "ok" envelope.
+json content(json reply) {
+  reply.erase("ok");
+  return reply;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dpa-switch-ctl: requests to a running dpa-switch's control channel (dpa-switch --control-port)"};
+  app.set_version_flag("--version", std::string("dpa-switch-ctl ") + DPA_SWITCH_CTL_VERSION,
+                       "Print the version and exit");
+  std::string control;
+  app.add_option("-c,--control", control,
+                 "The control channel: host:port, or a port on 127.0.0.1 (default: $DPA_SWITCH_CONTROL)");
+  bool as_json = false;
+  app.add_flag("--json", as_json, "Print the reply as JSON instead of text");
+  int timeout_ms = 10000;
+  app.add_option("--timeout-ms", timeout_ms, "Give up on the switch after this long")
+      ->check(CLI::Range(1, 3'600'000))
+      ->capture_default_str();
+  app.require_subcommand(1);
+  app.fallthrough();  // --control, --json and --timeout-ms also after the subcommand
+
+  CLI::App* sessions = app.add_subcommand("sessions", "List the sessions with their state and counters");
+  CLI::App* counters = app.add_subcommand("counters", "Print the switch's counters, summed over its threads");
+
+  CLI::App* add = app.add_subcommand("add-session", "Add a session (the keys of a config's \"sessions\" entry)");
+  std::string session_json;
+  add->add_option("--from-json", session_json,
+                  "The session as a JSON object, e.g. '{\"id\": 2, \"world_size\": 4}'; the flags below "
+                  "override its keys");
+  std::optional<std::uint32_t> id;
+  add->add_option("--id", id, "Session id (id)");
+  std::optional<int> world_size;
+  add->add_option("--world-size", world_size, "Ranks in the session (world_size)");
+  std::optional<int> k;
+  add->add_option("--k", k, "Fastest-K default, 0: K = world size (k)");
+  std::optional<std::uint32_t> payload;
+  add->add_option("--payload", payload, "Values per packet (payload)");
+  std::optional<std::uint32_t> pool_base;
+  add->add_option("--pool-base", pool_base, "First slot of the session (pool_base)");
+  std::optional<std::uint32_t> pool_size;
+  add->add_option("--pool-size", pool_size, "Slots of the session (pool_size)");
+  std::optional<std::int64_t> straggler_timeout_us;
+  add->add_option("--straggler-timeout-us", straggler_timeout_us,
+                  "Reactive fastest-K: wait this long before completing a slot with K (straggler_timeout_us)");
+  std::optional<std::int64_t> idle_timeout_ms;
+  add->add_option("--idle-timeout-ms", idle_timeout_ms,
+                  "A join generation idle this long no longer holds the session (idle_timeout_ms)");
+  std::vector<std::string> workers;
+  add->add_option("--workers", workers, "Worker addresses (ip or ip:port), one per rank or one for all (workers)")
+      ->delimiter(',');
+
+  CLI::App* remove = app.add_subcommand("remove-session", "Remove a session");
+  std::uint32_t remove_id = 0;
+  remove->add_option("id", remove_id, "Session id")->required();
+
+  CLI::App* set_clock = app.add_subcommand("set-clock", "Set the straggler timer's clock (dpa-switch --manual-clock)");
+  std::uint32_t ticks = 0;
+  set_clock->add_option("ticks", ticks, "Clock value in ticks of 65.536 us")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    // CLI11 exits 0 for --help/--version and 100+ for usage errors: 2 for all of those.
+    return app.exit(error) == 0 ? 0 : kExitUsage;
+  }
+
+  json request;
+  try {
+    if (control.empty()) {
+      const char* from_environment = std::getenv("DPA_SWITCH_CONTROL");
+      if (from_environment == nullptr || *from_environment == '\0') {
+        throw dpa::ConfigError("no control channel: give --control HOST:PORT or set DPA_SWITCH_CONTROL "
+                               "(dpa-switch serves it with --control-port)");
+      }
+      control = from_environment;
+    }
+    const dpa::HostPort address =
+        control_address(control, app.count("--control") > 0 ? "--control " : "DPA_SWITCH_CONTROL=");
+    if (*sessions) {
+      request = {{"op", "session_status"}};
+    } else if (*counters) {
+      request = {{"op", "counters"}};
+    } else if (*remove) {
+      request = {{"op", "remove_session"}, {"id", remove_id}};
+    } else if (*set_clock) {
+      request = {{"op", "set_clock"}, {"ticks", ticks}};
+    } else {
+      json session = json::object();
+      if (!session_json.empty()) {
+        try {
+          session = json::parse(session_json);
+        } catch (const json::exception& error) {
+          throw dpa::ConfigError(std::string("--from-json: invalid JSON: ") + error.what());
+        }
+        if (!session.is_object()) throw dpa::ConfigError("--from-json: expected a JSON object");
+      }
+      if (id) session["id"] = *id;
+      if (world_size) session["world_size"] = *world_size;
+      if (k) session["k"] = *k;
+      if (payload) session["payload"] = *payload;
+      if (pool_base) session["pool_base"] = *pool_base;
+      if (pool_size) session["pool_size"] = *pool_size;
+      if (straggler_timeout_us) session["straggler_timeout_us"] = *straggler_timeout_us;
+      if (idle_timeout_ms) session["idle_timeout_ms"] = *idle_timeout_ms;
+      if (!workers.empty()) session["workers"] = workers;
+      if (!session.contains("id") || !session.contains("world_size")) {
+        throw dpa::ConfigError("add-session: give at least --id and --world-size (or both keys in --from-json)");
+      }
+      request = {{"op", "add_session"}, {"session", session}};
+    }
+
+    Connection connection(address, Clock::now() + std::chrono::milliseconds(timeout_ms));
+    const json reply = connection.request(request);
+    if (!reply.is_object() || !reply.contains("ok") || !reply["ok"].is_boolean()) {
+      throw Failure{"the switch's reply has no \"ok\": " + reply.dump()};
+    }
+    if (!reply["ok"].get<bool>()) {
+      if (as_json) std::cout << reply.dump(2) << "\n";
+      const bool has_error = reply.contains("error") && reply["error"].is_string();
+      const std::string error = has_error ? reply["error"].get<std::string>() : reply.dump();
+      throw Failure{"dpa-switch refused " + request["op"].get<std::string>() + ": " + error};
+    }
+    if (as_json) {
+      std::cout << content(reply).dump(2) << "\n";
+    } else if (*sessions) {
+      print_sessions(reply.at("sessions"));
+    } else if (*counters) {
+      for (const auto& [name, value] : reply.at("counters").items()) std::cout << name << " " << value << "\n";
+    } else if (*add) {
+      std::cout << "session " << request["session"]["id"] << " added\n";
+    } else if (*remove) {
+      std::cout << "session " << remove_id << " removed\n";
+    } else {
+      std::cout << "clock set to " << ticks << " ticks\n";
+    }
+    return 0;
+  } catch (const dpa::ConfigError& error) {
+    std::cerr << "dpa-switch-ctl: " << error.what() << "\n";
+    return kExitUsage;
+  } catch (const Failure& failure) {
+    std::cerr << "dpa-switch-ctl: " << failure.message << "\n";
+    return kExitFailure;
+  } catch (const std::exception& error) {
+    std::cerr << "dpa-switch-ctl: " << error.what() << "\n";
+    return kExitFailure;
+  }
+}
