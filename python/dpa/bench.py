@@ -63,9 +63,9 @@ def parse_arguments(argv):
                         help="comma list of dpa, gloo, nccl (default dpa,gloo, and nccl with --device cuda when "
                              "every rank has a GPU of its own)")
     parser.add_argument("--seed", type=int, default=1, help="seed of every rank's inputs (default 1)")
-    parser.add_argument("--pool-bytes", type=parse_size, default=parse_size("1GiB"),
+    parser.add_argument("--pool-bytes", type=parse_size, default=parse_size("256MiB"),
                         help="input tensors filled ahead per rank; more operations take several rounds "
-                             "(default 1GiB)")
+                             "(default 256MiB)")
     parser.add_argument("--json", help="also write the report to this file (schema: docs/benchmark-tools.md)")
     parser.add_argument("--inject-wrong", action="store_true",
                         help="self-check: corrupt one element of the last rank's result of the first timed "
