@@ -22,7 +22,6 @@ import sys
 from pathlib import Path
 
 from . import _bench_data, _bench_run
-from ._bench_run import format_size
 from ._launch import run_ranks
 
 BACKENDS = ("dpa", "gloo", "nccl")
@@ -123,10 +122,10 @@ def print_table(report):
           f"{config['dtype']}, seed {config['seed']}; every result verified")
     print("# back to back: time per operation (ranks' mean), algbw = bytes / time, busbw = algbw * 2(n-1)/n; "
           "after a barrier: the slowest rank's time of each operation")
-    print(f"#{'size':>9} {'elements':>11} {'backend':>7} {'iters':>6} {'time(us)':>10} {'algbw(GB/s)':>11} "
+    print(f"#{'bytes':>9} {'elements':>11} {'backend':>7} {'iters':>6} {'time(us)':>10} {'algbw(GB/s)':>11} "
           f"{'busbw(GB/s)':>11} {'p50(us)':>10} {'p99(us)':>10} {'#wrong':>7}")
     for row in report["results"]:
-        print(f" {format_size(row['bytes']):>9} {row['elements']:>11} {row['backend']:>7} {row['iterations']:>6} "
+        print(f" {row['bytes']:>9} {row['elements']:>11} {row['backend']:>7} {row['iterations']:>6} "
               f"{row['time_us']:>10.1f} {row['algbw']:>11.3f} {row['busbw']:>11.3f} {row['p50_us']:>10.1f} "
               f"{row['p99_us']:>10.1f} {row['wrong']:>7}")
     dpa_rows = [row["dpa"] for row in report["results"] if row["dpa"]]

@@ -127,7 +127,7 @@ void print_table(const json& report) {
   std::printf("# back to back: time per operation (ranks' mean), algbw = bytes / time, busbw = algbw * 2(n-1)/n; "
               "after a barrier: the slowest rank's time of each operation%s\n",
               config["straggler_rank"].get<int>() >= 0 ? " (the straggler left out of both)" : "");
-  std::printf("#%9s %11s %-10s %6s %10s %11s %11s %10s %10s %7s %8s %8s %7s %8s\n", "size", "elements", "mode", "iters",
+  std::printf("#%9s %11s %-10s %6s %10s %11s %11s %10s %10s %7s %8s %8s %7s %8s\n", "bytes", "elements", "mode", "iters",
               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "p50(us)", "p99(us)", "#wrong", "retrans", "partial", "missed",
               "tx/burst");
   for (const json& row : report["results"]) {
@@ -137,8 +137,8 @@ void print_table(const json& report) {
     const std::string burst_fill =
         bursts > 0 ? fmt::format("{:.1f}", static_cast<double>(dpa["tx_packets"].get<std::uint64_t>()) / static_cast<double>(bursts))
                    : "-";
-    std::printf(" %9s %11llu %-10s %6llu %10.1f %11.3f %11.3f %10.1f %10.1f %7llu %8llu %8llu %7llu %8s\n",
-                format_size(row["bytes"].get<std::uint64_t>()).c_str(),
+    std::printf(" %9llu %11llu %-10s %6llu %10.1f %11.3f %11.3f %10.1f %10.1f %7llu %8llu %8llu %7llu %8s\n",
+                static_cast<unsigned long long>(row["bytes"].get<std::uint64_t>()),
                 static_cast<unsigned long long>(row["elements"].get<std::uint64_t>()),
                 dpa["mode"].get<std::string>().c_str(), static_cast<unsigned long long>(row["iterations"].get<std::uint64_t>()),
                 row["time_us"].get<double>(), row["algbw"].get<double>(), row["busbw"].get<double>(),
