@@ -4,7 +4,7 @@ verified: python -m dpa.bench.
     python -m dpa.bench [-n RANKS] [--sizes 4KiB,64KiB,1MiB,16MiB,64MiB] [--device cpu|cuda]
                         [--dtype float32|float16|bfloat16|int32] [--iterations N] [--warmup N]
                         [--backends dpa,gloo,nccl] [--json PATH] [--inject-wrong]
-    torchrun --nproc-per-node R [--nnodes H ...] -m dpa.bench [same options, no -n]
+    torchrun --nproc_per_node R [--nnodes H ...] -m dpa.bench [same options, no -n]
 
 Every operation reduces (SUM) fresh pseudo-random inputs filled outside the timed region and is
 checked against the exact sum of all ranks' inputs (#wrong: elements out of the bound). Two views
@@ -49,7 +49,8 @@ def torchrun_world():
 def parse_arguments(argv):
     parser = argparse.ArgumentParser(
         prog="python -m dpa.bench", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=__doc__.split("\n\n", 1)[0] + "\n\n" + __doc__.split("\n\n", 2)[2])
+        description=__doc__.split("\n\n", 1)[0] + "\n\n" + __doc__.split("\n\n", 2)[2],
+        epilog="under torchrun: torchrun --nproc_per_node R [--nnodes H ...] -m dpa.bench [options, no -n]")
     parser.add_argument("-n", "--ranks", type=int,
                         help="local rank processes to start (default 2); under torchrun the world is torchrun's")
     parser.add_argument("--sizes", default=DEFAULT_SIZES, help=f"bytes per tensor (default {DEFAULT_SIZES})")
