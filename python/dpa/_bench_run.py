@@ -48,7 +48,9 @@ def host_info():
             cpu_model = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), None)
     except OSError:
         pass
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    gpus = []
+    if torch.cuda.is_available():
+        gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     return {"hostname": socket.gethostname(), "platform": platform.platform(), "cpus": os.cpu_count(),
             "cpu_model": cpu_model, "python": platform.python_version(), "torch": torch.__version__,
             "cuda": torch.version.cuda, "gpus": gpus}

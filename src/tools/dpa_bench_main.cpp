@@ -46,13 +46,13 @@ using nlohmann::json;
 namespace bench = dpa::tools::bench;
 
 constexpr int kDefaultRanks = 2;
+constexpr std::uint32_t kDefaultPayload = 2048;
+constexpr std::uint32_t kRingPayload = 256;  // --ring-switch without --payload
 
 // A flag that is wrong, or wrong with another (exit status 2, as for CLI11's own errors).
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-constexpr std::uint32_t kDefaultPayload = 2048;
-constexpr std::uint32_t kRingPayload = 256;  // --ring-switch without --payload
 
 struct Settings {
   // Worker settings: unset ones come from the environment (DPA_* variables, DPA_CONFIG).
@@ -119,6 +119,9 @@ std::size_t check_size(const char* flag, const std::string& text) {
     throw UsageError(std::string(flag) + ": '" + text + "' is not a size such as 4096, 4KiB, 16MiB or 1GiB");
   }
 }
+
+// The bytes of a --sizes entry: whole 4-byte elements, at least one.
+std::size_t size_bytes(const std::string& text) { return std::max<std::size_t>(1, parse_size(text) / 4) * 4; }
 
 // "udp", "dpdk" or "shm": which section `transport` is.
 std::string section_of(const dpa::TransportConfig& transport) {
@@ -275,7 +278,7 @@ int run_rank(const Settings& s, const dpa::Config& config, std::ostream& out, co
   int status = 0;
 
   for (std::size_t size_index = 0; size_index < s.sizes.size(); ++size_index) {
-    const std::size_t count = std::max<std::size_t>(1, parse_size(s.sizes[size_index]) / 4);
+    const std::size_t count = size_bytes(s.sizes[size_index]) / 4;
     const std::size_t iterations = iterations_for(s, count * 4);
     const bool goes_small = small_context && count < context.payload();
     dpa::Context& session = goes_small ? *small_context : context;
@@ -311,7 +314,9 @@ int run_rank(const Settings& s, const dpa::Config& config, std::ostream& out, co
         straggle();
         const auto start = Clock::now();
         const dpa::OpStats stats = session.allreduce(pool[j].data(), pool[j].data(), count, type, options[j]);
-        if (each_after_barrier) latency_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+        if (each_after_barrier) {
+          latency_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+        }
         if (timed) totals += stats;
       }
       if (!each_after_barrier) seconds = std::chrono::duration<double>(Clock::now() - round_start).count();
@@ -320,8 +325,11 @@ int run_rank(const Settings& s, const dpa::Config& config, std::ostream& out, co
           bench::corrupt(pool[j].data(), count, is_float);
           corrupt_next = false;
         }
-        for (int r = 0; r < ranks; ++r) keys[static_cast<std::size_t>(r)] = bench::input_key(s.seed, size_index, view, first + j, r);
-        wrong += bench::count_wrong(pool[j].data(), count, is_float, rank, keys, session.payload(), contributors[j].data());
+        for (int r = 0; r < ranks; ++r) {
+          keys[static_cast<std::size_t>(r)] = bench::input_key(s.seed, size_index, view, first + j, r);
+        }
+        wrong += bench::count_wrong(pool[j].data(), count, is_float, rank, keys, session.payload(),
+                                    contributors[j].data());
         checked += count;
       }
       return seconds;
@@ -527,7 +535,7 @@ std::vector<json> run_mode(const Settings& s, const std::string& mode) {
         codes[r] && (*codes[r] == 0 || *codes[r] == 1) ? parse_lines(workers[r].output()) : std::vector<json>{};
     if (rank_lines.size() != s.sizes.size()) {
       throw std::runtime_error("worker rank " + std::to_string(r) + " failed" +
-                               (codes[r] ? " with exit status " + std::to_string(*codes[r]) : std::string(", still running")));
+                               (codes[r] ? " with exit status " + std::to_string(*codes[r]) : ", still running"));
     }
     lines.insert(lines.end(), rank_lines.begin(), rank_lines.end());
   }
@@ -541,19 +549,21 @@ json make_report(const Settings& s, const dpa::Config& config, const std::vector
   std::uint64_t wrong = 0;
   for (const std::string& mode : modes) {
     for (const std::string& size_text : s.sizes) {
-      const std::size_t bytes = std::max<std::size_t>(1, parse_size(size_text) / 4) * 4;
+      const std::size_t bytes = size_bytes(size_text);
       std::vector<json> rank_lines;
       for (const json& line : lines) {
         if (line["mode"] == mode && line["bytes"] == bytes) rank_lines.push_back(line);
       }
       if (rank_lines.empty()) continue;
-      std::sort(rank_lines.begin(), rank_lines.end(), [](const json& a, const json& b) { return a["rank"] < b["rank"]; });
-      results.push_back(bench::result_row(rank_lines, config.world_size, s.dtype, s.straggler_delay_ms > 0 ? s.straggler_rank : -1));
+      std::sort(rank_lines.begin(), rank_lines.end(),
+                [](const json& a, const json& b) { return a["rank"] < b["rank"]; });
+      const int straggler = s.straggler_delay_ms > 0 ? s.straggler_rank : -1;
+      results.push_back(bench::result_row(rank_lines, config.world_size, s.dtype, straggler));
       wrong += results.back()["wrong"].get<std::uint64_t>();
     }
   }
   std::vector<std::size_t> sizes;
-  for (const std::string& size_text : s.sizes) sizes.push_back(std::max<std::size_t>(1, parse_size(size_text) / 4) * 4);
+  for (const std::string& size_text : s.sizes) sizes.push_back(size_bytes(size_text));
   const json host = bench::host_info();
   json settings = {{"sizes", sizes},
                    {"dtype", s.dtype},
@@ -671,7 +681,14 @@ int main(int argc, char** argv) {
   }
 
   try {
-    for (const std::string& size : s.sizes) check_size("--sizes", size);
+    std::vector<std::size_t> sizes;
+    for (const std::string& size : s.sizes) {
+      check_size("--sizes", size);
+      if (std::find(sizes.begin(), sizes.end(), size_bytes(size)) != sizes.end()) {
+        throw UsageError("--sizes: " + std::to_string(size_bytes(size)) + " B given twice");
+      }
+      sizes.push_back(size_bytes(size));
+    }
     if (check_size("--pool-bytes", s.pool_bytes) == 0) throw UsageError("--pool-bytes must be positive");
     const bool embeds_switch = !s.switch_address && !dpa::env_string("DPA_SWITCH");
     if (s.transport.empty()) {

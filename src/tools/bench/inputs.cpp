@@ -29,9 +29,7 @@ std::uint32_t bits(std::uint64_t key, std::size_t i) {
                static_cast<std::uint32_t>(key >> 32));
 }
 
-float float_input(std::uint64_t key, std::size_t i) {
-  return static_cast<float>(bits(key, i) >> 8) * 0x1p-23f - 1.0f;
-}
+float float_input(std::uint64_t key, std::size_t i) { return static_cast<float>(bits(key, i) >> 8) * 0x1p-23f - 1.0f; }
 
 std::int32_t int_input(std::uint64_t key, std::size_t i) {
   return static_cast<std::int32_t>(bits(key, i) >> 12) - kIntHalfRange;
