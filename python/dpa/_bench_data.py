@@ -77,6 +77,13 @@ def rank_input(seed, count, dtype, device):
             return torch.randint(-INT_HALF_RANGE, INT_HALF_RANGE, (count,), generator=generator, dtype=torch.int32)
         # rand is a multiple of 2^-24 in [0, 1): times 2 minus 1 is exact in float32.
         return (torch.rand(count, generator=generator) * 2 - 1).to(dtype)
+    return hashed_input(seed, count, dtype, device)
+
+
+def hashed_input(seed, count, dtype, device):
+    """rank_input's values on a GPU (or any device): from hashed_bits, on the same grids."""
+    import torch
+
     bits = hashed_bits(seed, count, device)
     if dtype == torch.int32:
         return ((bits >> 12) - INT_HALF_RANGE).to(torch.int32)

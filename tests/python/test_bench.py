@@ -103,14 +103,24 @@ def test_hashed_inputs_match_the_reference_mix():
     assert len(set(bits)) == 1000
 
 
+@pytest.mark.parametrize("generate", [_bench_data.rank_input, _bench_data.hashed_input])
 @pytest.mark.parametrize("dtype", _bench_data.DTYPES)
-def test_inputs_are_reproducible_and_in_range(dtype):
+def test_inputs_are_reproducible_and_on_their_grid(dtype, generate):
+    # hashed_input is what CUDA ranks run; here it runs on the CPU.
     torch_dtype = getattr(torch, dtype)
-    first = _bench_data.rank_input(7, 4096, torch_dtype, torch.device("cpu"))
-    assert torch.equal(first, _bench_data.rank_input(7, 4096, torch_dtype, torch.device("cpu")))
-    assert not torch.equal(first, _bench_data.rank_input(8, 4096, torch_dtype, torch.device("cpu")))
-    limit = _bench_data.INT_HALF_RANGE if dtype == "int32" else 1
-    assert first.dtype == torch_dtype and int((first.double().abs() > limit).sum()) == 0
+    cpu = torch.device("cpu")
+    first = generate(7, 4096, torch_dtype, cpu)
+    assert torch.equal(first, generate(7, 4096, torch_dtype, cpu))
+    assert not torch.equal(first, generate(8, 4096, torch_dtype, cpu))
+    assert first.dtype == torch_dtype
+    values = first.double()
+    if dtype == "int32":
+        assert int(values.min()) >= -_bench_data.INT_HALF_RANGE and int(values.max()) < _bench_data.INT_HALF_RANGE
+    else:
+        assert float(values.min()) >= -1 and float(values.max()) <= 1
+        if dtype == "float32":
+            assert torch.equal(values * 2**23, (values * 2**23).round())  # exact on the 2^-23 grid
+    assert len(set(values.tolist())) > 1000  # spread, not a handful of values
 
 
 @pytest.mark.parametrize("backend", ["dpa", "gloo"])
