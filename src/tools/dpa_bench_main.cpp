@@ -722,6 +722,10 @@ int main(int argc, char** argv) {
         !dpa::env_string("DPA_SHM_FABRIC")) {
       s.shm_fabric = "bench-" + std::to_string(getpid());  // this run's switch and workers only
     }
+    if (s.worker && !s.json_path.empty()) {
+      throw UsageError("--json with --worker: a worker prints its own lines on stdout; the report is the "
+                       "launcher's (docs/benchmark-tools.md)");
+    }
     if (s.worker) return run_worker(s);
     s.ranks = launcher_ranks(s, dpa::Config::from_env());
     if (embeds_switch || s.ring_switch) s.sizing = launcher_sizing(s, *s.ranks).to_text();
