@@ -588,7 +588,7 @@ json make_report(const Settings& s, const dpa::Config& config, const std::vector
                    {"straggler_delay_ms", s.straggler_delay_ms}};
   return {{"schema", "dpa-bench"},
           {"schema_version", bench::kSchemaVersion},
-          {"tool", {{"name", "dpa-bench"}, {"version", DPA_VERSION}}},
+          {"tool", {{"name", "dpa-bench"}, {"version", DPA_BENCH_VERSION}}},
           {"host", host},
           {"config", settings},
           {"results", results},
