@@ -50,6 +50,21 @@ def test_every_size_and_backend_is_measured_and_verified(tmp_path, dtype):
     assert "#wrong" in result.stdout and " 100000 " in result.stdout
 
 
+def test_half_precision_is_verified_and_a_backend_without_it_is_named(tmp_path):
+    # Gloo lacks bfloat16 in some torch versions (1.13): it is then left out, with the reason.
+    output = tmp_path / "bench.json"
+    result = run_bench("-n", "2", "--dtype", "bfloat16", "--sizes", "4KiB,64KiB", "--iterations", "2",
+                       "--warmup", "1", "--json", str(output))
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(output.read_text())
+    backends = [row["backend"] for row in report["results"]]
+    skipped = report["config"]["skipped"]
+    assert backends == (["dpa", "dpa"] if "gloo" in skipped else ["dpa", "gloo", "dpa", "gloo"]), report
+    if skipped:
+        assert "Gloo cannot all_reduce bfloat16" in skipped["gloo"] and "not measured: gloo" in result.stdout
+    assert all(row["wrong"] == 0 and row["elements"] == row["bytes"] // 2 for row in report["results"])
+
+
 def test_a_corrupted_result_is_reported_and_fails_the_run(tmp_path):
     output = tmp_path / "bench.json"
     result = run_bench("-n", "2", *SMALL, "--inject-wrong", "--json", str(output))
