@@ -14,7 +14,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <algorithm>
-#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
