@@ -1,13 +1,17 @@
-"""all_reduce goodput of dpa and Gloo through torch.distributed, in the same run.
+"""all_reduce of dpa, Gloo and (on CUDA, one GPU per rank) NCCL in the same run, every result
+verified: python -m dpa.bench.
 
-    python -m dpa.bench [--worlds 2,4] [--sizes 4KiB,...,64MiB] [--modes worksteal,pipeline,hybrid,simple]
-                        [--device cpu|cuda] [--dtype float32] [--json FILE]
+    python -m dpa.bench [-n RANKS] [--sizes 4KiB,64KiB,1MiB,16MiB,64MiB] [--device cpu|cuda]
+                        [--dtype float32|float16|bfloat16|int32] [--iterations N] [--warmup N]
+                        [--backends dpa,gloo,nccl] [--json PATH] [--inject-wrong]
+    torchrun --nproc_per_node R [--nnodes H ...] -m dpa.bench [same options, no -n]
 
-For every world size it starts that many rank processes per dpa execution mode (DPA_TORCH_MODE
-is read when the group is created). The ranks time back-to-back synchronous all_reduce calls (SUM)
-of each size on the dpa group and, in the first process set of each world, on a Gloo group built
-from the same store. Time per operation is the slowest rank's; goodput is elements x 32 bit / time,
-as SwitchML reports it. With no DPA_SWITCH or DPA_CONFIG, rank 0 starts the embedded switch.
+Every operation reduces (SUM) fresh pseudo-random inputs filled outside the timed region and is
+checked against the exact sum of all ranks' inputs (#wrong: elements out of the bound). Two views
+per size and backend: back-to-back operations (time, algbw, busbw as nccl-tests defines them) and
+single operations after a barrier (p50, p99). docs/benchmark-tools.md describes every option, the
+JSON schema and the bounds. Exit status: 0 every result right, 1 a wrong result or a failure, 2 a
+usage error.
 """
 
 import argparse
@@ -15,15 +19,15 @@ import json
 import os
 import re
 import sys
-import time
 from pathlib import Path
 
+from . import _bench_data, _bench_run
 from ._launch import run_ranks
 
-MODES = ("worksteal", "pipeline", "hybrid", "simple")
-DTYPES = ("float32", "float16", "bfloat16", "int32")
-DEFAULT_SIZES = "4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,64MiB"
+BACKENDS = ("dpa", "gloo", "nccl")
+DEFAULT_SIZES = "4KiB,64KiB,1MiB,16MiB,64MiB"
 UNITS = {"": 1, "B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30}
+ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4}
 
 
 def parse_size(text):
@@ -33,158 +37,161 @@ def parse_size(text):
     return int(match.group(1)) * UNITS[(match.group(2) or "").upper()]
 
 
-def format_size(size):
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= scale and size % scale == 0:
-            return f"{size // scale}{unit}"
-    return f"{size}B"
-
-
-def iterations_for(size, settings):
-    """Enough operations that each size moves about --bytes-per-size, within 3..max."""
-    return max(3, min(settings["max_iterations"], settings["bytes_per_size"] // max(size, 1)))
-
-
-def timed_allreduce(tensor, group, iterations, warmup, synchronize, gloo):
-    """Seconds per operation of `iterations` back-to-back all_reduce calls, the slowest rank's."""
-    import torch
-    import torch.distributed as dist
-
-    for _ in range(warmup):
-        dist.all_reduce(tensor, group=group)
-    synchronize()
-    dist.barrier(group=gloo)
-    started = time.perf_counter()
-    for _ in range(iterations):
-        dist.all_reduce(tensor, group=group)
-    synchronize()
-    elapsed = torch.tensor([(time.perf_counter() - started) / iterations], dtype=torch.float64)
-    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=gloo)
-    return elapsed.item()
-
-
-def bench_worker(rank, world, init_file, mode, with_gloo, settings):
-    import torch
-    import torch.distributed as dist
-
-    import dpa
-
-    device = torch.device(settings["device"])
-    if device.type == "cuda":
-        torch.cuda.set_device(rank % torch.cuda.device_count())
-    synchronize = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    dist.init_process_group("dpa", init_method="file://" + init_file, rank=rank, world_size=world)
-    gloo = dist.new_group(backend="gloo")
-    dtype = getattr(torch, settings["dtype"])
-    groups = [("dpa", None)] + ([("gloo", gloo)] if with_gloo else [])
-
-    group = dist.distributed_c10d._get_default_group()
-    backend = group._get_backend(device) if hasattr(group, "_get_backend") else group
-    rows = []
-    for size in settings["sizes"]:
-        elements = size // torch.tensor([], dtype=dtype).element_size()
-        tensor = torch.ones(elements, dtype=dtype, device=device)
-        iterations = iterations_for(size, settings)
-        for name, group in groups:
-            drops_before, retransmissions_before = dpa.udp_drops(), dpa.total_retransmissions()
-            seconds = timed_allreduce(tensor, group, iterations, settings["warmup"], synchronize, gloo)
-            losses = torch.tensor([dpa.udp_drops() - drops_before,
-                                   dpa.total_retransmissions() - retransmissions_before])
-            dist.all_reduce(losses, group=gloo)
-            rows.append({
-                "world": world, "backend": name, "mode": mode if name == "dpa" else None,
-                "device": device.type, "dtype": settings["dtype"], "bytes": size,
-                "elements": elements, "iterations": iterations, "seconds_per_op": seconds,
-                "goodput_gbps": elements * 32 / seconds / 1e9,
-                "udp_drops": int(losses[0]) if name == "dpa" else None,
-                "retransmissions": int(losses[1]) if name == "dpa" else None,
-                "sizing": backend.sizing if name == "dpa" else None,
-            })
-    return rows
+def torchrun_world():
+    """(rank, world, local rank, local world) from torchrun's variables, or None outside torchrun."""
+    if not all(name in os.environ for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
+        return None
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    return (rank, world, int(os.environ.get("LOCAL_RANK", rank)),
+            int(os.environ.get("LOCAL_WORLD_SIZE", world)))
 
 
 def parse_arguments(argv):
-    parser = argparse.ArgumentParser(prog="python -m dpa.bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--worlds", default="2,4", help="comma-separated world sizes (default 2,4)")
+    parser = argparse.ArgumentParser(
+        prog="python -m dpa.bench", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__.split("\n\n", 1)[0] + "\n\n" + __doc__.split("\n\n", 2)[2],
+        epilog="under torchrun: torchrun --nproc_per_node R [--nnodes H ...] -m dpa.bench [options, no -n]")
+    parser.add_argument("-n", "--ranks", type=int,
+                        help="local rank processes to start (default 2); under torchrun the world is torchrun's")
     parser.add_argument("--sizes", default=DEFAULT_SIZES, help=f"bytes per tensor (default {DEFAULT_SIZES})")
-    parser.add_argument("--modes", default=",".join(MODES), help="dpa execution modes (default all four)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="tensor device (default cpu)")
-    parser.add_argument("--dtype", default="float32", choices=DTYPES, help="default float32")
-    parser.add_argument("--no-gloo", action="store_true", help="measure dpa only")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed operations per size (default 2)")
-    parser.add_argument("--bytes-per-size", type=parse_size, default=parse_size("256MiB"),
-                        help="data moved per size and backend, sets the iterations (default 256MiB)")
-    parser.add_argument("--max-iterations", type=int, default=200, help="default 200")
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds allowed per process set")
-    parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--dtype", default="float32", choices=_bench_data.DTYPES, help="default float32")
+    parser.add_argument("--iterations", type=int,
+                        help="timed operations per size, backend and view (default: 256 MiB / size, within 20..500)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed, verified operations first (default 3)")
+    parser.add_argument("--backends",
+                        help="comma list of dpa, gloo, nccl (default dpa,gloo, and nccl with --device cuda when "
+                             "every rank has a GPU of its own)")
+    parser.add_argument("--seed", type=int, default=1, help="seed of every rank's inputs (default 1)")
+    parser.add_argument("--pool-bytes", type=parse_size, default=parse_size("256MiB"),
+                        help="input tensors filled ahead per rank; more operations take several rounds "
+                             "(default 256MiB)")
+    parser.add_argument("--json", help="also write the report to this file (schema: docs/benchmark-tools.md)")
+    parser.add_argument("--inject-wrong", action="store_true",
+                        help="self-check: corrupt one element of the last rank's result of the first timed "
+                             "operation of every size and backend; the run must report it and exit 1")
+    parser.add_argument("--timeout", type=float, default=3600.0,
+                        help="seconds the local ranks may run, once started (default 3600; not under torchrun)")
     arguments = parser.parse_args(argv)
     try:
-        worlds = [int(w) for w in arguments.worlds.split(",") if w.strip()]
         sizes = [parse_size(s) for s in arguments.sizes.split(",") if s.strip()]
     except ValueError as error:
         parser.error(str(error))
-    if not worlds or any(w < 1 for w in worlds):
-        parser.error(f"--worlds: world sizes must be positive integers, got '{arguments.worlds}'")
     if not sizes:
         parser.error("--sizes: no sizes given")
-    modes = [m.strip() for m in arguments.modes.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in MODES]
-    if unknown or not modes:
-        parser.error(f"--modes: unknown mode(s) {unknown}; choose from {','.join(MODES)}")
-    if arguments.warmup < 0 or arguments.max_iterations < 3:
-        parser.error("--warmup must be >= 0 and --max-iterations >= 3")
-    settings = {
-        "sizes": sizes, "device": arguments.device, "dtype": arguments.dtype,
-        "warmup": arguments.warmup, "bytes_per_size": arguments.bytes_per_size,
-        "max_iterations": arguments.max_iterations,
-    }
-    return worlds, modes, settings, arguments
-
-
-def print_table(rows, world, modes, with_gloo):
-    columns = [("dpa", mode) for mode in modes] + ([("gloo", None)] if with_gloo else [])
-    by_key = {(r["backend"], r["mode"], r["bytes"]): r for r in rows if r["world"] == world}
-    names = [f"dpa {mode}" if backend == "dpa" else "gloo" for backend, mode in columns]
-    print(f"\nworld {world}: time per all_reduce (us) / goodput (Gbit/s)")
-    print(f"{'size':>8} " + " ".join(f"{name:>20}" for name in names))
-    for size in sorted({r["bytes"] for r in rows if r["world"] == world}):
-        cells = []
-        for backend, mode in columns:
-            row = by_key.get((backend, mode, size))
-            cells.append(f"{row['seconds_per_op'] * 1e6:10.1f} / {row['goodput_gbps']:6.2f}" if row else "-")
-        print(f"{format_size(size):>8} " + " ".join(f"{cell:>20}" for cell in cells))
-    dpa_rows = [r for r in rows if r["world"] == world and r["backend"] == "dpa"]
-    if dpa_rows:
-        print(f"sizing: {dpa_rows[0]['sizing'] or 'configured switch'}")
-        print(f"all ranks, sizes and modes: {sum(r['retransmissions'] for r in dpa_rows)} "
-              f"retransmissions, {sum(r['udp_drops'] for r in dpa_rows)} datagrams dropped by "
-              "the kernel on the dpa sockets")
-
-
-def main(argv=None):
-    worlds, modes, settings, arguments = parse_arguments(argv)
-    if settings["device"] == "cuda":
+    element = ELEMENT_BYTES[arguments.dtype]
+    uneven = [s for s in sizes if s == 0 or s % element]
+    if uneven:
+        parser.error(f"--sizes: {', '.join(map(str, uneven))} B is not a positive multiple of the {element} B "
+                     f"of one {arguments.dtype} element")
+    backends = None
+    if arguments.backends is not None:
+        backends = [b.strip() for b in arguments.backends.split(",") if b.strip()]
+        unknown = [b for b in backends if b not in BACKENDS]
+        if unknown or not backends or len(set(backends)) != len(backends):
+            parser.error(f"--backends: '{arguments.backends}': give each of {','.join(BACKENDS)} at most once")
+        if "nccl" in backends and arguments.device != "cuda":
+            parser.error("--backends nccl needs --device cuda")
+    if arguments.iterations is not None and arguments.iterations < 1:
+        parser.error(f"--iterations must be at least 1, got {arguments.iterations}")
+    if arguments.warmup < 0:
+        parser.error(f"--warmup must be at least 0, got {arguments.warmup}")
+    if arguments.pool_bytes < 1:
+        parser.error("--pool-bytes must be positive")
+    world = torchrun_world()
+    if world is not None and arguments.ranks is not None and arguments.ranks != world[1]:
+        parser.error(f"--ranks {arguments.ranks}: under torchrun the world size is torchrun's (WORLD_SIZE={world[1]})")
+    if world is None and (arguments.ranks if arguments.ranks is not None else 2) < 1:
+        parser.error(f"--ranks must be at least 1, got {arguments.ranks}")
+    if arguments.device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
-            sys.exit("dpa.bench: --device cuda, but torch sees no CUDA device")
-    rows = []
-    for world in worlds:
-        for index, mode in enumerate(modes):
-            with_gloo = index == 0 and not arguments.no_gloo
-            env = {"DPA_TORCH_MODE": mode, "DPA_LOG": os.environ.get("DPA_LOG", "warn")}
-            started = time.monotonic()
-            per_rank = run_ranks(bench_worker, world, env=env, args=(mode, with_gloo, settings),
-                                 timeout=arguments.timeout)
-            rows.extend(per_rank[0])
-            print(f"world {world}, mode {mode}{' and gloo' if with_gloo else ''}: "
-                  f"{time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
-        print_table(rows, world, modes, not arguments.no_gloo)
-    if arguments.json:
-        Path(arguments.json).write_text(json.dumps({"settings": settings, "results": rows}, indent=2))
-        print(f"\nwrote {arguments.json}")
-    return rows
+            parser.error("--device cuda, but torch sees no CUDA device")
+    settings = {
+        "sizes": sizes, "device": arguments.device, "dtype": arguments.dtype, "iterations": arguments.iterations,
+        "warmup": arguments.warmup, "backends": backends, "seed": arguments.seed,
+        "pool_bytes": arguments.pool_bytes, "inject_wrong": arguments.inject_wrong,
+        "launcher": "torchrun" if world is not None else "local",
+    }
+    return settings, arguments, world
+
+
+def print_table(report):
+    config = report["config"]
+    print(f"# dpa.bench: {config['ranks']} ranks on {len(config['hosts'])} host(s), {config['device']}, "
+          f"{config['dtype']}, seed {config['seed']}; every result verified")
+    print("# back to back: time per operation (ranks' mean), algbw = bytes / time, busbw = algbw * 2(n-1)/n; "
+          "after a barrier: the slowest rank's time of each operation")
+    print(f"#{'bytes':>9} {'elements':>11} {'backend':>7} {'iters':>6} {'time(us)':>10} {'algbw(GB/s)':>11} "
+          f"{'busbw(GB/s)':>11} {'p50(us)':>10} {'p99(us)':>10} {'#wrong':>7}")
+    for row in report["results"]:
+        print(f" {row['bytes']:>9} {row['elements']:>11} {row['backend']:>7} {row['iterations']:>6} "
+              f"{row['time_us']:>10.1f} {row['algbw']:>11.3f} {row['busbw']:>11.3f} {row['p50_us']:>10.1f} "
+              f"{row['p99_us']:>10.1f} {row['wrong']:>7}")
+    dpa_rows = [row["dpa"] for row in report["results"] if row["dpa"]]
+    if dpa_rows:
+        print(f"# dpa: mode {dpa_rows[0]['mode']}, sizing {dpa_rows[0]['sizing'] or 'configured switch'}; "
+              f"{sum(r['retransmissions'] for r in dpa_rows)} retransmissions, "
+              f"{sum(r['udp_drops'] for r in dpa_rows)} datagrams dropped by the kernel on dpa's sockets")
+    for backend, reason in config["skipped"].items():
+        print(f"# not measured: {backend}: {reason}")
+    print(f"# wrong elements in all: {report['wrong']}", flush=True)
+
+
+def bench_rank(rank, world, init_method, local_rank, local_world, settings, json_path):
+    """One rank: measures, and on rank 0 prints the table and writes the report. Returns the
+    number of wrong elements of the whole run (the same on every rank)."""
+    import torch.distributed as dist
+
+    import dpa  # noqa: F401 - registers the backend
+
+    dist.init_process_group("dpa", init_method=init_method, rank=rank, world_size=world)
+    node = _bench_run.Rank(rank, world, local_rank, local_world, settings)
+    report = _bench_run.run(node)
+    if rank == 0:
+        print_table(report)
+        if json_path:
+            Path(json_path).write_text(json.dumps(report, indent=2) + "\n")
+            print(f"# wrote {json_path}", flush=True)
+    return report["wrong"]
+
+
+def local_rank_main(rank, world, init_file, settings, json_path):
+    return bench_rank(rank, world, "file://" + init_file, rank, world, settings, json_path)
+
+
+def main(argv=None):
+    settings, arguments, world = parse_arguments(argv)
+    try:
+        if world is not None:
+            import torch.distributed as dist
+
+            rank, size, local_rank, local_world = world
+            try:
+                wrong = bench_rank(rank, size, "env://", local_rank, local_world, settings, arguments.json)
+            finally:
+                if dist.is_initialized():
+                    dist.destroy_process_group()
+        else:
+            ranks = arguments.ranks if arguments.ranks is not None else 2
+            env = {"DPA_LOG": os.environ.get("DPA_LOG", "warn")}
+            wrong = run_ranks(local_rank_main, ranks, env=env, args=(settings, arguments.json),
+                              timeout=arguments.timeout)[0]
+    except _bench_run.UsageError as error:
+        print(f"dpa.bench: {error}", file=sys.stderr)
+        return 2
+    except RuntimeError as error:
+        if "UsageError: " in str(error):  # raised in a local rank: the message is the last line
+            print(f"dpa.bench: {str(error).strip().splitlines()[-1].split('UsageError: ', 1)[1]}", file=sys.stderr)
+            return 2
+        print(f"dpa.bench: {error}", file=sys.stderr)
+        return 1
+    if wrong:
+        print(f"dpa.bench: {wrong} wrong elements", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

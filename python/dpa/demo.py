@@ -1,6 +1,6 @@
 """The straggler training demo: DDP on scikit-learn's handwritten digits with one slow rank.
 
-    python -m dpa.demo [--world 4] [--epochs 30] [--out dpa-demo]
+    python -m dpa.demo [-n 4] [--epochs 30] [--out dpa-demo]
 
 Trains the same model from the same seed four times, each with a fresh set of rank processes:
 Gloo, dpa with K = N, dpa with reactive fastest-K and dpa with preemptive fastest-K (K = N - 1 by
@@ -241,12 +241,14 @@ def plot(summaries, settings, path):
 
 def parse_arguments(argv):
     parser = argparse.ArgumentParser(prog="python -m dpa.demo", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--world", type=int, default=4, help="ranks (default 4)")
+    # Flag names shared with python -m dpa.bench and dpa-bench; the older names still work.
+    parser.add_argument("-n", "--ranks", "--world", dest="ranks", type=int, default=4, help="ranks (default 4)")
     parser.add_argument("--runs", default="gloo,dpa,reactive,preemptive",
                         help="comma-separated subset of gloo,dpa,reactive,preemptive")
-    parser.add_argument("--k", type=int, help="fastest-K for the reactive and preemptive runs (default world - 1)")
-    parser.add_argument("--straggler", type=int, help="the slow rank (default the last)")
-    parser.add_argument("--delay-ms", type=float, default=50.0,
+    parser.add_argument("--k", type=int, help="fastest-K for the reactive and preemptive runs (default ranks - 1)")
+    parser.add_argument("--straggler-rank", "--straggler", dest="straggler", type=int,
+                        help="the slow rank (default the last)")
+    parser.add_argument("--straggler-delay-ms", "--delay-ms", dest="delay_ms", type=float, default=50.0,
                         help="the slow rank sleeps this x U(0.5, 2) ms (default 50)")
     parser.add_argument("--delay-probability", type=float, default=0.15,
                         help="share of steps at which the slow rank sleeps (default 0.15)")
@@ -269,14 +271,14 @@ def parse_arguments(argv):
     unknown = [run for run in runs if run not in RUNS]
     if unknown or not runs:
         parser.error(f"--runs: unknown run(s) {unknown}; choose from {','.join(RUNS)}")
-    if arguments.world < 2:
-        parser.error("--world must be at least 2")
-    k = arguments.world - 1 if arguments.k is None else arguments.k
-    if not 1 <= k <= arguments.world:
-        parser.error(f"--k must be in 1..{arguments.world}, got {k}")
-    straggler = arguments.world - 1 if arguments.straggler is None else arguments.straggler
-    if not 0 <= straggler < arguments.world:
-        parser.error(f"--straggler must be a rank in 0..{arguments.world - 1}, got {straggler}")
+    if arguments.ranks < 2:
+        parser.error("--ranks must be at least 2")
+    k = arguments.ranks - 1 if arguments.k is None else arguments.k
+    if not 1 <= k <= arguments.ranks:
+        parser.error(f"--k must be in 1..{arguments.ranks}, got {k}")
+    straggler = arguments.ranks - 1 if arguments.straggler is None else arguments.straggler
+    if not 0 <= straggler < arguments.ranks:
+        parser.error(f"--straggler-rank must be a rank in 0..{arguments.ranks - 1}, got {straggler}")
     if not 0.0 <= arguments.delay_probability <= 1.0:
         parser.error("--delay-probability must be in [0, 1]")
     if arguments.resync_every < 0:
@@ -284,7 +286,7 @@ def parse_arguments(argv):
     if arguments.straggler_timeout_ms <= 0:
         parser.error("--straggler-timeout-ms must be positive")
     settings = {
-        "world": arguments.world, "k": k, "straggler": straggler, "delay_ms": arguments.delay_ms,
+        "world": arguments.ranks, "k": k, "straggler": straggler, "delay_ms": arguments.delay_ms,
         "delay_probability": arguments.delay_probability, "epochs": arguments.epochs,
         "batch": arguments.batch, "hidden": arguments.hidden, "lr": arguments.lr,
         "target_accuracy": arguments.target_accuracy, "device": arguments.device,

@@ -1,6 +1,7 @@
-// dpa-bench: allreduce goodput and latency. By default it starts a software switch in this
-// process and N local worker processes (copies of itself with --worker); with --switch it uses
-// an existing switch, and with --worker it runs as one rank of a multi-host run.
+// dpa-bench: allreduce throughput and latency, every result verified (docs/benchmark-tools.md). By
+// default it starts a software switch in this process and N local worker processes (copies of
+// itself with --worker); with --switch it uses an existing switch, and with --worker it runs as
+// one rank of a multi-host run.
 //
 // Workers configure themselves like every dpa worker (dpa::Config::from_env(): DPA_CONFIG, then
 // the DPA_* variables); a flag given on the command line overrides its variable. The launcher
@@ -13,7 +14,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <algorithm>
-#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -32,6 +32,8 @@
 #include "dpa/switch.hpp"
 #include "protocol/wire.hpp"
 #include "tools/command_line.hpp"
+#include "tools/bench/inputs.hpp"
+#include "tools/bench/report.hpp"
 #include "tools/process.hpp"
 #ifdef DPA_HAVE_DPDK
 #include "transport/dpdk/ring_pair.hpp"
@@ -41,10 +43,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
+namespace bench = dpa::tools::bench;
 
 constexpr int kDefaultRanks = 2;
 constexpr std::uint32_t kDefaultPayload = 2048;
 constexpr std::uint32_t kRingPayload = 256;  // --ring-switch without --payload
+
+// A flag that is wrong, or wrong with another (exit status 2, as for CLI11's own errors).
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 struct Settings {
   // Worker settings: unset ones come from the environment (DPA_* variables, DPA_CONFIG).
@@ -68,13 +76,16 @@ struct Settings {
   // The benchmark itself.
   std::vector<std::string> sizes = {"4KiB", "64KiB", "1MiB", "16MiB", "64MiB"};
   std::string dtype = "float32";
-  int iterations = 20;
+  std::optional<int> iterations;  // per size and view; unset: iterations_for()
   int warmup = 3;
+  std::uint64_t seed = 1;
+  std::string pool_bytes = "256MiB";  // inputs filled ahead per rank (back-to-back rounds)
+  bool inject_wrong = false;
   int straggler_rank = -1;
   int straggler_delay_ms = 0;
   std::string modes;  // comma list of full, reactive, preemptive
   std::string json_path;
-  bool verify = false;
+  bool verify = false;  // accepted for older scripts: every result is verified
   std::string transport;  // udp, dpdk, shm; empty: chosen in main() (see --transport)
   std::string transport_config;  // JSON with a "udp", "dpdk" or "shm" section; "{rank}" becomes the rank
   std::string shm_fabric;        // --transport shm without a config: the run's fabric
@@ -95,9 +106,22 @@ std::size_t parse_size(const std::string& text) {
   if (unit == "k" || unit == "kib" || unit == "kb") scale = 1024;
   else if (unit == "m" || unit == "mib" || unit == "mb") scale = 1024.0 * 1024;
   else if (unit == "g" || unit == "gib" || unit == "gb") scale = 1024.0 * 1024 * 1024;
-  else if (!unit.empty() && unit != "b") throw CLI::ValidationError("--sizes", "unknown unit in " + text);
+  else if (!unit.empty() && unit != "b") throw std::invalid_argument("unknown unit");
+  if (!(value >= 0)) throw std::invalid_argument("negative");
   return static_cast<std::size_t>(value * scale);
 }
+
+// parse_size for the flag `flag`, a usage error naming it when `text` is no size.
+std::size_t check_size(const char* flag, const std::string& text) {
+  try {
+    return parse_size(text);
+  } catch (const std::logic_error&) {
+    throw UsageError(std::string(flag) + ": '" + text + "' is not a size such as 4096, 4KiB, 16MiB or 1GiB");
+  }
+}
+
+// The bytes of a --sizes entry: whole 4-byte elements, at least one.
+std::size_t size_bytes(const std::string& text) { return std::max<std::size_t>(1, parse_size(text) / 4) * 4; }
 
 // "udp", "dpdk" or "shm": which section `transport` is.
 std::string section_of(const dpa::TransportConfig& transport) {
@@ -220,55 +244,15 @@ int launcher_ranks(const Settings& s, const dpa::Config& from_env) {
   return configured ? from_env.world_size : kDefaultRanks;
 }
 
-double percentile(std::vector<double> values, double p) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const auto index = static_cast<std::size_t>(p * static_cast<double>(values.size() - 1) + 0.5);
-  return values[std::min(index, values.size() - 1)];
+// --iterations, else about 256 MiB of tensor per view, within 20..500 operations (as dpa.bench).
+std::size_t iterations_for(const Settings& s, std::size_t bytes) {
+  if (s.iterations) return static_cast<std::size_t>(*s.iterations);
+  return std::clamp<std::size_t>((std::size_t{256} << 20) / std::max<std::size_t>(bytes, 1), 20, 500);
 }
 
-// Inputs every rank can predict for every other rank: rank r holds (r + 1) * c_i with
-// c_i = (i % 13 + 1) (times 0.25 for float32, exactly representable).
-double input_of(int rank, std::size_t i, bool is_float) {
-  return (rank + 1) * static_cast<double>(i % 13 + 1) * (is_float ? 0.25 : 1.0);
-}
-
-void fill_input(std::vector<float>& buffer, int rank, bool is_float) {
-  if (is_float) {
-    for (std::size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<float>(input_of(rank, i, true));
-    return;
-  }
-  auto* ints = reinterpret_cast<std::int32_t*>(buffer.data());
-  for (std::size_t i = 0; i < buffer.size(); ++i) ints[i] = static_cast<std::int32_t>(input_of(rank, i, false));
-}
-
-// Checks every element against the contributors the switch reported for its block: exact for
-// int32, within the documented bound for float32; missed blocks must hold the rank's input.
-std::size_t verify_output(const std::vector<float>& buffer, int rank, int world, bool is_float,
-                          std::uint32_t payload, const std::vector<std::uint64_t>& contributors) {
-  std::size_t wrong = 0;
-  const auto* ints = reinterpret_cast<const std::int32_t*>(buffer.data());
-  for (std::size_t i = 0; i < buffer.size(); ++i) {
-    const std::uint64_t bitmap = contributors[i / payload];
-    double expected = 0;
-    double largest = 0;
-    for (int r = 0; r < world; ++r) {
-      if (bitmap == 0 ? r == rank : ((bitmap >> r) & 1) != 0) {
-        expected += input_of(r, i, is_float);
-        largest = std::max(largest, (r + 1) * 13 * (is_float ? 0.25 : 1.0));
-      }
-    }
-    const double got = is_float ? static_cast<double>(buffer[i]) : static_cast<double>(ints[i]);
-    // docs/protocol.md: |error| <= N * (2^(e+h-32) + 2^(e-24)) + 2^-23 * |exact|.
-    const double bound = is_float ? world * largest * (0x1p-27 + 0x1p-23) + std::abs(expected) * 0x1p-23 : 0.0;
-    if (!(std::abs(got - expected) <= bound)) ++wrong;
-  }
-  return wrong;
-}
-
-// One rank: time every size, write one JSON line per size to `out`. With the switch of this
-// process (--ring-switch), each line also has the switch's packets and busy time over the timed
-// operations.
+// One rank: every size in both views (docs/benchmark-tools.md), one JSON line per size to `out`
+// with this rank's timings, wrong elements and counters. With the switch of this process
+// (--ring-switch), each line also has the switch's packets and busy time over the timed operations.
 int run_rank(const Settings& s, const dpa::Config& config, std::ostream& out, const dpa::SoftwareSwitch* sw) {
   const int rank = config.rank;
   const int ranks = config.world_size;
@@ -280,47 +264,90 @@ int run_rank(const Settings& s, const dpa::Config& config, std::ostream& out, co
 
   const bool is_float = s.dtype == "float32";
   const dpa::DataType type = is_float ? dpa::DataType::float32 : dpa::DataType::int32;
-  dpa::AllreduceOptions barrier;  // a full-N allreduce lines the ranks up between sizes
-  barrier.k = ranks;
-  barrier.preemptive = false;
+  dpa::AllreduceOptions barrier_options;  // a full-N allreduce of one value lines the ranks up
+  barrier_options.k = ranks;
+  barrier_options.preemptive = false;
   float token = 1;
+  const auto barrier = [&] { context.allreduce(&token, &token, 1, dpa::DataType::float32, barrier_options); };
+  const auto straggle = [&] {
+    if (rank == s.straggler_rank && s.straggler_delay_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(s.straggler_delay_ms));
+    }
+  };
+  const std::size_t pool_bytes = parse_size(s.pool_bytes);
+  int status = 0;
 
-  for (const std::string& size_text : s.sizes) {
-    const std::size_t bytes = parse_size(size_text);
-    const std::size_t count = std::max<std::size_t>(1, bytes / 4);
-    std::vector<float> buffer(count);
+  for (std::size_t size_index = 0; size_index < s.sizes.size(); ++size_index) {
+    const std::size_t count = size_bytes(s.sizes[size_index]) / 4;
+    const std::size_t iterations = iterations_for(s, count * 4);
     const bool goes_small = small_context && count < context.payload();
     dpa::Context& session = goes_small ? *small_context : context;
     const dpa::Config& used = goes_small ? *small : config;
-    std::vector<std::uint64_t> contributors((count + session.payload() - 1) / session.payload());
-    dpa::AllreduceOptions options;
-    options.block_contributors = contributors.data();
-    std::vector<double> seconds;
+    const std::size_t blocks = (count + session.payload() - 1) / session.payload();
+    // The pool: inputs filled before a round's timed region, one buffer per operation.
+    const std::size_t per_round = std::clamp<std::size_t>(
+        pool_bytes / (count * 4), 1, std::max<std::size_t>(iterations, static_cast<std::size_t>(s.warmup)));
+    std::vector<std::vector<float>> pool(per_round, std::vector<float>(count));
+    std::vector<std::vector<std::uint64_t>> contributors(per_round, std::vector<std::uint64_t>(blocks));
+    std::vector<std::uint64_t> keys(static_cast<std::size_t>(ranks));
     std::size_t wrong = 0;
+    std::size_t checked = 0;
+    bool corrupt_next = s.inject_wrong && rank == ranks - 1;
     dpa::OpStats totals;
-    context.allreduce(&token, &token, 1, dpa::DataType::float32, barrier);
-    dpa::TransportCounters before = context.transport_counters();
-    dpa::SwitchCounters switch_before = sw != nullptr ? sw->counters() : dpa::SwitchCounters{};
-    for (int i = 0; i < s.warmup + s.iterations; ++i) {
-      if (i == s.warmup) {
-        before = context.transport_counters();
-        if (sw != nullptr) switch_before = sw->counters();
+    double back_to_back_s = 0;
+    std::vector<double> latency_us;
+
+    // Operations first .. first + n - 1 of `view`: filled, run (back to back after one barrier, or
+    // each after its own), then checked. Returns the seconds of a back-to-back round.
+    const auto round = [&](bench::View view, std::size_t first, std::size_t n, bool each_after_barrier) {
+      for (std::size_t j = 0; j < n; ++j) {
+        bench::fill_input(pool[j].data(), count, is_float, bench::input_key(s.seed, size_index, view, first + j, rank));
       }
-      if (rank == s.straggler_rank && s.straggler_delay_ms > 0) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(s.straggler_delay_ms));
+      std::vector<dpa::AllreduceOptions> options(n);
+      for (std::size_t j = 0; j < n; ++j) options[j].block_contributors = contributors[j].data();
+      const bool timed = view != bench::View::warmup;
+      double seconds = 0;
+      if (!each_after_barrier) barrier();
+      const auto round_start = Clock::now();
+      for (std::size_t j = 0; j < n; ++j) {
+        if (each_after_barrier) barrier();
+        straggle();
+        const auto start = Clock::now();
+        const dpa::OpStats stats = session.allreduce(pool[j].data(), pool[j].data(), count, type, options[j]);
+        if (each_after_barrier) {
+          latency_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+        }
+        if (timed) totals += stats;
       }
-      // Fresh input every time, so repeated in-place sums cannot overflow.
-      fill_input(buffer, rank, is_float);
-      const auto start = Clock::now();
-      const dpa::OpStats stats = session.allreduce(buffer.data(), buffer.data(), count, type, options);
-      const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-      if (s.verify) wrong += verify_output(buffer, rank, ranks, is_float, session.payload(), contributors);
-      if (i >= s.warmup) {
-        seconds.push_back(elapsed);
-        totals += stats;
+      if (!each_after_barrier) seconds = std::chrono::duration<double>(Clock::now() - round_start).count();
+      for (std::size_t j = 0; j < n; ++j) {
+        if (timed && corrupt_next) {
+          bench::corrupt(pool[j].data(), count, is_float);
+          corrupt_next = false;
+        }
+        for (int r = 0; r < ranks; ++r) {
+          keys[static_cast<std::size_t>(r)] = bench::input_key(s.seed, size_index, view, first + j, r);
+        }
+        wrong += bench::count_wrong(pool[j].data(), count, is_float, rank, keys, session.payload(),
+                                    contributors[j].data());
+        checked += count;
       }
-    }
-    const double p50 = percentile(seconds, 0.5);
+      return seconds;
+    };
+    const auto rounds = [&](bench::View view, std::size_t operations, bool each_after_barrier) {
+      double seconds = 0;
+      for (std::size_t first = 0; first < operations; first += per_round) {
+        seconds += round(view, first, std::min(per_round, operations - first), each_after_barrier);
+      }
+      return seconds;
+    };
+
+    const auto size_started = Clock::now();
+    rounds(bench::View::warmup, static_cast<std::size_t>(s.warmup), false);
+    const dpa::TransportCounters before = context.transport_counters();
+    const dpa::SwitchCounters switch_before = sw != nullptr ? sw->counters() : dpa::SwitchCounters{};
+    back_to_back_s = rounds(bench::View::back_to_back, iterations, false);
+    rounds(bench::View::latency, iterations, true);
     // The timed operations' packets through this rank's queues (DPDK: and the TX bursts that
     // carried them, so tx_packets / tx_bursts is how full a burst left).
     const dpa::TransportCounters io = context.transport_counters().since(before);
@@ -332,9 +359,10 @@ int run_rank(const Settings& s, const dpa::Config& config, std::ostream& out, co
                  {"bytes", count * 4},
                  {"payload", session.payload()},
                  {"elements", count},
-                 {"p50_us", p50 * 1e6},
-                 {"p99_us", percentile(seconds, 0.99) * 1e6},
-                 {"goodput_gbps", p50 > 0 ? static_cast<double>(count) * 32 / p50 / 1e9 : 0.0},
+                 {"iterations", iterations},
+                 {"warmup", s.warmup},
+                 {"back_to_back_s", back_to_back_s},
+                 {"latency_us", latency_us},
                  {"retransmissions", totals.retransmissions},
                  {"blocks", totals.blocks},
                  {"partial", totals.blocks_partial},
@@ -345,7 +373,8 @@ int run_rank(const Settings& s, const dpa::Config& config, std::ostream& out, co
                  {"tx_errors", io.tx_errors},
                  {"rx_dropped", io.rx_dropped},
                  {"rx_dispatched", io.rx_dispatched},
-                 {"wrong", wrong}};
+                 {"wrong", wrong},
+                 {"checked", checked}};
     if (sw != nullptr) {
       // The switch publishes its counters once per received batch: the last batch of the timed
       // operations may be missing, a few dozen packets of hundreds of thousands.
@@ -355,13 +384,17 @@ int run_rank(const Settings& s, const dpa::Config& config, std::ostream& out, co
       line["switch_busy_ns"] = now.busy_ns - switch_before.busy_ns;
     }
     out << line.dump() << std::endl;
+    if (rank == 0) {
+      std::cerr << fmt::format("dpa-bench: {} {}: {} operations per view, {} wrong on rank 0, {:.1f} s\n", s.mode,
+                               s.sizes[size_index], iterations, wrong,
+                               std::chrono::duration<double>(Clock::now() - size_started).count());
+    }
     if (wrong > 0) {
-      std::cerr << "dpa-bench: rank " << rank << ": " << wrong << " wrong elements at "
-                << size_text << "\n";
-      return 1;
+      std::cerr << "dpa-bench: rank " << rank << ": " << wrong << " wrong elements at " << s.sizes[size_index] << "\n";
+      status = 1;
     }
   }
-  return 0;
+  return status;
 }
 
 int run_worker(const Settings& s) { return run_rank(s, worker_config(s), std::cout, nullptr); }
@@ -428,9 +461,8 @@ std::vector<json> run_ring_mode(const Settings& s, const std::string& mode) {
   config.switch_port = sw.port();
   config.validate();
   std::ostringstream output;
-  const int status = run_rank(resolved, config, output, &sw);
+  run_rank(resolved, config, output, &sw);  // wrong results are in its lines
   sw.stop();
-  if (status != 0) throw std::runtime_error("rank 0 failed (--ring-switch)");
   return parse_lines(output.str());
 }
 #endif
@@ -443,10 +475,9 @@ std::vector<std::string> worker_argv(const Settings& s, int ranks, int rank, con
   std::vector<std::string> argv = {
       dpa::tools::executable_directory() + "/dpa-bench", "--worker", "--rank", std::to_string(rank),
       "--ranks", std::to_string(ranks), "--switch", switch_address,
-      "--dtype", s.dtype, "--iterations", std::to_string(s.iterations), "--warmup",
-      std::to_string(s.warmup), "--mode", mode,
-      "--straggler-rank", std::to_string(s.straggler_rank), "--straggler-delay-ms",
-      std::to_string(s.straggler_delay_ms)};
+      "--dtype", s.dtype, "--warmup", std::to_string(s.warmup), "--seed", std::to_string(s.seed),
+      "--pool-bytes", s.pool_bytes, "--mode", mode, "--straggler-rank", std::to_string(s.straggler_rank),
+      "--straggler-delay-ms", std::to_string(s.straggler_delay_ms)};
   const auto forward = [&](const char* flag, const auto& value) {
     if (value) argv.insert(argv.end(), {flag, std::to_string(*value)});
   };
@@ -458,7 +489,8 @@ std::vector<std::string> worker_argv(const Settings& s, int ranks, int rank, con
   forward("--timeout-ms", s.timeout_ms);
   forward("--join-timeout-ms", s.join_timeout_ms);
   forward("--payload", s.payload);
-  if (s.verify) argv.emplace_back("--verify");
+  forward("--iterations", s.iterations);
+  if (s.inject_wrong) argv.emplace_back("--inject-wrong");
   if (!s.sizing.empty()) argv.insert(argv.end(), {"--sizing", s.sizing});
   if (!s.transport_config.empty()) {
     argv.insert(argv.end(), {"--transport", s.transport, "--transport-config", s.transport_config});
@@ -498,64 +530,77 @@ std::vector<json> run_mode(const Settings& s, const std::string& mode) {
   const auto codes = dpa::tools::wait_all(workers, Clock::now() + std::chrono::minutes(30));
   std::vector<json> lines;
   for (std::size_t r = 0; r < workers.size(); ++r) {
-    if (!codes[r] || *codes[r] != 0) {
-      throw std::runtime_error("worker rank " + std::to_string(r) + " failed");
+    // Exit status 1 with a line for every size: the rank found wrong results, which its lines count.
+    const std::vector<json> rank_lines =
+        codes[r] && (*codes[r] == 0 || *codes[r] == 1) ? parse_lines(workers[r].output()) : std::vector<json>{};
+    if (rank_lines.size() != s.sizes.size()) {
+      throw std::runtime_error("worker rank " + std::to_string(r) + " failed" +
+                               (codes[r] ? " with exit status " + std::to_string(*codes[r]) : ", still running"));
     }
-    const std::vector<json> rank_lines = parse_lines(workers[r].output());
     lines.insert(lines.end(), rank_lines.begin(), rank_lines.end());
   }
   return lines;
 }
 
-void print_table(const Settings& s, const std::vector<json>& lines) {
-  std::printf("%-10s %9s %10s %10s %10s %16s %8s %8s %7s %10s\n", "mode", "bytes", "elements", "p50 us",
-              "p99 us", "Gbit/s/worker", "retrans", "partial", "missed", "tx/burst");
-  // Rank 0 stands for the fast ranks (the straggler, if any, is another rank); goodput is the
-  // mean over the ranks that are not the straggler.
-  for (const json& line : lines) {
-    if (line["rank"] != 0) continue;
-    double goodput = 0;
-    int counted = 0;
-    std::uint64_t retransmissions = 0;
-    std::uint64_t tx_packets = 0;
-    std::uint64_t tx_bursts = 0;
-    for (const json& other : lines) {
-      if (other["mode"] != line["mode"] || other["bytes"] != line["bytes"]) continue;
-      retransmissions += other["retransmissions"].get<std::uint64_t>();
-      tx_packets += other["tx_packets"].get<std::uint64_t>();
-      tx_bursts += other["tx_bursts"].get<std::uint64_t>();
-      if (other["rank"] == s.straggler_rank) continue;
-      goodput += other["goodput_gbps"].get<double>();
-      ++counted;
+// The report (docs/benchmark-tools.md "JSON schema") of every mode's lines, in the order run.
+json make_report(const Settings& s, const dpa::Config& config, const std::vector<std::string>& modes,
+                 const std::vector<json>& lines) {
+  json results = json::array();
+  std::uint64_t wrong = 0;
+  for (const std::string& mode : modes) {
+    for (const std::string& size_text : s.sizes) {
+      const std::size_t bytes = size_bytes(size_text);
+      std::vector<json> rank_lines;
+      for (const json& line : lines) {
+        if (line["mode"] == mode && line["bytes"] == bytes) rank_lines.push_back(line);
+      }
+      if (rank_lines.empty()) continue;
+      std::sort(rank_lines.begin(), rank_lines.end(),
+                [](const json& a, const json& b) { return a["rank"] < b["rank"]; });
+      const int straggler = s.straggler_delay_ms > 0 ? s.straggler_rank : -1;
+      results.push_back(bench::result_row(rank_lines, config.world_size, s.dtype, straggler));
+      wrong += results.back()["wrong"].get<std::uint64_t>();
     }
-    // Packets per TX burst over all ranks: DPDK only (sockets count no bursts).
-    const std::string burst_fill =
-        tx_bursts > 0 ? fmt::format("{:.1f}", static_cast<double>(tx_packets) / static_cast<double>(tx_bursts)) : "-";
-    std::printf("%-10s %9llu %10llu %10.1f %10.1f %16.2f %8llu %8llu %7llu %10s\n",
-                line["mode"].get<std::string>().c_str(),
-                static_cast<unsigned long long>(line["bytes"].get<std::uint64_t>()),
-                static_cast<unsigned long long>(line["elements"].get<std::uint64_t>()),
-                line["p50_us"].get<double>(), line["p99_us"].get<double>(),
-                counted > 0 ? goodput / counted : 0.0, static_cast<unsigned long long>(retransmissions),
-                static_cast<unsigned long long>(line["partial"].get<std::uint64_t>()),
-                static_cast<unsigned long long>(line["missed"].get<std::uint64_t>()), burst_fill.c_str());
   }
-  // --ring-switch: the switch core's packets over the time it was not idle-polling.
-  for (const json& line : lines) {
-    if (!line.contains("switch_busy_ns") || line["switch_busy_ns"].get<std::uint64_t>() == 0) continue;
-    const double busy_s = static_cast<double>(line["switch_busy_ns"].get<std::uint64_t>()) * 1e-9;
-    std::printf("switch %-10s %9llu bytes: per busy core %.2f Mpps received, %.2f Mpps sent (%.3f s busy)\n",
-                line["mode"].get<std::string>().c_str(),
-                static_cast<unsigned long long>(line["bytes"].get<std::uint64_t>()),
-                static_cast<double>(line["switch_rx_packets"].get<std::uint64_t>()) / busy_s * 1e-6,
-                static_cast<double>(line["switch_tx_packets"].get<std::uint64_t>()) / busy_s * 1e-6, busy_s);
-  }
+  std::vector<std::size_t> sizes;
+  for (const std::string& size_text : s.sizes) sizes.push_back(size_bytes(size_text));
+  const json host = bench::host_info();
+  json settings = {{"sizes", sizes},
+                   {"dtype", s.dtype},
+                   {"device", "cpu"},
+                   {"iterations", s.iterations ? json(*s.iterations) : json("auto")},
+                   {"warmup", s.warmup},
+                   {"seed", s.seed},
+                   {"pool_bytes", parse_size(s.pool_bytes)},
+                   {"inject_wrong", s.inject_wrong},
+                   {"ranks", config.world_size},
+                   {"hosts", json::array({host["hostname"]})},
+                   {"ranks_per_host", config.world_size},
+                   {"launcher", "local"},
+                   {"backends", json::array({"dpa"})},
+                   {"skipped", json::object()},
+                   {"environment", bench::dpa_environment()},
+                   {"modes", modes},
+                   {"transport", s.ring_switch ? "dpdk (--ring-switch)" : s.transport},
+                   {"switch", s.switch_address ? json(*s.switch_address) : json(nullptr)},
+                   {"sizing", s.sizing.empty() ? json(nullptr) : json(s.sizing)},
+                   {"straggler_rank", s.straggler_delay_ms > 0 ? s.straggler_rank : -1},
+                   {"straggler_delay_ms", s.straggler_delay_ms}};
+  return {{"schema", "dpa-bench"},
+          {"schema_version", bench::kSchemaVersion},
+          {"tool", {{"name", "dpa-bench"}, {"version", DPA_VERSION_STRING}}},
+          {"host", host},
+          {"config", settings},
+          {"results", results},
+          {"wrong", wrong}};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"dpa-bench: allreduce goodput (elements x 32 bit / time) and latency"};
+  CLI::App app{"dpa-bench: allreduce throughput (back to back) and latency (after a barrier), every result "
+               "verified (docs/benchmark-tools.md). Exit status: 0 every result right, 1 a wrong result or a "
+               "failure, 2 a usage error"};
   app.footer(
       "Worker settings come, in this order of precedence, from the flag, the DPA_* variable named in\n"
       "its help (read by every dpa worker; README \"Environment variables\"), a DPA_CONFIG file, and\n"
@@ -567,8 +612,19 @@ int main(int argc, char** argv) {
                  "Use the switch at host:port instead of starting one (DPA_SWITCH)");
   app.add_option("--sizes", s.sizes, "Tensor sizes (B, KiB, MiB, GiB)")->delimiter(',')->capture_default_str();
   app.add_option("--dtype", s.dtype)->check(CLI::IsMember({"float32", "int32"}))->capture_default_str();
-  app.add_option("--iterations", s.iterations, "Timed operations per size")->capture_default_str();
-  app.add_option("--warmup", s.warmup)->capture_default_str();
+  app.add_option("--iterations", s.iterations,
+                 "Timed operations per size and view (default: 256 MiB / size, within 20..500)")
+      ->check(CLI::Range(1, 1000000000));
+  app.add_option("--warmup", s.warmup, "Untimed, verified operations per size first")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--seed", s.seed, "Seed of every rank's inputs")->capture_default_str();
+  app.add_option("--pool-bytes", s.pool_bytes,
+                 "Input buffers filled ahead per rank; more operations take several rounds")
+      ->capture_default_str();
+  app.add_flag("--inject-wrong", s.inject_wrong,
+               "Self-check: corrupt one element of the last rank's result of the first timed operation of "
+               "every size and mode; the run must report it and exit 1");
   app.add_option("--threads", s.threads, "Worker threads per rank (DPA_THREADS; default 1)");
   app.add_option("--window", s.window, "Outstanding packets per thread (DPA_WINDOW; default 32)");
   app.add_option("--payload", s.payload,
@@ -592,9 +648,8 @@ int main(int argc, char** argv) {
                  "A worker fails an operation after this long without a reply (DPA_TIMEOUT_MS; default 10000)");
   app.add_option("--join-timeout-ms", s.join_timeout_ms,
                  "A worker fails if not every rank joined by then (DPA_JOIN_TIMEOUT_MS; default 30000)");
-  app.add_option("--json", s.json_path, "Also write the raw per-rank results here");
-  app.add_flag("--verify", s.verify,
-               "Check every result (exact int32, float32 within the bound, missed blocks)");
+  app.add_option("--json", s.json_path, "Also write the report here (schema: docs/benchmark-tools.md)");
+  app.add_flag("--verify", s.verify, "Accepted for older scripts: every result is verified anyway");
   app.add_flag("--worker", s.worker, "Run as one rank (used by the launcher and for multi-host runs)");
   app.add_option("--rank", s.rank, "This worker's rank (DPA_RANK)");
   app.add_option("--mode", s.mode)->check(CLI::IsMember({"full", "reactive", "preemptive"}));
@@ -622,6 +677,15 @@ int main(int argc, char** argv) {
   if (const auto exit_code = dpa::tools::parse_command_line(app, "dpa-bench", argc, argv)) return *exit_code;
 
   try {
+    std::vector<std::size_t> sizes;
+    for (const std::string& size : s.sizes) {
+      check_size("--sizes", size);
+      if (std::find(sizes.begin(), sizes.end(), size_bytes(size)) != sizes.end()) {
+        throw UsageError("--sizes: " + std::to_string(size_bytes(size)) + " B given twice");
+      }
+      sizes.push_back(size_bytes(size));
+    }
+    if (check_size("--pool-bytes", s.pool_bytes) == 0) throw UsageError("--pool-bytes must be positive");
     const bool embeds_switch = !s.switch_address && !dpa::env_string("DPA_SWITCH");
     if (s.transport.empty()) {
       if (!s.transport_config.empty()) {
@@ -635,11 +699,11 @@ int main(int argc, char** argv) {
     if (s.ring_switch) {
       if (s.transport.empty()) s.transport = "dpdk";
       if (s.transport != "dpdk" || s.switch_address || !s.transport_config.empty() || s.worker) {
-        throw dpa::ConfigError("--ring-switch: --transport dpdk only, without --switch, --transport-config or --worker "
+        throw UsageError("--ring-switch: --transport dpdk only, without --switch, --transport-config or --worker "
                                "(the switch and its ring ports are made here)");
       }
       if (s.ranks.value_or(1) != 1 || s.threads.value_or(1) != 1) {
-        throw dpa::ConfigError("--ring-switch: one rank (-n 1) with one thread (--threads 1): the ring pair has one "
+        throw UsageError("--ring-switch: one rank (-n 1) with one thread (--threads 1): the ring pair has one "
                                "queue each way");
       }
       s.ranks = 1;
@@ -647,12 +711,16 @@ int main(int argc, char** argv) {
       if (!s.payload) s.payload = kRingPayload;  // the sized default does not fit the ports' MTU of 1500
     }
     if (s.transport == "dpdk" && !s.ring_switch && (s.transport_config.empty() || !s.switch_address)) {
-      throw dpa::ConfigError("--transport dpdk needs --transport-config FILE and --switch HOST:PORT (the switch "
+      throw UsageError("--transport dpdk needs --transport-config FILE and --switch HOST:PORT (the switch "
                              "embedded here runs on sockets; start dpa-switch --transport dpdk)");
     }
     if (s.transport == "shm" && s.transport_config.empty() && s.shm_fabric.empty() && embeds_switch &&
         !dpa::env_string("DPA_SHM_FABRIC")) {
       s.shm_fabric = "bench-" + std::to_string(getpid());  // this run's switch and workers only
+    }
+    if (s.worker && !s.json_path.empty()) {
+      throw UsageError("--json with --worker: a worker prints its own lines on stdout; the report is the "
+                       "launcher's (docs/benchmark-tools.md)");
     }
     if (s.worker) return run_worker(s);
     s.ranks = launcher_ranks(s, dpa::Config::from_env());
@@ -669,7 +737,7 @@ int main(int argc, char** argv) {
                                            : s.modes);
     for (std::string mode; std::getline(list, mode, ',');) {
       if (mode != "full" && mode != "reactive" && mode != "preemptive") {
-        throw dpa::ConfigError("--modes: \"" + mode + "\" is not one of full, reactive, preemptive");
+        throw UsageError("--modes: \"" + mode + "\" is not one of full, reactive, preemptive");
       }
       modes.push_back(mode);
     }
@@ -679,18 +747,27 @@ int main(int argc, char** argv) {
       const std::vector<json> lines = run_mode(s, mode);
       all.insert(all.end(), lines.begin(), lines.end());
     }
-    std::printf("dpa-bench: %d ranks, %s, %d thread(s), window %d, payload %u, %d iterations%s%s\n",
-                config.world_size, s.dtype.c_str(), config.threads, config.window,
-                all.empty() ? config.payload : all.front()["payload"].get<std::uint32_t>(), s.iterations,
-                s.verify ? ", every result verified" : "",
-                s.straggler_delay_ms > 0
-                    ? (", rank " + std::to_string(s.straggler_rank) + " delayed " +
-                       std::to_string(s.straggler_delay_ms) + " ms per operation").c_str()
-                    : "");
-    if (!s.sizing.empty()) std::printf("sizing: %s\n", s.sizing.c_str());
-    print_table(s, all);
-    if (!s.json_path.empty()) std::ofstream(s.json_path) << json(all).dump(2) << "\n";
+    const json report = make_report(s, config, modes, all);
+    std::printf("# workers: %d thread(s), window %d, payload %u%s\n", config.threads, config.window,
+                all.empty() ? config.payload : all.front()["payload"].get<std::uint32_t>(),
+                s.straggler_delay_ms > 0 ? (", rank " + std::to_string(s.straggler_rank) + " delayed " +
+                                            std::to_string(s.straggler_delay_ms) + " ms per operation").c_str()
+                                         : "");
+    if (!s.sizing.empty()) std::printf("# sizing: %s\n", s.sizing.c_str());
+    bench::print_table(report);
+    if (!s.json_path.empty()) {
+      std::ofstream file(s.json_path);
+      file << report.dump(2) << "\n";
+      if (!file) throw std::runtime_error("--json " + s.json_path + ": cannot write");
+    }
+    if (report["wrong"].get<std::uint64_t>() > 0) {
+      std::cerr << "dpa-bench: " << report["wrong"].get<std::uint64_t>() << " wrong elements\n";
+      return 1;
+    }
     return 0;
+  } catch (const UsageError& error) {
+    std::cerr << "dpa-bench: " << error.what() << "\n";
+    return 2;
   } catch (const std::exception& error) {
     std::cerr << "dpa-bench: " << error.what() << "\n";
     return 1;

@@ -13,6 +13,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "dpa/switch.hpp"
@@ -33,6 +34,14 @@ dpa::tools::Process start_bench(const std::string& environment, const std::vecto
   return dpa::tools::Process(argv);
 }
 
+// The --json report at `path`, removed once read.
+nlohmann::json read_report(const std::string& path) {
+  nlohmann::json report;
+  std::ifstream(path) >> report;
+  std::remove(path.c_str());
+  return report;
+}
+
 dpa::SwitchConfig one_session_switch(int world) {
   dpa::SessionConfig session;
   session.world_size = world;
@@ -46,7 +55,7 @@ dpa::SwitchConfig one_session_switch(int world) {
 
 std::vector<std::string> worker_arguments(int rank, std::uint16_t port) {
   return {"--worker", "--rank", std::to_string(rank), "--ranks", "2", "--switch", "127.0.0.1:" + std::to_string(port),
-          "--sizes", "64KiB", "--warmup", "0", "--iterations", "100000000"};
+          "--sizes", "64KiB", "--warmup", "0", "--iterations", "100000000", "--pool-bytes", "1MiB"};
 }
 
 // Rank 0 takes its timeout from DPA_TIMEOUT_MS, rank 1 from --timeout-ms, which overrides a
@@ -99,10 +108,10 @@ TEST(BenchWorker, LauncherWorkersUseTheVariablesAndTheFlagsGiven) {
   const auto code = launcher.wait_until(Clock::now() + 120s);
   ASSERT_TRUE(code.has_value());
   EXPECT_EQ(*code, 0) << launcher.output();
-  EXPECT_THAT(launcher.output(), HasSubstr("2 ranks, float32, 2 thread(s), window 8"));
-  nlohmann::json lines;
-  std::ifstream(json_path) >> lines;
-  std::remove(json_path.c_str());
+  EXPECT_THAT(launcher.output(), HasSubstr("# workers: 2 thread(s), window 8"));
+  const nlohmann::json report = read_report(json_path);
+  ASSERT_EQ(report["results"].size(), 1u);
+  const nlohmann::json& lines = report["results"][0]["dpa"]["ranks"];
   ASSERT_EQ(lines.size(), 2u);
   for (const nlohmann::json& line : lines) {
     EXPECT_EQ(line["threads"], 2);
@@ -139,13 +148,12 @@ TEST(BenchWorker, LauncherSizesTheJobAndRoutesSizesToTwoSessions) {
   ASSERT_TRUE(code.has_value());
   EXPECT_EQ(*code, 0) << launcher.output();
   EXPECT_THAT(launcher.output(), HasSubstr("sizing: threads="));
-  nlohmann::json lines;
-  std::ifstream(json_path) >> lines;
-  std::remove(json_path.c_str());
-  ASSERT_EQ(lines.size(), 4u);
-  for (const nlohmann::json& line : lines) {
-    EXPECT_EQ(line["payload"], line["bytes"] == 4096 ? 2048 : 16000) << line.dump();
-    EXPECT_EQ(line["wrong"], 0);
+  const nlohmann::json report = read_report(json_path);
+  ASSERT_EQ(report["results"].size(), 2u);
+  for (const nlohmann::json& row : report["results"]) {
+    EXPECT_EQ(row["dpa"]["payload"], row["bytes"] == 4096 ? 2048 : 16000) << row.dump();
+    EXPECT_EQ(row["wrong"], 0);
+    ASSERT_EQ(row["dpa"]["ranks"].size(), 2u);
   }
 }
 
@@ -167,17 +175,15 @@ TEST(BenchWorker, RingSwitchRunVerifiesEveryResultAndReportsTheSwitch) {
     EXPECT_EQ(*code, 0) << launcher.output();
     EXPECT_THAT(launcher.output(), HasSubstr("per busy core"));
     EXPECT_FALSE(std::filesystem::exists("/var/run/dpdk/dpa-bench-ring-" + std::to_string(launcher.pid())));
-    nlohmann::json lines;
-    std::ifstream(json_path) >> lines;
-    std::remove(json_path.c_str());
-    ASSERT_EQ(lines.size(), 2u) << launcher.output();
-    for (const nlohmann::json& line : lines) {
-      EXPECT_EQ(line["wrong"], 0) << line.dump();
-      // Every block of the timed operations went through the switch and back (3 operations of
-      // 4 KiB or 1 MiB in 1 KiB packets; a last batch may not be published yet).
-      const std::uint64_t packets = 3 * line["bytes"].get<std::uint64_t>() / 1024;
-      EXPECT_GE(line["switch_rx_packets"].get<std::uint64_t>() + 32, packets) << line.dump();
-      EXPECT_GT(line["switch_busy_ns"].get<std::uint64_t>(), 0u) << line.dump();
+    const nlohmann::json report = read_report(json_path);
+    ASSERT_EQ(report["results"].size(), 2u) << launcher.output();
+    for (const nlohmann::json& row : report["results"]) {
+      EXPECT_EQ(row["wrong"], 0) << row.dump();
+      // Every block of the timed operations went through the switch and back (3 operations per
+      // view of 4 KiB or 1 MiB in 1 KiB packets; a last batch may not be published yet).
+      const std::uint64_t packets = 2 * 3 * row["bytes"].get<std::uint64_t>() / 1024;
+      EXPECT_GE(row["dpa"]["switch_rx_packets"].get<std::uint64_t>() + 32, packets) << row.dump();
+      EXPECT_GT(row["dpa"]["switch_busy_ns"].get<std::uint64_t>(), 0u) << row.dump();
     }
   }
 #endif
@@ -187,8 +193,70 @@ TEST(BenchWorker, RingSwitchRefusesMoreThanOneRank) {
   dpa::tools::Process launcher = start_bench("", {"--transport", "dpdk", "--ring-switch", "-n", "2", "--sizes", "4KiB"});
   const auto code = launcher.wait_until(Clock::now() + 30s);
   ASSERT_TRUE(code.has_value());
-  EXPECT_NE(*code, 0);
+  EXPECT_EQ(*code, 2);
   EXPECT_THAT(launcher.output(), HasSubstr("--ring-switch: one rank"));
+}
+
+// The report follows the schema shared with python -m dpa.bench (docs/benchmark-tools.md), and
+// every operation of both views and the warmup is checked on every rank.
+TEST(BenchWorker, ReportFollowsTheSharedSchema) {
+  const std::string json_path = testing::TempDir() + "/dpa-bench-schema-" + std::to_string(getpid()) + ".json";
+  dpa::tools::Process launcher = start_bench(
+      "", {"-n", "2", "--sizes", "4KiB,64KiB", "--warmup", "1", "--iterations", "3", "--timeout-ms", "20000",
+           "--json", json_path});
+  const auto code = launcher.wait_until(Clock::now() + 120s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 0) << launcher.output();
+  EXPECT_THAT(launcher.output(), HasSubstr("#wrong"));
+  const nlohmann::json report = read_report(json_path);
+  EXPECT_EQ(report["schema"], "dpa-bench");
+  EXPECT_EQ(report["schema_version"], 1);
+  EXPECT_EQ(report["tool"]["name"], "dpa-bench");
+  EXPECT_EQ(report["config"]["ranks"], 2);
+  EXPECT_EQ(report["wrong"], 0);
+  ASSERT_EQ(report["results"].size(), 2u);
+  for (const nlohmann::json& row : report["results"]) {
+    for (const char* key : {"backend", "bytes", "elements", "dtype", "device", "ranks", "iterations", "warmup",
+                            "time_us", "algbw", "busbw", "p50_us", "p99_us", "wrong", "checked", "dpa"}) {
+      EXPECT_TRUE(row.contains(key)) << key << " missing: " << row.dump();
+    }
+    EXPECT_EQ(row["backend"], "dpa");
+    EXPECT_EQ(row["iterations"], 3);
+    EXPECT_EQ(row["checked"], (1 + 3 + 3) * row["elements"].get<std::uint64_t>() * 2) << row.dump();
+    EXPECT_EQ(row["wrong"], 0);
+    EXPECT_LE(row["p50_us"].get<double>(), row["p99_us"].get<double>());
+  }
+}
+
+// --inject-wrong corrupts one element of one rank's result per size: the verification must
+// count it, the report show it, and the run exit 1 (float32 against its bound, int32 exactly).
+TEST(BenchWorker, CorruptedResultIsCountedAndFailsTheRun) {
+  for (const char* dtype : {"float32", "int32"}) {
+    const std::string json_path = testing::TempDir() + "/dpa-bench-wrong-" + std::to_string(getpid()) + ".json";
+    dpa::tools::Process launcher =
+        start_bench("", {"-n", "2", "--dtype", dtype, "--sizes", "4KiB,64KiB", "--warmup", "0", "--iterations", "2",
+                         "--inject-wrong", "--timeout-ms", "20000", "--json", json_path});
+    const auto code = launcher.wait_until(Clock::now() + 120s);
+    ASSERT_TRUE(code.has_value());
+    EXPECT_EQ(*code, 1) << launcher.output();
+    EXPECT_THAT(launcher.output(), HasSubstr("dpa-bench: 2 wrong elements"));
+    const nlohmann::json report = read_report(json_path);
+    ASSERT_EQ(report["results"].size(), 2u);
+    for (const nlohmann::json& row : report["results"]) EXPECT_EQ(row["wrong"], 1) << row.dump();
+  }
+}
+
+TEST(BenchWorker, BadFlagsExitWithStatus2NamingTheFlag) {
+  for (const auto& [flag, value, message] :
+       {std::tuple{"--sizes", "4KiB,lots", "--sizes: 'lots' is not a size"},
+        std::tuple{"--modes", "fast", "--modes: \"fast\" is not one of full, reactive, preemptive"},
+        std::tuple{"--iterations", "0", "--iterations"}}) {
+    dpa::tools::Process launcher = start_bench("", {flag, value});
+    const auto code = launcher.wait_until(Clock::now() + 20s);
+    ASSERT_TRUE(code.has_value());
+    EXPECT_EQ(*code, 2) << launcher.output();
+    EXPECT_THAT(launcher.output(), HasSubstr(message));
+  }
 }
 
 }  // namespace

@@ -1,0 +1,149 @@
+"""Inputs and verification of python -m dpa.bench.
+
+Every rank derives every rank's input of every operation from the run's seed, so each rank checks
+its own result against the exact sum of all inputs (float64, int64 for int32) with no extra
+communication. Float inputs are uniform in [-1, 1) on a 2^-23 grid (exact in float32, rounded
+once to float16/bfloat16); int32 inputs are uniform in [-2^19, 2^19), so sums of up to 4096 ranks
+neither overflow nor wrap."""
+
+import math
+
+DTYPES = ("float32", "float16", "bfloat16", "int32")
+INT_HALF_RANGE = 1 << 19
+MASK32 = 0xFFFFFFFF
+MASK64 = 0xFFFFFFFFFFFFFFFF
+# Unit roundoff and half the smallest subnormal of each float dtype: the error of one rounding to
+# that dtype is at most ROUNDOFF * |value| + TINY.
+ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+TINY = {"float32": 2.0**-150, "float16": 2.0**-25, "bfloat16": 2.0**-134}
+
+
+def splitmix64(value):
+    """A 64-bit mix (SplitMix64's finaliser) of a Python int."""
+    value = (value + 0x9E3779B97F4A7C15) & MASK64
+    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & MASK64
+    return value ^ (value >> 31)
+
+
+def derive_seed(*parts):
+    """One 63-bit seed from the run's seed and the ids of an operation (backend, size, op, rank)."""
+    seed = 0
+    for part in parts:
+        seed = splitmix64(seed ^ (part & MASK64))
+    return seed >> 1
+
+
+def _multiply32(values, constant):
+    """(values * constant) mod 2^32 for int64 tensors of 32-bit values, without int64 overflow:
+    the constant is applied in 16-bit halves so that no product reaches 2^63."""
+    low = values * (constant & 0xFFFF)
+    high = ((values * (constant >> 16)) & 0xFFFF) << 16
+    return (low + high) & MASK32
+
+
+def _mix32(values):
+    """murmur3's 32-bit finaliser on int64 tensors of 32-bit values (a bijection of 32-bit values)."""
+    values = values ^ (values >> 16)
+    values = _multiply32(values, 0x85EBCA6B)
+    values = values ^ (values >> 13)
+    values = _multiply32(values, 0xC2B2AE35)
+    return values ^ (values >> 16)
+
+
+def hashed_bits(seed, count, device):
+    """`count` pseudo-random 32-bit values (int64 tensor) on `device`, a function of the seed and
+    the element index only: the same on every device model and torch version. (torch's CUDA
+    generator is not: its values depend on the launch grid, so on the GPU model.)"""
+    import torch
+
+    if count >= 1 << 32:
+        raise ValueError(f"dpa.bench: {count} elements: inputs are indexed with 32 bits")
+    key = splitmix64(seed)
+    index = torch.arange(count, dtype=torch.int64, device=device)
+    return _mix32(_mix32(index ^ (key & MASK32)) ^ (key >> 32))
+
+
+def rank_input(seed, count, dtype, device):
+    """The input `seed` names: `count` values of `dtype` (a torch dtype) on `device`.
+
+    CPU tensors come from torch's CPU generator (Mersenne Twister, serial, so the same on every
+    CPU); CUDA tensors from hashed_bits, computed on the GPU."""
+    import torch
+
+    if device.type == "cpu":
+        generator = torch.Generator().manual_seed(seed)
+        if dtype == torch.int32:
+            return torch.randint(-INT_HALF_RANGE, INT_HALF_RANGE, (count,), generator=generator, dtype=torch.int32)
+        # rand is a multiple of 2^-24 in [0, 1): times 2 minus 1 is exact in float32.
+        return (torch.rand(count, generator=generator) * 2 - 1).to(dtype)
+    return hashed_input(seed, count, dtype, device)
+
+
+def hashed_input(seed, count, dtype, device):
+    """rank_input's values on a GPU (or any device): from hashed_bits, on the same grids."""
+    import torch
+
+    bits = hashed_bits(seed, count, device)
+    if dtype == torch.int32:
+        return ((bits >> 12) - INT_HALF_RANGE).to(torch.int32)
+    return ((bits >> 8).to(torch.float32) * 2.0**-23 - 1).to(dtype)
+
+
+def dpa_bound(exact, world, dtype_name):
+    """docs/protocol.md §10.4 for a SUM of `world` ranks: |result - exact| <= N (2^(e+h-32) +
+    2^(e-24)) + 2^-23 |exact|, with e = 0: every input lies in [-1, 1], so 2^0 bounds every
+    block's largest |v|, and the bound only grows with e. float16 and bfloat16 are reduced in
+    float32 and rounded to their dtype once."""
+    h = math.ceil(math.log2(world)) if world > 1 else 0
+    bound = world * (2.0 ** (h - 32) + 2.0**-24) + 2.0**-23 * exact.abs()
+    if dtype_name != "float32":
+        bound = bound + ROUNDOFF[dtype_name] * (exact.abs() + bound) + TINY[dtype_name]
+    return bound
+
+
+def summation_bound(abs_sum, world, dtype_name):
+    """Any order of world - 1 additions in the dtype (Gloo, NCCL): gamma_(N-1) * sum |x_i|, with
+    gamma_k = k u / (1 - k u), plus the subnormal part of each rounding."""
+    additions = world - 1
+    u = ROUNDOFF[dtype_name]
+    gamma = additions * u / (1 - additions * u)
+    return gamma * abs_sum + additions * TINY[dtype_name]
+
+
+def count_wrong(result, seeds, dtype_name, backend):
+    """Elements of `result` (this rank's all_reduce SUM output) that differ from the exact sum of
+    the inputs `seeds` name (one per rank) by more than `backend`'s bound: exact for int32, the
+    block floating point bound for dpa, the summation bound for Gloo and NCCL. NaN counts as
+    wrong."""
+    import torch
+
+    count = result.numel()
+    device = result.device
+    if dtype_name == "int32":
+        exact = torch.zeros(count, dtype=torch.int64, device=device)
+        for seed in seeds:
+            exact += rank_input(seed, count, result.dtype, device).to(torch.int64)
+        return int((result.to(torch.int64) != exact).sum())
+    exact = torch.zeros(count, dtype=torch.float64, device=device)
+    abs_sum = torch.zeros(count, dtype=torch.float64, device=device) if backend != "dpa" else None
+    for seed in seeds:
+        values = rank_input(seed, count, result.dtype, device).to(torch.float64)
+        exact += values
+        if abs_sum is not None:
+            abs_sum += values.abs()
+    if backend == "dpa":
+        bound = dpa_bound(exact, len(seeds), dtype_name)
+    else:
+        bound = summation_bound(abs_sum, len(seeds), dtype_name)
+    within = (result.to(torch.float64) - exact).abs() <= bound
+    return int(count - within.sum())
+
+
+def corrupt(result, world):
+    """Makes one element of `result` wrong (--inject-wrong): int32 by 1 (checked exactly), floats
+    by 64 N, beyond every bound above (the widest, bfloat16 summed in bfloat16, stays below
+    N^2 / 256 for inputs of magnitude at most 1)."""
+    import torch
+
+    result[result.numel() // 2] += 1 if result.dtype == torch.int32 else 64 * world

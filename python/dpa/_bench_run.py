@@ -1,0 +1,291 @@
+"""One rank of python -m dpa.bench: its process groups, the two views of every size and backend,
+and the verification of every result (docs/benchmark-tools.md).
+
+Every operation reduces a tensor of fresh inputs filled before the timed region. The back-to-back
+view fills a pool of tensors (at most --pool-bytes per rank) and times one all_reduce per tensor
+without a pause; more operations than the pool holds take several rounds, each filled, timed and
+verified on its own, and the view's time is the sum of the rounds'. The latency view times one
+all_reduce after a barrier, on the same kind of pool."""
+
+import os
+import platform
+import socket
+import sys
+import time
+
+from . import _bench_data as data
+
+VIEW_WARMUP, VIEW_BACK_TO_BACK, VIEW_LATENCY = 0, 1, 2
+
+
+def percentile(sorted_values, percent):
+    """Nearest rank: the smallest value with at least `percent` % of the values at or below it."""
+    if not sorted_values:
+        return 0.0
+    return sorted_values[max(1, -(-percent * len(sorted_values) // 100)) - 1]
+
+
+def format_size(size):
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale}{unit}"
+    return f"{size}B"
+
+
+def iterations_for(size, settings):
+    """--iterations, else about 256 MiB of tensor per view, within 20..500 operations."""
+    if settings["iterations"]:
+        return settings["iterations"]
+    return max(20, min(500, (256 << 20) // max(size, 1)))
+
+
+def host_info():
+    import torch
+
+    cpu_model = None
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            cpu_model = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), None)
+    except OSError:
+        pass
+    gpus = []
+    if torch.cuda.is_available():
+        gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return {"hostname": socket.gethostname(), "platform": platform.platform(), "cpus": os.cpu_count(),
+            "cpu_model": cpu_model, "python": platform.python_version(), "torch": torch.__version__,
+            "cuda": torch.version.cuda, "gpus": gpus}
+
+
+class Rank:
+    """This rank's groups and settings, and the collectives the benchmark itself needs (on Gloo)."""
+
+    def __init__(self, rank, world, local_rank, local_world, settings):
+        import torch
+        import torch.distributed as dist
+
+        self.torch, self.dist = torch, dist
+        self.rank, self.world = rank, world
+        self.local_rank, self.local_world = local_rank, local_world
+        self.settings = settings
+        self.dtype = getattr(torch, settings["dtype"])
+        self.device = torch.device(settings["device"])
+        if self.device.type == "cuda":
+            self.device = torch.device("cuda", local_rank % torch.cuda.device_count())
+            torch.cuda.set_device(self.device)
+        self.gloo = dist.new_group(backend="gloo")
+        self.skipped = {}
+        self.backends = self._agree_on_backends()
+        self.groups = {"dpa": None, "gloo": self.gloo}
+        if "nccl" in self.backends:
+            self.groups["nccl"] = dist.new_group(backend="nccl")
+        if "gloo" in self.backends:
+            self._probe_gloo()
+
+    def _probe_gloo(self):
+        """Gloo's all_reduce lacks some dtypes in some torch versions (bfloat16 in 1.13), and says
+        so on every rank before it communicates: measured without it when not asked for by name."""
+        try:
+            self.dist.all_reduce(self.torch.zeros(1, dtype=self.dtype, device=self.device), group=self.gloo)
+            failure = None
+        except RuntimeError as error:
+            failure = str(error).strip().splitlines()[0]
+        failed = self.torch.tensor([0 if failure is None else 1], dtype=self.torch.int64)
+        self.dist.all_reduce(failed, group=self.gloo)
+        if int(failed) == 0:
+            return
+        reason = f"Gloo cannot all_reduce {self.settings['dtype']} {self.device.type} tensors with torch " \
+                 f"{self.torch.__version__} ({failure or 'failed on another rank'})"
+        if self.settings["backends"] is not None:
+            raise UsageError(f"--backends gloo: {reason}")
+        self.backends.remove("gloo")
+        self.skipped["gloo"] = reason
+
+    def _agree_on_backends(self):
+        """The backends to measure, the same on every rank: NCCL needs a GPU of its own for every
+        rank on every host, which each rank can only say for its own host."""
+        own_gpu = self.device.type == "cuda" and self.torch.cuda.device_count() >= self.local_world
+        ranks_without = self.torch.tensor([0 if own_gpu else 1], dtype=self.torch.int64)
+        self.dist.all_reduce(ranks_without, group=self.gloo)
+        every_rank_has_a_gpu = int(ranks_without) == 0
+        requested = self.settings["backends"]
+        if requested is None:
+            return ["dpa", "gloo"] + (["nccl"] if every_rank_has_a_gpu else [])
+        if "nccl" in requested and not every_rank_has_a_gpu:
+            raise UsageError(
+                f"--backends nccl: {int(ranks_without)} of {self.world} ranks have no GPU of their own "
+                f"(--device {self.settings['device']}, this host: {self.local_world} local ranks, "
+                f"{self.torch.cuda.device_count()} GPUs); NCCL needs one GPU per rank")
+        return requested
+
+    def synchronize(self):
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+    def barrier(self):
+        self.synchronize()
+        self.dist.barrier(group=self.gloo)
+
+    def gather_objects(self, value):
+        gathered = [None] * self.world
+        self.dist.all_gather_object(gathered, value, group=self.gloo)
+        return gathered
+
+    def reduce(self, values, op):
+        tensor = self.torch.tensor(values, dtype=self.torch.float64)
+        self.dist.all_reduce(tensor, op=op, group=self.gloo)
+        return tensor.tolist()
+
+
+class UsageError(Exception):
+    """A setting every rank finds wrong in the same way (exit status 2)."""
+
+
+class Measurement:
+    """One size on one backend: its operations' ids, inputs, timings and wrong elements."""
+
+    def __init__(self, node, backend_index, backend, size_index, size):
+        self.node, self.backend, self.size = node, backend, size
+        self.group = node.groups[backend]
+        self.elements = size // node.torch.tensor([], dtype=node.dtype).element_size()
+        self.key = (node.settings["seed"], backend_index, size_index)
+        self.wrong = 0
+        self.checked = 0
+        self.corrupt_next = node.settings["inject_wrong"] and node.rank == node.world - 1
+
+    def inputs(self, view, first, count):
+        """The inputs of operations first .. first + count - 1 of `view`, as (their ranks' seeds,
+        this rank's tensor)."""
+        node = self.node
+        batch = []
+        for operation in range(first, first + count):
+            seeds = [data.derive_seed(*self.key, view, operation, rank) for rank in range(node.world)]
+            batch.append((seeds, data.rank_input(seeds[node.rank], self.elements, node.dtype, node.device)))
+        return batch
+
+    def verify(self, batch, timed):
+        node = self.node
+        for seeds, result in batch:
+            if timed and self.corrupt_next:
+                data.corrupt(result, node.world)
+                self.corrupt_next = False
+            self.wrong += data.count_wrong(result, seeds, node.settings["dtype"], self.backend)
+            self.checked += self.elements
+
+    def rounds(self, count):
+        per_round = max(1, self.node.settings["pool_bytes"] // max(self.size, 1))
+        for first in range(0, count, per_round):
+            yield first, min(per_round, count - first)
+
+    def back_to_back(self, view, count):
+        """Seconds of `count` operations, each round timed from a barrier to its last result."""
+        node, dist = self.node, self.node.dist
+        seconds = 0.0
+        for first, size in self.rounds(count):
+            batch = self.inputs(view, first, size)
+            node.barrier()
+            started = time.perf_counter()
+            for _, tensor in batch:
+                dist.all_reduce(tensor, group=self.group)
+            node.synchronize()
+            seconds += time.perf_counter() - started
+            self.verify(batch, timed=view != VIEW_WARMUP)
+        return seconds
+
+    def latency(self, count):
+        """Seconds of each of `count` operations, each started after a barrier."""
+        node, dist = self.node, self.node.dist
+        seconds = []
+        for first, size in self.rounds(count):
+            batch = self.inputs(VIEW_LATENCY, first, size)
+            for _, tensor in batch:
+                node.barrier()
+                started = time.perf_counter()
+                dist.all_reduce(tensor, group=self.group)
+                node.synchronize()
+                seconds.append(time.perf_counter() - started)
+            self.verify(batch, timed=True)
+        return seconds
+
+
+def dpa_counters():
+    import dpa
+
+    return [dpa.total_retransmissions(), dpa.udp_drops()]
+
+
+def measure(node, backend_index, backend, size_index, size):
+    """One result row (docs/benchmark-tools.md "JSON schema")."""
+    import torch.distributed as dist
+
+    settings = node.settings
+    iterations = iterations_for(size, settings)
+    measurement = Measurement(node, backend_index, backend, size_index, size)
+    counters_before = dpa_counters() if backend == "dpa" else None
+    if settings["warmup"]:
+        measurement.back_to_back(VIEW_WARMUP, settings["warmup"])
+    own_seconds = measurement.back_to_back(VIEW_BACK_TO_BACK, iterations)
+    own_latencies = measurement.latency(iterations)
+    # nccl-tests: the back-to-back time is the ranks' mean; an operation's latency is its slowest rank's.
+    mean_seconds = node.reduce([own_seconds], dist.ReduceOp.SUM)[0] / node.world / iterations
+    latencies = sorted(node.reduce(own_latencies, dist.ReduceOp.MAX))
+    wrong, checked = (int(v) for v in node.reduce([measurement.wrong, measurement.checked], dist.ReduceOp.SUM))
+    algbw = size / mean_seconds / 1e9 if mean_seconds > 0 else 0.0
+    row = {
+        "backend": backend, "bytes": size, "elements": measurement.elements, "dtype": settings["dtype"],
+        "device": node.device.type, "ranks": node.world, "iterations": iterations, "warmup": settings["warmup"],
+        "time_us": mean_seconds * 1e6, "algbw": algbw, "busbw": algbw * 2 * (node.world - 1) / node.world,
+        "p50_us": percentile(latencies, 50) * 1e6, "p99_us": percentile(latencies, 99) * 1e6,
+        "wrong": wrong, "checked": checked, "dpa": None,
+    }
+    if backend == "dpa":
+        retransmissions, drops = (int(v) for v in node.reduce(
+            [now - before for now, before in zip(dpa_counters(), counters_before)], dist.ReduceOp.SUM))
+        row["dpa"] = {"mode": os.environ.get("DPA_TORCH_MODE", "worksteal"),
+                      "payload": default_backend(node).payload_for(measurement.elements),
+                      "retransmissions": retransmissions, "udp_drops": drops,
+                      "sizing": default_backend(node).sizing}
+    return row
+
+
+def default_backend(node):
+    """The default group's dpa backend object (torch 2.x wraps it; torch 1.13 returns it)."""
+    group = node.dist.distributed_c10d._get_default_group()
+    return group._get_backend(node.device) if hasattr(group, "_get_backend") else group
+
+
+def progress(node, text):
+    if node.rank == 0:
+        print(f"dpa.bench: {text}", file=sys.stderr, flush=True)
+
+
+def run(node):
+    """Every size on every backend; returns the report (docs/benchmark-tools.md "JSON schema")."""
+    settings = node.settings
+    hosts = node.gather_objects(socket.gethostname())
+    for backend, reason in node.skipped.items():
+        progress(node, f"not measuring {backend}: {reason}")
+    progress(node, f"{node.world} ranks on {len(set(hosts))} host(s), {node.device.type}, {settings['dtype']}, "
+                   f"backends {','.join(node.backends)}")
+    rows = []
+    for size_index, size in enumerate(settings["sizes"]):
+        for backend_index, backend in enumerate(node.backends):
+            started = time.monotonic()
+            row = measure(node, backend_index, backend, size_index, size)
+            rows.append(row)
+            progress(node, f"{format_size(size)} {backend}: {row['iterations']} operations per view, "
+                           f"{row['wrong']} wrong, {time.monotonic() - started:.1f} s")
+    config = {key: settings[key] for key in ("sizes", "dtype", "device", "warmup", "seed", "pool_bytes",
+                                             "inject_wrong")}
+    config.update({"ranks": node.world, "hosts": sorted(set(hosts)), "ranks_per_host": node.local_world,
+                   "launcher": settings["launcher"], "backends": node.backends, "skipped": node.skipped,
+                   "iterations": settings["iterations"] or "auto",
+                   "environment": {name: value for name, value in sorted(os.environ.items())
+                                   if name.startswith("DPA_")}})
+    return {"schema": "dpa-bench", "schema_version": 1, "tool": {"name": "dpa.bench", "version": dpa_version()},
+            "host": host_info(), "config": config, "results": rows, "wrong": sum(row["wrong"] for row in rows)}
+
+
+def dpa_version():
+    import dpa
+
+    return getattr(dpa, "__version__", None)

@@ -1,0 +1,170 @@
+#include "tools/bench/report.hpp"
+
+#include <fmt/format.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+
+extern char** environ;
+
+namespace dpa::tools::bench {
+namespace {
+
+using nlohmann::json;
+
+// Nearest rank: the smallest value with at least `percent` % of the values at or below it.
+double percentile(const std::vector<double>& sorted, std::size_t percent) {
+  if (sorted.empty()) return 0;
+  const std::size_t rank = std::max<std::size_t>(1, (percent * sorted.size() + 99) / 100);
+  return sorted[rank - 1];
+}
+
+std::string format_size(std::uint64_t bytes) {
+  for (const auto& [unit, scale] :
+       {std::pair{"GiB", 1ULL << 30}, std::pair{"MiB", 1ULL << 20}, std::pair{"KiB", 1ULL << 10}}) {
+    if (bytes >= scale && bytes % scale == 0) return fmt::format("{}{}", bytes / scale, unit);
+  }
+  return fmt::format("{}B", bytes);
+}
+
+}  // namespace
+
+json result_row(const std::vector<json>& rank_lines, int world, const std::string& dtype, int straggler_rank) {
+  const json& first = rank_lines.front();
+  const auto iterations = first["iterations"].get<std::size_t>();
+  double seconds = 0;
+  int measured = 0;
+  std::vector<double> latencies(iterations, 0.0);
+  std::uint64_t wrong = 0;
+  std::uint64_t checked = 0;
+  json counters = {{"retransmissions", 0}, {"blocks", 0},     {"blocks_partial", 0},
+                   {"blocks_missed", 0},   {"tx_packets", 0}, {"tx_bursts", 0}};
+  json ranks = json::array();
+  for (const json& line : rank_lines) {
+    wrong += line["wrong"].get<std::uint64_t>();
+    checked += line["checked"].get<std::uint64_t>();
+    for (const char* name : {"retransmissions", "blocks", "tx_packets", "tx_bursts"}) {
+      counters[name] = counters[name].get<std::uint64_t>() + line[name].get<std::uint64_t>();
+    }
+    counters["blocks_partial"] = counters["blocks_partial"].get<std::uint64_t>() + line["partial"].get<std::uint64_t>();
+    counters["blocks_missed"] = counters["blocks_missed"].get<std::uint64_t>() + line["missed"].get<std::uint64_t>();
+    json details = line;
+    details.erase("latency_us");
+    ranks.push_back(details);
+    if (world > 1 && line["rank"] == straggler_rank) continue;
+    ++measured;
+    seconds += line["back_to_back_s"].get<double>();
+    const auto& own = line["latency_us"];
+    for (std::size_t i = 0; i < iterations && i < own.size(); ++i)
+      latencies[i] = std::max(latencies[i], own[i].get<double>());
+  }
+  std::sort(latencies.begin(), latencies.end());
+  const double time_s = measured > 0 && iterations > 0 ? seconds / measured / static_cast<double>(iterations) : 0.0;
+  const auto bytes = first["bytes"].get<std::uint64_t>();
+  const double algbw = time_s > 0 ? static_cast<double>(bytes) / time_s / 1e9 : 0.0;
+  json dpa = {{"mode", first["mode"]},
+              {"payload", first["payload"]},
+              {"threads", first["threads"]},
+              {"window", first["window"]}};
+  dpa.update(counters);
+  for (const char* name : {"switch_rx_packets", "switch_tx_packets", "switch_busy_ns"}) {
+    if (first.contains(name)) dpa[name] = first[name];
+  }
+  dpa["ranks"] = ranks;
+  return {{"backend", "dpa"},
+          {"bytes", bytes},
+          {"elements", first["elements"]},
+          {"dtype", dtype},
+          {"device", "cpu"},
+          {"ranks", world},
+          {"iterations", iterations},
+          {"warmup", first["warmup"]},
+          {"time_us", time_s * 1e6},
+          {"algbw", algbw},
+          {"busbw", world > 0 ? algbw * 2 * (world - 1) / world : 0.0},
+          {"p50_us", percentile(latencies, 50)},
+          {"p99_us", percentile(latencies, 99)},
+          {"wrong", wrong},
+          {"checked", checked},
+          {"dpa", dpa}};
+}
+
+json host_info() {
+  char hostname[256] = {};
+  ::gethostname(hostname, sizeof hostname - 1);
+  utsname system{};
+  ::uname(&system);
+  std::string cpu_model;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; cpu_model.empty() && std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      cpu_model = line.substr(line.find(':') + 2);
+    }
+  }
+  return {{"hostname", hostname},
+          {"platform", fmt::format("{}-{}-{}", system.sysname, system.release, system.machine)},
+          {"cpus", std::thread::hardware_concurrency()},
+          {"cpu_model", cpu_model.empty() ? json(nullptr) : json(cpu_model)}};
+}
+
+json dpa_environment() {
+  json variables = json::object();
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string text = *entry;
+    const std::size_t equals = text.find('=');
+    if (text.rfind("DPA_", 0) == 0 && equals != std::string::npos)
+      variables[text.substr(0, equals)] = text.substr(equals + 1);
+  }
+  return variables;
+}
+
+void print_table(const json& report) {
+  const json& config = report["config"];
+  std::printf("# dpa-bench: %d ranks, cpu, %s, seed %llu; every result verified\n", config["ranks"].get<int>(),
+              config["dtype"].get<std::string>().c_str(),
+              static_cast<unsigned long long>(config["seed"].get<std::uint64_t>()));
+  std::printf(
+      "# back to back: time per operation (ranks' mean), algbw = bytes / time, busbw = algbw * 2(n-1)/n; "
+      "after a barrier: the slowest rank's time of each operation%s\n",
+      config["straggler_rank"].get<int>() >= 0 ? " (the straggler left out of both)" : "");
+  std::printf("#%9s %11s %-10s %6s %10s %11s %11s %10s %10s %7s %8s %8s %7s %8s\n", "bytes", "elements", "mode",
+              "iters", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "p50(us)", "p99(us)", "#wrong", "retrans", "partial",
+              "missed", "tx/burst");
+  for (const json& row : report["results"]) {
+    const json& dpa = row["dpa"];
+    const auto bursts = dpa["tx_bursts"].get<std::uint64_t>();
+    // Packets per TX burst over all ranks: DPDK only (sockets count no bursts).
+    const std::string burst_fill =
+        bursts > 0 ? fmt::format("{:.1f}", static_cast<double>(dpa["tx_packets"].get<std::uint64_t>()) /
+                                               static_cast<double>(bursts))
+                   : "-";
+    std::printf(" %9llu %11llu %-10s %6llu %10.1f %11.3f %11.3f %10.1f %10.1f %7llu %8llu %8llu %7llu %8s\n",
+                static_cast<unsigned long long>(row["bytes"].get<std::uint64_t>()),
+                static_cast<unsigned long long>(row["elements"].get<std::uint64_t>()),
+                dpa["mode"].get<std::string>().c_str(),
+                static_cast<unsigned long long>(row["iterations"].get<std::uint64_t>()), row["time_us"].get<double>(),
+                row["algbw"].get<double>(), row["busbw"].get<double>(), row["p50_us"].get<double>(),
+                row["p99_us"].get<double>(), static_cast<unsigned long long>(row["wrong"].get<std::uint64_t>()),
+                static_cast<unsigned long long>(dpa["retransmissions"].get<std::uint64_t>()),
+                static_cast<unsigned long long>(dpa["blocks_partial"].get<std::uint64_t>()),
+                static_cast<unsigned long long>(dpa["blocks_missed"].get<std::uint64_t>()), burst_fill.c_str());
+  }
+  // --ring-switch: the switch core's packets over the time it was not idle-polling.
+  for (const json& row : report["results"]) {
+    const json& dpa = row["dpa"];
+    if (!dpa.contains("switch_busy_ns") || dpa["switch_busy_ns"].get<std::uint64_t>() == 0) continue;
+    const double busy_s = static_cast<double>(dpa["switch_busy_ns"].get<std::uint64_t>()) * 1e-9;
+    std::printf("# switch %-10s %9s: per busy core %.2f Mpps received, %.2f Mpps sent (%.3f s busy)\n",
+                dpa["mode"].get<std::string>().c_str(), format_size(row["bytes"].get<std::uint64_t>()).c_str(),
+                static_cast<double>(dpa["switch_rx_packets"].get<std::uint64_t>()) / busy_s * 1e-6,
+                static_cast<double>(dpa["switch_tx_packets"].get<std::uint64_t>()) / busy_s * 1e-6, busy_s);
+  }
+  std::printf("# wrong elements in all: %llu\n", static_cast<unsigned long long>(report["wrong"].get<std::uint64_t>()));
+}
+
+}  // namespace dpa::tools::bench
