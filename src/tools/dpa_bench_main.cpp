@@ -192,7 +192,7 @@ std::optional<dpa::Config> small_config(const Settings& s, const dpa::Config& wi
 }
 
 // The sizing of a run whose switch this launcher starts: the host's and the DPA_* variables'
-// (docs/tuning.md §8), then the flags given. The transport stays dpa-bench's own choice.
+// (docs/configuration.md §8), then the flags given. The transport stays dpa-bench's own choice.
 dpa::JobSizing launcher_sizing(const Settings& s, int ranks) {
   dpa::Config from_env = dpa::Config::from_env();
   from_env.world_size = ranks;
