@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
       dpa::SwitchConfig::from_json_file(path).validate();
     }
   } catch (const dpa::Error& error) {
-    std::cerr << path << ": " << error.what() << '\n';
+    std::cerr << error.what() << '\n';  // names the file and the key
     return 1;
   }
   return 0;
