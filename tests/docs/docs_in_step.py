@@ -156,7 +156,8 @@ def check_variables(root, problems):
         for name, line in sorted(documented_variables(path).items()):
             if name not in reads:
                 problems.append(f"variable {name} is documented ({relative(path, root)}:{line}) but nothing under "
-                                f"{', '.join(CODE_DIRS)} reads it")
+                                f"{', '.join(CODE_DIRS)} reads it (a reader this test does not know belongs in "
+                                "CPP_READ or PY_READS of tests/docs/docs_in_step.py)")
     return len(reads), len(in_configuration)
 
 
