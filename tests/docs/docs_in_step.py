@@ -195,10 +195,14 @@ def module_flags(path):
     return flags
 
 
-def known_flags(root, binaries):
+def known_flags(root, binaries, problems):
     known = {}
     for name, binary in binaries.items():
-        known[name] = help_flags(binary)
+        try:
+            known[name] = help_flags(binary)
+        except (OSError, RuntimeError, subprocess.TimeoutExpired) as error:
+            problems.append(f"{name} --help could not be read: {error}")
+            known[name] = set()
     for module, source in PYTHON_MODULES.items():
         known[module] = module_flags(root / source)
     for script in sorted((root / "scripts").glob("*.sh")):
@@ -260,7 +264,7 @@ def shown_flags(command, known):
 
 
 def check_flags(root, binaries, problems):
-    known = known_flags(root, binaries)
+    known = known_flags(root, binaries, problems)
     checked = 0
     for path in markdown_files(root):
         if not path.is_file():
