@@ -557,7 +557,7 @@ int main(int argc, char** argv) {
   CLI::App app{"dpa-bench: allreduce goodput (elements x 32 bit / time) and latency"};
   app.footer(
       "Worker settings come, in this order of precedence, from the flag, the DPA_* variable named in\n"
-      "its help (read by every dpa worker; README \"Environment variables\"), a DPA_CONFIG file, and\n"
+      "its help (read by every dpa worker; docs/configuration.md), a DPA_CONFIG file, and\n"
       "the default. The launcher forwards only the flags it was given to its workers, which inherit\n"
       "its environment. Without --switch or DPA_SWITCH the launcher starts a switch in its process.");
   Settings s;
