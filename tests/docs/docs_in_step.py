@@ -117,7 +117,7 @@ def table_rows(text):
         if not stripped.startswith("|"):
             header = None
             continue
-        cells = [cell.strip() for cell in stripped.strip("|").split("|")]
+        cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", stripped.strip("|"))]  # not at \|
         if header is None:
             header = cells
         elif all(re.fullmatch(r":?-{3,}:?", cell) for cell in cells if cell):
