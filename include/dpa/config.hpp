@@ -22,7 +22,7 @@ struct FaultInjection {
 };
 
 // Everything a worker needs to take part in a session. Build it in code, from a JSON file
-// (keys as the field names) or from DPA_* environment variables; README.md lists them all.
+// (keys as the field names) or from DPA_* environment variables; docs/configuration.md lists them all.
 struct Config {
   int rank = 0;
   int world_size = 1;

@@ -1,7 +1,7 @@
 // The settings of a job whose ranks and switch share one host (the PyTorch backend's embedded
 // switch, dpa-bench's own), sized from the job (world size) and the host (cores, socket buffers,
 // shared memory) once and agreed by every rank, which then applies its own DPA_* overrides (a rank
-// that overrides alone then fails to join, naming the setting). docs/tuning.md §8 states the rule.
+// that overrides alone then fails to join, naming the setting). docs/configuration.md §8 states the rule.
 //
 // Two sessions share the switch: operations of fewer than `payload` elements go to a small-packet
 // session (one engine thread, `small_payload` values per packet), so a 4 KiB all_reduce does not
@@ -50,7 +50,7 @@ struct JobSizing {
   int shm_buffers = 0;         // transmit buffers of a rank's queue
   int switch_shm_buffers = 0;  // of a switch thread's queue
 
-  // The rule (docs/tuning.md §8) for `world_size` ranks on this host, then this process's
+  // The rule (docs/configuration.md §8) for `world_size` ranks on this host, then this process's
   // DPA_* overrides.
   // `shared_memory`: whether the caller's transport is the shm one (dpa-bench decides that
   // itself); unset: the rule decides from the variables and the room in the directory.

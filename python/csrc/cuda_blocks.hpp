@@ -1,4 +1,4 @@
-// CUDA float tensors with the block floating point on the GPU (README, "CUDA tensors"). Before
+// CUDA float tensors with the block floating point on the GPU (docs/pytorch.md). Before
 // an operation a kernel widens float16/bfloat16 to float32 and computes each block's exponent on
 // the tensor's side stream, and the host receives both, so libdpa skips its own scan of the
 // values; libdpa then delivers the raw wire result, which goes back to the device as it came

@@ -41,5 +41,5 @@ def last_stats():
 
 def total_retransmissions():
     """Retransmissions summed over every dpa all_reduce this process completed (none are
-    expected without injected loss; docs/tuning.md §8)."""
+    expected without injected loss; docs/configuration.md §8)."""
     return _C.total_retransmissions()

@@ -1,6 +1,6 @@
 """Datagrams the kernel dropped on this process's UDP sockets (a full receive buffer): dpa's
 engine sockets and, on the rank that embeds it, the switch's. With no loss injected, drops are
-what turns into retransmissions (docs/tuning.md §6)."""
+what turns into retransmissions (docs/configuration.md §6)."""
 
 import os
 

@@ -217,7 +217,7 @@ std::optional<dpa::Config> small_config(const Settings& s, const dpa::Config& wi
 }
 
 // The sizing of a run whose switch this launcher starts: the host's and the DPA_* variables'
-// (docs/tuning.md §8), then the flags given. The transport stays dpa-bench's own choice.
+// (docs/configuration.md §8), then the flags given. The transport stays dpa-bench's own choice.
 dpa::JobSizing launcher_sizing(const Settings& s, int ranks) {
   dpa::Config from_env = dpa::Config::from_env();
   from_env.world_size = ranks;
@@ -603,7 +603,7 @@ int main(int argc, char** argv) {
                "failure, 2 a usage error"};
   app.footer(
       "Worker settings come, in this order of precedence, from the flag, the DPA_* variable named in\n"
-      "its help (read by every dpa worker; README \"Environment variables\"), a DPA_CONFIG file, and\n"
+      "its help (read by every dpa worker; docs/configuration.md), a DPA_CONFIG file, and\n"
       "the default. The launcher forwards only the flags it was given to its workers, which inherit\n"
       "its environment. Without --switch or DPA_SWITCH the launcher starts a switch in its process.");
   Settings s;

@@ -36,7 +36,7 @@ config="$(dirname "${BASH_SOURCE[0]}")/../../scripts/dpa-memif-config.sh"
 # One round: a fresh switch, the ranks run and then hold their (idle) contexts while the switch
 # stops, and only then exit. The memif PMD unmaps a connection's rings in its control thread when
 # the peer goes away, which races with a data-path thread still polling that port; stopping the
-# busy side first keeps every disconnect on an idle peer (see README, "DPDK troubleshooting").
+# busy side first keeps every disconnect on an idle peer (see docs/dpdk.md, "Troubleshooting").
 run_round() {
   local dtype=$1 status=0 rank
   rm -f "$work/port" "$work"/rank*.sock  # a stopped memif server leaves its socket file

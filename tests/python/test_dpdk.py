@@ -79,7 +79,7 @@ def dpdk_worker(rank, world, init_file, work):
         dist.all_reduce(result)
         assert torch.equal(result.long(), int_sum), f"rank {rank}: int32 result differs from the exact sum"
     # The switch stops while this rank holds its idle context: a memif peer that goes away while
-    # the other side still polls can crash it (README, DPDK troubleshooting).
+    # the other side still polls can crash it (docs/dpdk.md, Troubleshooting).
     (Path(work) / f"done{rank}").touch()
     wait_for(lambda: (Path(work) / "switch-stopped").exists(), f"rank {rank}: the switch to stop")
     return ITERATIONS
