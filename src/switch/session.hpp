@@ -120,6 +120,10 @@ class Session {
   // in force but no longer holds the session against a new job. Returns whether it applied.
   bool leave(const protocol::Header& header, const transport::Endpoint& from);
 
+  // Ranks whose JOIN reached this session (bit r: rank r) since it was added, from any thread:
+  // a job that cannot join asks which of its ranks never reached the switch.
+  [[nodiscard]] std::uint64_t joins_heard() const { return joins_heard_.load(std::memory_order_relaxed); }
+
   // Replaced generations still allocated (freed kRetiredGenerationGrace after replacement, at
   // the next join). For tests.
   [[nodiscard]] std::size_t retired_generations() const { return retired_.size(); }
@@ -167,6 +171,7 @@ class Session {
   std::deque<RetiredGeneration> retired_;
   std::array<PendingJoin, protocol::kMaxWorld> pending_{};
   std::uint32_t next_generation_ = 1;
+  std::atomic<std::uint64_t> joins_heard_{0};
 };
 
 }  // namespace dpa::sw
