@@ -29,6 +29,10 @@ struct RankPlacement {
   // have the same one.
   std::string host_key;
   std::string hostname;  // for messages
+  // This rank's address on the route to `toward` (below); empty if unknown. Rank 0 routes to a
+  // remote rank's when its own route to the store's host is loopback (a hostname that
+  // /etc/hosts maps to 127.0.1.1 on its own host).
+  std::string address;
   std::string transport = "udp";  // what this rank's config selects: "udp", "dpdk" or "shm"
   // Values per packet that this rank's path toward the switch's host carries (the MTU of its
   // route to `toward`, or its DPDK port's); 0: no limit short of the 64 KB datagram (loopback).

@@ -43,6 +43,22 @@ std::string rank_list(const std::vector<int>& ranks) {
   return text;
 }
 
+// Rank 0's address on its route to the store's host; where that route stays on this host
+// (loopback, as for a hostname that /etc/hosts maps to 127.0.1.1), its address on the route to a
+// rank of another host. Empty when neither is known.
+std::string routed_address(const JobLayout& layout, const std::vector<RankPlacement>& placements,
+                           const std::string& toward) {
+  std::string routed = toward.empty() ? "" : route_to(toward, "the c10d store's host").local_address;
+  if (!routed.empty() && !is_loopback(routed)) return routed;
+  for (const int rank : layout.remote_ranks) {
+    const std::string& remote = placements[rank].address;
+    if (remote.empty() || is_loopback(remote)) continue;
+    const std::string local = route_to(remote, "rank " + std::to_string(rank) + "'s address").local_address;
+    if (!is_loopback(local)) return local;
+  }
+  return routed;
+}
+
 // Where rank 0's switch listens when it is on the network, and the address the ranks are given.
 struct SwitchAddress {
   HostPort bind;
@@ -56,12 +72,12 @@ SwitchAddress choose_switch_address(const JobLayout& layout, const std::vector<R
   if (requested) address.bind = parse_host_port(*requested, "DPA_SWITCH_BIND=", 0, 0);
   const bool wildcard = requested && address.bind.host == "0.0.0.0";
   if (!requested || wildcard) {
-    if (toward.empty()) {
+    const std::string routed = routed_address(layout, placements, toward);
+    if (routed.empty()) {
       throw ConfigError("the job spans hosts (ranks " + describe_ranks(layout.remote_ranks, placements) +
                         " run on other hosts than rank 0), and rank 0 knows no address of its host that they "
                         "reach (no TCP store host, no MASTER_ADDR): set DPA_SWITCH_BIND to one");
     }
-    const std::string routed = route_to(toward, "the c10d store's host").local_address;
     if (!requested) address.bind.host = routed;
     address.published = routed;
   } else {

@@ -71,26 +71,28 @@ RankPlacement RankPlacement::probe(const Config& config, const std::string& towa
   placement.host_key = "boot=" + boot_id() + " net=" + file_identity("/proc/self/ns/net") +
                        " shm=" + file_identity(shm_directory.c_str());
   placement.hostname = host_name();
+  Route route{"", kConservativeMtu};
+  if (!toward.empty()) {
+    try {
+      route = route_to(toward, "the c10d store's host");
+    } catch (const Error&) {
+      // Only a packet size and a hint are at stake here; the rank reached the store somehow.
+    }
+  }
+  placement.address = route.local_address;
   if (const auto* dpdk = std::get_if<DpdkTransportConfig>(&config.transport)) {
     placement.transport = "dpdk";
     placement.max_payload = payload_for_mtu(dpdk->mtu);
     return placement;
   }
   if (std::holds_alternative<ShmTransportConfig>(config.transport)) placement.transport = "shm";
-  std::uint32_t mtu = kConservativeMtu;
-  if (!toward.empty()) {
-    try {
-      mtu = route_to(toward, "the c10d store's host").mtu;
-    } catch (const Error&) {
-      // Only a packet size is at stake here; the rank reached the store somehow.
-    }
-  }
-  placement.max_payload = payload_for_mtu(mtu);
+  placement.max_payload = payload_for_mtu(route.mtu);
   return placement;
 }
 
 std::string RankPlacement::to_text() const {
-  return fmt::format("{} transport={} max_payload={} host={}", host_key, transport, max_payload, hostname);
+  return fmt::format("{} address={} transport={} max_payload={} host={}", host_key, address.empty() ? "-" : address,
+                     transport, max_payload, hostname);
 }
 
 RankPlacement RankPlacement::from_text(const std::string& text) {
@@ -108,6 +110,7 @@ RankPlacement RankPlacement::from_text(const std::string& text) {
   };
   RankPlacement placement;
   placement.host_key = "boot=" + get("boot") + " net=" + get("net") + " shm=" + get("shm");
+  placement.address = get("address") == "-" ? "" : get("address");
   placement.transport = get("transport");
   placement.max_payload = static_cast<std::uint32_t>(std::stoul(get("max_payload")));
   placement.hostname = get("host");

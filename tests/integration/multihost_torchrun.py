@@ -5,8 +5,9 @@ Usage: multihost_torchrun.py CASE DPA_SWITCH_BINARY
 
 Each host is a network namespace joined to the others by a veth pair (2 hosts) or a bridge
 (4 hosts), with its own mount namespace holding a private /dev/shm and its own hostname; in each,
-`python3 -m torch.distributed.run --nnodes N --node_rank i --master_addr <host 0>` runs
-multihost_train.py. Cases:
+`python3 -m torch.distributed.run --nnodes N --node_rank i --master_addr host0` runs
+multihost_train.py (host0 resolves to 127.0.1.1 on host 0 itself, as Debian's /etc/hosts has it,
+and to its veth address elsewhere). Cases:
 
   embedded2    2 hosts x 2 ranks, default embedded switch: UDP at host 0's address, payload for
                MTU 1500; exact int32, bounded float32, a straggler under fastest-K, and loss
@@ -17,9 +18,9 @@ multihost_train.py. Cases:
   unreachable2 2 hosts x 2 ranks, the switch bound (DPA_SWITCH_BIND) to an address host 1 has no
                route to: every rank fails within the join timeout naming ranks 2 and 3
 
-The test re-executes itself in new PID, mount, network and UTS namespaces (unshare --kill-child),
-so whatever ends it, a ctest timeout's SIGKILL included, the kernel removes every namespace,
-interface, mount and process it made. Exit 77 (ctest's skip) where namespaces are unavailable.
+The test re-executes itself in new PID, mount, network and UTS namespaces (unshare --kill-child)
+and mounts its own /tmp, so whatever ends it, a ctest timeout's SIGKILL included, the kernel
+removes every namespace, interface, mount, file and process it made. Exit 77 (ctest's skip) where namespaces are unavailable.
 """
 
 import os
@@ -63,8 +64,16 @@ def host_ip(index):
 
 def make_hosts(count, mtus):
     """Network namespaces h0..h{count-1}, each with eth0 at host_ip(i); `mtus` overrides some."""
+    # Private: our own /tmp (every file the test writes) and list of named namespaces.
+    run("mount", "-t", "tmpfs", "dpa-tmp", "/tmp")
     os.makedirs("/run/netns", exist_ok=True)
-    run("mount", "-t", "tmpfs", "dpa-netns", "/run/netns")  # our own list of named namespaces
+    run("mount", "-t", "tmpfs", "dpa-netns", "/run/netns")
+    # Every host resolves the others' names, and its own as Debian does, to 127.0.1.1 (so
+    # torchrun's --master_addr host0 is a loopback address on host 0 itself); on_host mounts it.
+    for i in range(count):
+        with open(hosts_file(i), "w") as hosts:
+            hosts.write("127.0.0.1 localhost\n" + "".join(
+                f"{'127.0.1.1' if j == i else host_ip(j)} host{j}\n" for j in range(count)))
     run("ip", "link", "set", "lo", "up")
     if count > 2:
         run("ip", "link", "add", "br0", "type", "bridge")
@@ -90,10 +99,17 @@ def make_hosts(count, mtus):
         run("ip", "-n", f"h{i}", "link", "set", "eth0", "up")
 
 
+def hosts_file(index):
+    return f"/tmp/hosts-h{index}"
+
+
 def on_host(index, argv):
-    """argv run in host `index`: its network namespace, a private /dev/shm, its hostname."""
-    setup = 'mount -t tmpfs -o size=512m dpa-shm /dev/shm && hostname "$0" && exec "$@"'
-    return ["ip", "netns", "exec", f"h{index}", "unshare", "--uts", "--", "sh", "-c", setup, f"host{index}", *argv]
+    """argv run in host `index`: its network namespace, and in the mount namespace that
+    `ip netns exec` makes, a private /dev/shm and its /etc/hosts; its hostname."""
+    setup = ('mount -t tmpfs -o size=512m dpa-shm /dev/shm && mount --bind "$1" /etc/hosts && hostname "$0" '
+             '&& shift && exec "$@"')
+    return ["ip", "netns", "exec", f"h{index}", "unshare", "--uts", "--", "sh", "-c", setup, f"host{index}",
+            hosts_file(index), *argv]
 
 
 def add_loss(count):
@@ -154,7 +170,7 @@ def run_job(case, hosts, ranks_per_host, env, processes, directory):
         outputs.append(path)
         argv = on_host(i, [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(hosts),
                            "--nproc_per_node", str(ranks_per_host), "--node_rank", str(i),
-                           "--master_addr", host_ip(0), "--master_port", str(MASTER_PORT),
+                           "--master_addr", "host0", "--master_port", str(MASTER_PORT),
                            "--max_restarts", "0", "--redirects", "1", "--tee", "1",
                            os.path.join(HERE, "multihost_train.py"), case])
         with open(path, "w") as output:
