@@ -35,7 +35,7 @@ struct RankPlacement {
   std::string address;
   std::string transport = "udp";  // what this rank's config selects: "udp", "dpdk" or "shm"
   // Values per packet that this rank's path toward the switch's host carries (the MTU of its
-  // route to `toward`, or its DPDK port's); 0: no limit short of the 64 KB datagram (loopback).
+  // route to `toward`); 0: no limit short of the 64 KB datagram.
   std::uint32_t max_payload = 0;
 
   // This rank's placement. `toward` is the host that every rank reaches (the c10d store's host,
@@ -76,6 +76,9 @@ struct Route {
   std::uint32_t mtu = 0;
 };
 Route route_to(const std::string& host, const std::string& what);
+
+// `host` (a name or IPv4 text) as IPv4 text; ConfigError naming `what` when it does not resolve.
+std::string resolve_ipv4(const std::string& host, const std::string& what);
 
 // The MTU of the interface that holds the local IPv4 address `address`; 0 when no interface
 // holds it (0.0.0.0 included).

@@ -81,8 +81,7 @@ SwitchAddress choose_switch_address(const JobLayout& layout, const std::vector<R
     if (!requested) address.bind.host = routed;
     address.published = routed;
   } else {
-    // A name resolves to the address the switch binds; the route to a local address is itself.
-    address.bind.host = route_to(address.bind.host, "DPA_SWITCH_BIND").local_address;
+    address.bind.host = resolve_ipv4(address.bind.host, "DPA_SWITCH_BIND");
     address.published = address.bind.host;
   }
   if (layout.spans_hosts() && is_loopback(address.published)) {

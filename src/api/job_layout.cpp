@@ -80,13 +80,9 @@ RankPlacement RankPlacement::probe(const Config& config, const std::string& towa
     }
   }
   placement.address = route.local_address;
-  if (const auto* dpdk = std::get_if<DpdkTransportConfig>(&config.transport)) {
-    placement.transport = "dpdk";
-    placement.max_payload = payload_for_mtu(dpdk->mtu);
-    return placement;
-  }
+  if (std::holds_alternative<DpdkTransportConfig>(config.transport)) placement.transport = "dpdk";
   if (std::holds_alternative<ShmTransportConfig>(config.transport)) placement.transport = "shm";
-  placement.max_payload = payload_for_mtu(route.mtu);
+  placement.max_payload = payload_for_mtu(route.mtu != 0 ? route.mtu : kConservativeMtu);
   return placement;
 }
 
@@ -160,6 +156,12 @@ Route route_to(const std::string& host, const std::string& what) {
     throw Error(fmt::format("{} \"{}\": cannot read the route to it ({})", what, host, std::strerror(errno)));
   }
   return Route{ipv4_text(local.sin_addr), static_cast<std::uint32_t>(std::max(mtu, 0))};
+}
+
+std::string resolve_ipv4(const std::string& host, const std::string& what) {
+  in_addr address{};
+  address.s_addr = htonl(transport::Endpoint::resolve(host, 0, what).address);
+  return ipv4_text(address);
 }
 
 std::uint32_t interface_mtu(const std::string& address) {
