@@ -55,7 +55,8 @@ struct JobLayout {
   int world_size = 1;
   int ranks_per_host = 1;         // the most ranks on one host (they share its cores)
   std::vector<int> remote_ranks;  // ranks on other hosts than rank 0's
-  std::uint32_t max_payload = 0;  // the smallest limit of any rank's path; 0: none
+  // The smallest limit of a remote rank's path (the others reach the switch over loopback); 0: none.
+  std::uint32_t max_payload = 0;
   // The switch listens on a network address (DPA_SWITCH_BIND), not loopback or shared memory,
   // even if every rank shares its host.
   bool switch_on_network = false;

@@ -37,12 +37,6 @@ std::string store_host(c10d::Store& store) {
 
 std::string shm_directory() { return env_string("DPA_SHM_DIR").value_or(ShmTransportConfig{}.directory); }
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string text;
-  for (const int rank : ranks) text += (text.empty() ? "" : ", ") + std::to_string(rank);
-  return text;
-}
-
 // Rank 0's address on its route to the store's host; where that route stays on this host
 // (loopback, as for a hostname that /etc/hosts maps to 127.0.1.1), its address on the route to a
 // rank of another host. Empty when neither is known.
@@ -72,10 +66,11 @@ SwitchAddress choose_switch_address(const JobLayout& layout, const std::vector<R
   if (requested) address.bind = parse_host_port(*requested, "DPA_SWITCH_BIND=", 0, 0);
   const bool wildcard = requested && address.bind.host == "0.0.0.0";
   if (!requested || wildcard) {
-    const std::string routed = routed_address(layout, placements, toward);
+    std::string routed = routed_address(layout, placements, toward);
+    if (routed.empty() && !layout.spans_hosts()) routed = "127.0.0.1";  // 0.0.0.0 for ranks of this host
     if (routed.empty()) {
-      throw ConfigError("the job spans hosts (ranks " + describe_ranks(layout.remote_ranks, placements) +
-                        " run on other hosts than rank 0), and rank 0 knows no address of its host that they "
+      throw ConfigError("the job spans hosts (on other hosts than rank 0's: " +
+                        describe_ranks(layout.remote_ranks, placements) + "), and rank 0 knows no address of its host that they "
                         "reach (no TCP store host, no MASTER_ADDR): set DPA_SWITCH_BIND to one");
     }
     if (!requested) address.bind.host = routed;
@@ -85,8 +80,8 @@ SwitchAddress choose_switch_address(const JobLayout& layout, const std::vector<R
     address.published = address.bind.host;
   }
   if (layout.spans_hosts() && is_loopback(address.published)) {
-    throw ConfigError("the job spans hosts (ranks " + describe_ranks(layout.remote_ranks, placements) +
-                      " run on other hosts than rank 0), but the switch address rank 0 found, " +
+    throw ConfigError("the job spans hosts (on other hosts than rank 0's: " +
+                      describe_ranks(layout.remote_ranks, placements) + "), but the switch address rank 0 found, " +
                       address.published + (requested ? " (DPA_SWITCH_BIND)" : " (its route to the store's host " + toward + ")") +
                       ", is a loopback address they cannot reach: set DPA_SWITCH_BIND to an address of rank 0's "
                       "host that the other hosts reach");
@@ -107,11 +102,10 @@ AgreedJob lay_out_job(const std::vector<RankPlacement>& placements, const Config
       if (placements[r].transport == "shm") on_shm.push_back(static_cast<int>(r));
     }
     if (!on_shm.empty()) {
-      throw ConfigError("ranks " + describe_ranks(on_shm, placements) +
-                        " select the shm transport (DPA_TRANSPORT=shm or a \"shm\" section in DPA_CONFIG), but "
-                        "the embedded switch listens on UDP: " +
-                        (layout.spans_hosts() ? "the job spans hosts (ranks " + rank_list(layout.remote_ranks) +
-                                                    " run on other hosts than rank 0)"
+      throw ConfigError("the shm transport (DPA_TRANSPORT=shm or a \"shm\" section in DPA_CONFIG) of " +
+                        describe_ranks(on_shm, placements) + " cannot reach the embedded switch, which listens on UDP: " +
+                        (layout.spans_hosts() ? "the job spans hosts (on other hosts than rank 0's: " +
+                                                    describe_ranks(layout.remote_ranks, {}) + ")"
                                               : std::string("DPA_SWITCH_BIND is set")) +
                         "; unset DPA_TRANSPORT or choose udp or dpdk");
     }
@@ -141,7 +135,7 @@ std::vector<RankPlacement> read_placements(c10d::Store& store, const Config& fro
     for (int r = 0; r < from_env.world_size; ++r) {
       if (!store.check({keys[r]})) missing.push_back(r);
     }
-    throw Error("ranks " + rank_list(missing) + " did not start their dpa set-up within the join timeout of " +
+    throw Error(describe_ranks(missing, {}) + " did not start their dpa set-up within the join timeout of " +
                 std::to_string(from_env.join_timeout.count()) + " ms (DPA_JOIN_TIMEOUT_MS)");
   }
   std::vector<RankPlacement> placements;
@@ -152,10 +146,11 @@ std::vector<RankPlacement> read_placements(c10d::Store& store, const Config& fro
 }  // namespace
 
 std::string describe_ranks(const std::vector<int>& ranks, const std::vector<RankPlacement>& placements) {
-  std::string text;
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     const int rank = ranks[i];
     text += (i == 0 ? "" : ", ") + std::to_string(rank);
+    if (placements.empty()) continue;
     const bool host_changes = i + 1 == ranks.size() || placements[ranks[i + 1]].host_key != placements[rank].host_key;
     if (host_changes) text += " (host " + placements[rank].hostname + ")";
   }

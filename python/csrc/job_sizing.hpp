@@ -32,8 +32,8 @@ struct AgreedJob {
 // Every rank calls this with its Config::from_env() (its rank and world size set).
 AgreedJob agree_job(c10d::Store& store, const Config& from_env, std::chrono::milliseconds timeout);
 
-// The ranks `ranks` as "2, 3 (host b), 5 (host c)": every rank with the host it runs on, where
-// `placements` has one per rank.
+// `ranks` as "rank 2 (host b)" or "ranks 2, 3 (host b), 5 (host c)": with the host each runs on
+// where `placements` has one per rank (empty: the numbers alone).
 std::string describe_ranks(const std::vector<int>& ranks, const std::vector<RankPlacement>& placements);
 
 }  // namespace dpa::torch_backend

@@ -25,15 +25,6 @@ void write_text(c10d::Store& store, const std::string& key, const std::string& t
   store.set(key, std::vector<std::uint8_t>(text.begin(), text.end()));
 }
 
-std::string ranks_text(const std::vector<int>& ranks, const std::vector<RankPlacement>& placements) {
-  if (!placements.empty()) return describe_ranks(ranks, placements);
-  std::string text;
-  for (const int rank : ranks) text += (text.empty() ? "" : ", ") + std::to_string(rank);
-  return text;
-}
-
-std::string plural(const std::vector<int>& ranks) { return ranks.size() == 1 ? "rank " : "ranks "; }
-
 // Rank 0: how every rank fared, in one message ("ok" if all joined).
 std::string verdict(c10d::Store& store, const Config& config, const SoftwareSwitch* embedded,
                     const std::vector<RankPlacement>& placements, std::chrono::milliseconds wait) {
@@ -69,19 +60,18 @@ std::string verdict(c10d::Store& store, const Config& config, const SoftwareSwit
       if (((heard >> r) & 1) == 0 && std::find(silent.begin(), silent.end(), r) == silent.end()) unheard.push_back(r);
     }
     if (!unheard.empty()) {
-      text += "the switch never heard from " + plural(unheard) + ranks_text(unheard, placements) +
+      text += "the switch never heard from " + describe_ranks(unheard, placements) +
               ": they cannot reach " + address +
               " (check the route and any firewall from their host to rank 0's; DPA_SWITCH_BIND sets the address "
               "the embedded switch listens on); ";
     } else if (!failed.empty()) {
-      text += "the switch heard every rank, but its replies did not reach " + plural(failed) +
-              ranks_text(failed, placements) + " (a firewall on their host?); ";
+      text += "the switch heard every rank, but its replies did not reach " + describe_ranks(failed, placements) + " (a firewall on their host?); ";
     }
   } else if (!failed.empty()) {
-    text += plural(failed) + ranks_text(failed, placements) + " failed; ";
+    text += describe_ranks(failed, placements) + " failed; ";
   }
   if (!silent.empty()) {
-    text += plural(silent) + ranks_text(silent, placements) + " reported nothing within " +
+    text += describe_ranks(silent, placements) + " reported nothing within " +
             std::to_string(wait.count()) + " ms (exited, or stuck before joining); ";
   }
   if (!first_failure.empty()) text += "first failure: " + first_failure;

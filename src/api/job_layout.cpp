@@ -126,7 +126,9 @@ JobLayout JobLayout::of(const std::vector<RankPlacement>& ranks) {
   std::map<std::string, int> per_host;
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     layout.ranks_per_host = std::max(layout.ranks_per_host, ++per_host[ranks[r].host_key]);
-    if (!ranks[r].same_host(ranks.front())) layout.remote_ranks.push_back(static_cast<int>(r));
+    // Ranks on rank 0's host reach its switch over loopback: only the others' paths limit packets.
+    if (ranks[r].same_host(ranks.front())) continue;
+    layout.remote_ranks.push_back(static_cast<int>(r));
     if (ranks[r].max_payload != 0) {
       layout.max_payload = layout.max_payload == 0 ? ranks[r].max_payload
                                                    : std::min(layout.max_payload, ranks[r].max_payload);

@@ -69,7 +69,7 @@ TEST(JobLayout, PayloadForMtuLeavesRoomForTheHeaders) {
 
 TEST(JobLayout, RanksOfOtherHostsAndTheSmallestPath) {
   const dpa::JobLayout layout = dpa::JobLayout::of(
-      {placement("1", 16365), placement("1", 16365), placement("2", 356), placement("2", 356), placement("3", 301)});
+      {placement("1", 200), placement("1", 200), placement("2", 356), placement("2", 356), placement("3", 301)});
   EXPECT_EQ(layout.world_size, 5);
   EXPECT_EQ(layout.ranks_per_host, 2);
   EXPECT_EQ(layout.remote_ranks, (std::vector<int>{2, 3, 4}));
@@ -80,6 +80,7 @@ TEST(JobLayout, RanksOfOtherHostsAndTheSmallestPath) {
   EXPECT_FALSE(one_host.spans_hosts());
   EXPECT_FALSE(one_host.over_network());
   EXPECT_EQ(one_host.ranks_per_host, 2);
+  EXPECT_EQ(one_host.max_payload, 0u);  // loopback to the switch
 }
 
 TEST(JobLayout, PlacementTravelsAsText) {
