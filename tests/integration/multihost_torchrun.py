@@ -47,11 +47,15 @@ def run(*argv):
 
 def enter_namespaces():
     """Re-executes this script as PID 1 of fresh namespaces, or exits 77 where they are missing."""
-    probe = subprocess.run(["unshare", "--pid", "--fork", "--mount", "--net", "--uts", "--",
-                            "ip", "link", "add", "probe0", "type", "veth", "peer", "name", "probe1"],
-                           capture_output=True, text=True)
-    if probe.returncode != 0:
-        print(f"SKIP: network/mount namespaces or veth unavailable here (needs root): {probe.stderr.strip()}")
+    try:
+        probe = subprocess.run(["unshare", "--pid", "--fork", "--mount", "--net", "--uts", "--",
+                                "ip", "link", "add", "probe0", "type", "veth", "peer", "name", "probe1"],
+                               capture_output=True, text=True)
+        reason = probe.stderr.strip() if probe.returncode != 0 else ""
+    except FileNotFoundError as error:  # no unshare (util-linux) or ip (iproute2)
+        reason = str(error)
+    if reason:
+        print(f"SKIP: network/mount namespaces or veth unavailable here (needs root): {reason}")
         sys.exit(SKIP)
     os.environ[INSIDE] = "1"
     os.execvp("unshare", ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--net",
