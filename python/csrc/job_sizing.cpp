@@ -135,7 +135,7 @@ std::vector<RankPlacement> read_placements(c10d::Store& store, const Config& fro
     for (int r = 0; r < from_env.world_size; ++r) {
       if (!store.check({keys[r]})) missing.push_back(r);
     }
-    throw Error(describe_ranks(missing, {}) + " did not start their dpa set-up within the join timeout of " +
+    throw Error(describe_ranks(missing, {}) + " never reached the dpa set-up within the join timeout of " +
                 std::to_string(from_env.join_timeout.count()) + " ms (DPA_JOIN_TIMEOUT_MS)");
   }
   std::vector<RankPlacement> placements;
