@@ -26,7 +26,7 @@ struct RankPlacement {
   // share its memory segments: the same kernel (its boot id), the same network namespace and the
   // same shared-memory directory (its device and inode), all three in the key. A hostname alone
   // is no identity: network namespaces and containers on one host share it, and two hosts may
-  // have the same one.
+  // have the same one. (It stands in for the boot id only where the kernel hides that.)
   std::string host_key;
   std::string hostname;  // for messages
   // This rank's address on the route to `toward` (below); empty if unknown. Rank 0 routes to a

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -35,10 +36,10 @@ std::string file_identity(const char* path) {
   return fmt::format("{}:{}", status.st_dev, status.st_ino);
 }
 
-std::string boot_id() {
+std::optional<std::string> boot_id() {
   std::ifstream file("/proc/sys/kernel/random/boot_id");
   std::string id;
-  if (!(file >> id)) return "unknown";
+  if (!(file >> id)) return std::nullopt;
   return id;
 }
 
@@ -68,9 +69,11 @@ struct Fd {
 RankPlacement RankPlacement::probe(const Config& config, const std::string& toward,
                                    const std::string& shm_directory) {
   RankPlacement placement;
-  placement.host_key = "boot=" + boot_id() + " net=" + file_identity("/proc/self/ns/net") +
-                       " shm=" + file_identity(shm_directory.c_str());
   placement.hostname = host_name();
+  // Without a boot id the hostname stands in for the kernel: the initial network namespace has
+  // the same inode on every host, and tmpfs device numbers repeat between hosts.
+  placement.host_key = "boot=" + boot_id().value_or("host:" + placement.hostname) +
+                       " net=" + file_identity("/proc/self/ns/net") + " shm=" + file_identity(shm_directory.c_str());
   Route route{"", kConservativeMtu};
   if (!toward.empty()) {
     try {
