@@ -1,6 +1,7 @@
-// The settings of a job whose ranks and switch share one host (the PyTorch backend's embedded
-// switch, dpa-bench's own), sized from the job (world size) and the host (cores, socket buffers,
-// shared memory) once and agreed by every rank, which then applies its own DPA_* overrides (a rank
+// The settings of a job whose switch runs on the host of its rank 0 (the PyTorch backend's
+// embedded switch, dpa-bench's own), sized from the job (world size, and which ranks run on other
+// hosts: dpa/job_layout.hpp) and the host (cores, socket buffers, shared memory) once and agreed
+// by every rank, which then applies its own DPA_* overrides (a rank
 // that overrides alone then fails to join, naming the setting). docs/configuration.md §8 states the rule.
 //
 // Two sessions share the switch: operations of fewer than `payload` elements go to a small-packet
@@ -16,6 +17,7 @@
 #include <string>
 
 #include "dpa/config.hpp"
+#include "dpa/job_layout.hpp"
 #include "dpa/switch.hpp"
 
 namespace dpa {
@@ -50,10 +52,15 @@ struct JobSizing {
   int shm_buffers = 0;         // transmit buffers of a rank's queue
   int switch_shm_buffers = 0;  // of a switch thread's queue
 
-  // The rule (docs/configuration.md §8) for `world_size` ranks on this host, then this process's
-  // DPA_* overrides.
+  // The rule (docs/configuration.md §8) for the ranks of `layout`, then this process's DPA_* overrides.
+  // On one host: shared memory or loopback, large packets. Across hosts (docs/multi-host.md):
+  // UDP (the switch serves one transport, and shared memory reaches one host only), packets of
+  // at most layout.max_payload values, and cores shared by the ranks of one host.
   // `shared_memory`: whether the caller's transport is the shm one (dpa-bench decides that
   // itself); unset: the rule decides from the variables and the room in the directory.
+  static JobSizing for_job(const JobLayout& layout, const HostResources& host, const Config& from_env,
+                           std::optional<bool> shared_memory = std::nullopt);
+  // `world_size` ranks, all on this host.
   static JobSizing for_job(int world_size, const HostResources& host, const Config& from_env,
                            std::optional<bool> shared_memory = std::nullopt);
   // Shared memory a job of `ranks` ranks needs with these settings (every queue's buffers).

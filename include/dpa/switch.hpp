@@ -157,6 +157,10 @@ class SoftwareSwitch {
   // with its memory released.
   void remove_session(std::uint32_t id);
   [[nodiscard]] std::vector<std::uint32_t> session_ids() const;
+  // Ranks whose JOIN for session `id` reached the switch since the session was added (bit r:
+  // rank r), so that a job whose join fails can name the ranks that cannot reach the switch.
+  // ConfigError if the id is unknown.
+  [[nodiscard]] std::uint64_t joins_heard(std::uint32_t id) const;
   void stop();
 
   // With SwitchConfig::manual_clock: the time, in ticks, that the straggler timer reads.

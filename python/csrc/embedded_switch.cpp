@@ -12,6 +12,7 @@ namespace {
 
 constexpr const char* kSwitchKey = "dpa/switch";
 constexpr const char* kClosedKey = "dpa/closed";
+constexpr const char* kErrorPrefix = "error: ";
 
 std::string read_key(c10d::Store& store, const std::string& key,
                      std::chrono::milliseconds timeout) {
@@ -21,11 +22,17 @@ std::string read_key(c10d::Store& store, const std::string& key,
 }
 
 std::unique_ptr<SoftwareSwitch> start_switch(const Config& wide, const std::optional<Config>& small,
-                                             const JobSizing& sizing) {
+                                             const AgreedJob& job) {
   wide.validate();  // the sessions below are sized from threads and window
   if (small) small->validate();
-  const SwitchConfig switch_config =
-      sizing.switch_config(wide, small, EmbeddedSwitchSettings::from_env().straggler_timeout);
+  SwitchConfig switch_config =
+      job.sizing.switch_config(wide, small, EmbeddedSwitchSettings::from_env().straggler_timeout);
+  if (job.switch_bind) {
+    // Where the other hosts reach it (job_sizing.hpp); sized for UDP already.
+    auto& udp = std::get<UdpTransportConfig>(switch_config.transport);
+    udp.bind_host = job.switch_bind->host;
+    udp.bind_port = job.switch_bind->port;
+  }
   try {
     switch_config.validate();
   } catch (const ConfigError& error) {
@@ -39,17 +46,27 @@ std::unique_ptr<SoftwareSwitch> start_switch(const Config& wide, const std::opti
 }  // namespace
 
 std::unique_ptr<SoftwareSwitch> place_switch(Config& config, std::optional<Config>& small,
-                                             const JobSizing& sizing, c10d::Store& store,
+                                             const AgreedJob& job, c10d::Store& store,
                                              std::chrono::milliseconds timeout) {
-  std::unique_ptr<SoftwareSwitch> embedded;
-  if (config.rank == 0) {
-    embedded = start_switch(config, small, sizing);
-    config.switch_host = "127.0.0.1";
-    config.switch_port = embedded->port();
+  const auto point_at = [&](const HostPort& address) {
+    config.switch_host = address.host;
+    config.switch_port = address.port;
     if (small) {
       small->switch_host = config.switch_host;
       small->switch_port = config.switch_port;
     }
+  };
+  if (config.rank == 0) {
+    std::unique_ptr<SoftwareSwitch> embedded;
+    try {
+      embedded = start_switch(config, small, job);
+    } catch (const std::exception& error) {
+      // The other ranks wait for the address: they get the reason instead.
+      const std::string text = kErrorPrefix + std::string(error.what());
+      store.set(kSwitchKey, std::vector<std::uint8_t>(text.begin(), text.end()));
+      throw;
+    }
+    point_at({job.switch_bind ? job.switch_published_host : "127.0.0.1", embedded->port()});
     const std::string address = HostPort{config.switch_host, config.switch_port}.to_string();
     store.set(kSwitchKey, std::vector<std::uint8_t>(address.begin(), address.end()));
     return embedded;
@@ -62,14 +79,11 @@ std::unique_ptr<SoftwareSwitch> place_switch(Config& config, std::optional<Confi
                 " found no switch address from rank 0 in the store (" + e.what() +
                 "); rank 0 starts the embedded switch unless DPA_SWITCH is set");
   }
-  const HostPort published =
-      parse_host_port(address, "the switch address rank 0 published in the store, ", 0);
-  config.switch_host = published.host;
-  config.switch_port = published.port;
-  if (small) {
-    small->switch_host = config.switch_host;
-    small->switch_port = config.switch_port;
+  if (address.starts_with(kErrorPrefix)) {
+    throw Error("rank " + std::to_string(config.rank) + ": rank 0 could not start the embedded switch: " +
+                address.substr(std::string(kErrorPrefix).size()));
   }
+  point_at(parse_host_port(address, "the switch address rank 0 published in the store, ", 0));
   return nullptr;
 }
 

@@ -12,6 +12,7 @@
 #include "embedded_switch.hpp"
 #include "fastest_k.hpp"
 #include "job_sizing.hpp"
+#include "session_join.hpp"
 #include "tensor_allreduce.hpp"
 
 namespace dpa::torch_backend {
@@ -56,17 +57,21 @@ ProcessGroupDpa::ProcessGroupDpa(const c10::intrusive_ptr<c10d::Store>& store, i
   config_.world_size = size;
   check_same_chunking_on_all_ranks(timeout);
   std::optional<Config> small;
+  std::vector<RankPlacement> placements;
   if (!switch_configured()) {
-    const JobSizing sizing = agree_job_sizing(*store_, config_, timeout);
-    sizing_ = sizing.to_text();
-    sizing.configure_wide(config_);
-    if (sizing.small_payload > 0) small = sizing.small_config(config_);
-    embedded_switch_ = place_switch(config_, small, sizing, *store_, timeout);
+    AgreedJob job = agree_job(*store_, config_, timeout);
+    sizing_ = job.sizing.to_text();
+    job.sizing.configure_wide(config_);
+    if (job.sizing.small_payload > 0) small = job.sizing.small_config(config_);
+    embedded_switch_ = place_switch(config_, small, job, *store_, timeout);
+    placements = std::move(job.placements);
   }
-  context_ = std::make_unique<Context>(config_);
-  // One sequence of operations over both sessions: requests take one ticket, whichever
-  // context their tensors go to.
-  if (small) small_context_ = std::make_unique<Context>(*small, context_->submit_order());
+  join_together(*store_, config_, embedded_switch_.get(), placements, [&] {
+    context_ = std::make_unique<Context>(config_);
+    // One sequence of operations over both sessions: requests take one ticket, whichever
+    // context their tensors go to.
+    if (small) small_context_ = std::make_unique<Context>(*small, context_->submit_order());
+  });
   runner_ = std::make_unique<AllreduceRunner>(*context_, small_context_.get(), pool_, settings_);
   executor_ = make_executor(settings_.mode, *runner_);
   std::lock_guard lock(live_groups_mutex);

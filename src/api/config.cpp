@@ -10,6 +10,7 @@
 #include <string_view>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -257,19 +258,74 @@ void apply_transport_env(TransportConfig& transport) {
   }
 }
 
-}  // namespace
+// ---- DPA_CONFIG placeholders -------------------------------------------------------------
 
-Config Config::from_json_file(const std::string& path) {
-  const json root = detail::parse_json_object_file(path);
+// One DPA_CONFIG for every rank of a launcher: "{rank}" and "{local_rank}" in its path and in
+// its string values become this process's rank (DPA_RANK, else RANK) and its rank on its host
+// (LOCAL_RANK, which torchrun sets).
+struct Placeholder {
+  std::string_view token;
+  std::string_view variables;  // where the value comes from, for the message
+  std::optional<std::string> value;
+};
+
+std::vector<Placeholder> rank_placeholders() {
+  int rank = 0;
+  const bool has_rank = apply_env("DPA_RANK", rank, kRanks) || apply_env("RANK", rank, kRanks);
+  int local_rank = 0;
+  const bool has_local_rank = apply_env("LOCAL_RANK", local_rank, kRanks);
+  return {{"{rank}", "DPA_RANK or RANK", has_rank ? std::optional(std::to_string(rank)) : std::nullopt},
+          {"{local_rank}", "LOCAL_RANK", has_local_rank ? std::optional(std::to_string(local_rank)) : std::nullopt}};
+}
+
+std::string fill_placeholders(std::string text, const std::vector<Placeholder>& placeholders, std::string_view where) {
+  for (const Placeholder& placeholder : placeholders) {
+    for (auto at = text.find(placeholder.token); at != std::string::npos;
+         at = text.find(placeholder.token, at + placeholder.value->size())) {
+      if (!placeholder.value) {
+        fail(fmt::format("{} uses {}, but {} is not set (torchrun sets it for every rank)", where, placeholder.token,
+                         placeholder.variables));
+      }
+      text.replace(at, placeholder.token.size(), *placeholder.value);
+    }
+  }
+  return text;
+}
+
+void fill_placeholders(json& value, const std::vector<Placeholder>& placeholders, const std::string& where) {
+  if (value.is_string()) {
+    value = fill_placeholders(value.get<std::string>(), placeholders, where);
+  } else if (value.is_object()) {
+    for (auto& [key, member] : value.items()) fill_placeholders(member, placeholders, where + "." + key);
+  } else if (value.is_array()) {
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      fill_placeholders(value[i], placeholders, fmt::format("{}[{}]", where, i));
+    }
+  }
+}
+
+Config config_from_json(const json& root, const std::string& path) {
   Config config;
   detail::require_one_transport_section(root, path + ": ");
   read_object(root, path + ": ", config_readers(), config);
   return config;
 }
 
+}  // namespace
+
+Config Config::from_json_file(const std::string& path) {
+  return config_from_json(detail::parse_json_object_file(path), path);
+}
+
 Config Config::from_env() {
   Config config;
-  if (const auto file = env_string("DPA_CONFIG")) config = from_json_file(*file);
+  if (const auto pattern = env_string("DPA_CONFIG")) {
+    const std::vector<Placeholder> placeholders = rank_placeholders();
+    const std::string path = fill_placeholders(*pattern, placeholders, "DPA_CONFIG=\"" + *pattern + "\"");
+    json root = detail::parse_json_object_file(path);
+    for (auto& [key, member] : root.items()) fill_placeholders(member, placeholders, path + ": " + key);
+    config = config_from_json(root, path);
+  }
 
   // Every variable a worker reads, with the values it accepts. Settings that depend on each
   // other (rank < world size, K <= world size, ...) are checked by validate(), whose messages

@@ -96,14 +96,26 @@ HostResources HostResources::probe(int switch_buffer_request) {
 
 JobSizing JobSizing::for_job(int world_size, const HostResources& host, const Config& from_env,
                              std::optional<bool> shared_memory) {
+  return for_job(JobLayout::single_host(world_size), host, from_env, shared_memory);
+}
+
+JobSizing JobSizing::for_job(const JobLayout& layout, const HostResources& host, const Config& from_env,
+                             std::optional<bool> shared_memory) {
   JobSizing sizing;
-  const int ranks = std::max(1, world_size);
-  // Every rank runs on this host (the embedded switch listens on loopback only): each gets its
-  // share of the cores for engine threads, and the switch as many threads as a rank has.
-  sizing.threads = std::clamp(host.cores / ranks, 1, kMaxThreads);
+  // Every rank sends to the switch; the ranks of one host share its cores (rank 0's are the
+  // ones known here, and the switch runs there too): each gets its share for engine threads,
+  // and the switch as many threads as a rank has.
+  const int ranks = std::max(1, layout.world_size);
+  const int ranks_here = std::clamp(layout.ranks_per_host, 1, ranks);
+  sizing.threads = std::clamp(host.cores / ranks_here, 1, kMaxThreads);
   sizing.switch_threads = sizing.threads;
-  sizing.payload = kLoopbackPayload;
+  // Across hosts a packet must cross every rank's path unfragmented (a lost fragment loses the
+  // whole datagram, and a Tofino never reassembles).
+  sizing.payload = layout.over_network() && layout.max_payload != 0 ? std::min(kLoopbackPayload, layout.max_payload)
+                                                                    : kLoopbackPayload;
   sizing.small_payload = kSmallPayload;
+  // Shared memory reaches the ranks of one host, and the switch serves one transport.
+  if (layout.over_network()) shared_memory = false;
   sizing.apply_overrides(from_env);
   if (sizing.payload <= sizing.small_payload) sizing.small_payload = 0;
 
@@ -140,10 +152,10 @@ JobSizing JobSizing::for_job(int world_size, const HostResources& host, const Co
   // Spinning pays only where every engine and switch thread still has a core of its own, with
   // room to spare; the small session's waiting callers and switch thread 0 need far fewer.
   if (!is_set("DPA_BUSY_POLL_US")) {
-    if (host.cores >= 2 * (ranks * (sizing.threads + 1) + sizing.switch_threads)) {
+    if (host.cores >= 2 * (ranks_here * (sizing.threads + 1) + sizing.switch_threads)) {
       sizing.busy_poll = kSpin;
     }
-    if (host.cores >= 2 * (ranks + 1)) sizing.small_busy_poll = kSpin;
+    if (host.cores >= 2 * (ranks_here + 1)) sizing.small_busy_poll = kSpin;
   }
   return sizing;
 }

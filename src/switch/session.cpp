@@ -184,6 +184,7 @@ JoinOutcome Session::join(const protocol::Header& header, const protocol::JoinRe
                           const transport::Endpoint& from, std::uint64_t now_ns) {
   using Kind = JoinOutcome::Kind;
   const std::uint32_t rank = header.rank;
+  joins_heard_.fetch_or(std::uint64_t{1} << rank, std::memory_order_relaxed);  // rank < world: checked by the caller
 
   if (request.world_size != static_cast<std::uint32_t>(config_.world_size)) {
     return make_outcome(Kind::reject_sender, ErrorCode::world_size_mismatch,

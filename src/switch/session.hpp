@@ -126,6 +126,9 @@ class Session {
   // (add_to_counter), others read them (counters()).
   SessionCounters& thread_counters(std::size_t thread) { return thread_counters_[thread].counters; }
   [[nodiscard]] SessionCounters counters() const;  // summed over the threads
+  // Ranks whose JOIN reached this session (bit r: rank r) since it was added, from any thread:
+  // a job that cannot join asks which of its ranks never reached the switch.
+  [[nodiscard]] std::uint64_t joins_heard() const { return joins_heard_.load(std::memory_order_relaxed); }
 
   // Replaced generations still allocated (freed kRetiredGenerationGrace after replacement, at
   // the next join). For tests.
@@ -178,6 +181,7 @@ class Session {
   std::deque<RetiredGeneration> retired_;
   std::array<PendingJoin, protocol::kMaxWorld> pending_{};
   std::uint32_t next_generation_ = 1;
+  std::atomic<std::uint64_t> joins_heard_{0};
 };
 
 }  // namespace dpa::sw

@@ -151,6 +151,14 @@ class SwitchImpl {
     return threads;
   }
 
+  [[nodiscard]] std::uint64_t joins_heard(std::uint32_t id) const {
+    std::lock_guard lock(admin_mutex_);
+    const SessionTable& current = *table_.load(std::memory_order_acquire);
+    const auto found = current.find(id);
+    if (found == current.end()) throw ConfigError("unknown session " + std::to_string(id));
+    return found->second->joins_heard();
+  }
+
   [[nodiscard]] SwitchCounters counters() const {
     SwitchCounters total;
     for (const SwitchThreadCounters& thread : thread_counters()) total += thread.counters;
@@ -704,6 +712,7 @@ void SoftwareSwitch::stop() { impl_->stop(); }
 std::uint16_t SoftwareSwitch::port() const { return impl_->port(); }
 void SoftwareSwitch::set_clock(std::uint32_t ticks) { impl_->set_clock(ticks); }
 std::vector<std::uint32_t> SoftwareSwitch::session_ids() const { return impl_->session_ids(); }
+std::uint64_t SoftwareSwitch::joins_heard(std::uint32_t id) const { return impl_->joins_heard(id); }
 SwitchCounters SoftwareSwitch::counters() const { return impl_->counters(); }
 std::vector<SwitchThreadCounters> SoftwareSwitch::thread_counters() const { return impl_->thread_counters(); }
 std::vector<SessionStatus> SoftwareSwitch::session_status() const { return impl_->session_status(); }

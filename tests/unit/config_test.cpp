@@ -316,6 +316,7 @@ class EnvTest : public ::testing::Test {
       "DPA_FAULT_DUPLICATE", "DPA_FAULT_REORDER", "DPA_FAULT_DELAY", "DPA_FAULT_DELAY_US", "DPA_FAULT_SEED",
       "DPA_LOG",         "DPA_SIMD",         "DPA_TEST_FLAG",    "DPA_TRANSPORT",
       "DPA_DPDK_MONITOR", "DPA_DPDK_MONITOR_INTERVAL_US", "DPA_DPDK_MONITOR_OUTPUT", "DPA_SHM_FABRIC", "DPA_SHM_DIR",
+      "LOCAL_RANK",
   };
 
   void SetUp() override {
@@ -438,6 +439,36 @@ TEST_F(EnvTest, VariablesOverrideTheConfigFile) {
   EXPECT_EQ(config.rank, 1);
   EXPECT_EQ(config.world_size, 4);
   EXPECT_EQ(config.window, 16);
+}
+
+// One DPA_CONFIG for every rank under torchrun: {rank} and {local_rank} in its path and values.
+TEST_F(EnvTest, ConfigPathAndValuesTakeTheRank) {
+  const TempFile file("rank3-local1.json", R"({"world_size": 4, "switch": "10.0.0.{local_rank}:4242",
+      "dpdk": {"local_ip": "10.1.0.{rank}", "file_prefix": "dpa{local_rank}", "vdevs": ["net_memif{rank}"]}})");
+  const std::string pattern = std::string(file.path()).replace(file.path().find("rank3-local1"), 12, "rank{rank}-local{local_rank}");
+  set("DPA_CONFIG", pattern.c_str());
+  set("RANK", "3");
+  set("LOCAL_RANK", "1");
+  const dpa::Config config = dpa::Config::from_env();
+  EXPECT_EQ(config.rank, 3);
+  EXPECT_EQ(config.switch_host, "10.0.0.1");
+  const auto& dpdk = std::get<dpa::DpdkTransportConfig>(config.transport);
+  EXPECT_EQ(dpdk.local_ip, "10.1.0.3");
+  EXPECT_EQ(dpdk.file_prefix, "dpa1");
+  EXPECT_EQ(dpdk.vdevs, std::vector<std::string>{"net_memif3"});
+
+  set("DPA_RANK", "2");  // wins over RANK, as for the rank itself
+  const TempFile second("rank2-local1.json", R"({"world_size": 4, "dpdk": {"local_ip": "10.1.0.{rank}"}})");
+  EXPECT_EQ(std::get<dpa::DpdkTransportConfig>(dpa::Config::from_env().transport).local_ip, "10.1.0.2");
+}
+
+TEST_F(EnvTest, ConfigPlaceholderWithoutItsVariableIsNamed) {
+  const TempFile file("placeholder.json", R"({"dpdk": {"file_prefix": "dpa{local_rank}"}})");
+  set("DPA_CONFIG", file.path().c_str());
+  EXPECT_THAT(config_error([] { dpa::Config::from_env(); }),
+              HasSubstr(file.path() + ": dpdk.file_prefix uses {local_rank}, but LOCAL_RANK is not set"));
+  set("DPA_CONFIG", (file.path() + "{rank}").c_str());
+  EXPECT_THAT(config_error([] { dpa::Config::from_env(); }), HasSubstr("uses {rank}, but DPA_RANK or RANK is not set"));
 }
 
 TEST_F(EnvTest, MissingConfigFileIsAnError) {

@@ -94,6 +94,18 @@ TEST_F(SessionJoin, TheGenerationFormsWhenEveryRankIsPendingAndCarriesAFreshToke
   EXPECT_EQ(join(session, joiners[1], 4).kind, Kind::ack_sender);
 }
 
+// What a job whose join failed asks the switch: whose JOINs ever arrived.
+TEST_F(SessionJoin, TheSessionRemembersWhichRanksItHeard) {
+  Session session(config(4));
+  const auto joiners = job(4, 10);
+  EXPECT_EQ(session.joins_heard(), 0u);
+  join(session, joiners[0], 0);
+  join(session, joiners[2], 0);
+  EXPECT_EQ(session.joins_heard(), 0b0101u) << "ranks 1 and 3 never reached the switch";
+  join_all(session, joiners, 1);
+  EXPECT_EQ(session.joins_heard(), 0b1111u);
+}
+
 TEST_F(SessionJoin, TheIdentityTableMapsEachThreadPortToItsRankAndThread) {
   Session session(config(2));
   auto joiners = job(2, 10);

@@ -1,0 +1,154 @@
+// Where a job's ranks run and how that sizes it (dpa/job_layout.hpp, dpa/job_sizing.hpp): the
+// rule of docs/multi-host.md, table by table.
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "dpa/error.hpp"
+#include "dpa/job_layout.hpp"
+#include "dpa/job_sizing.hpp"
+
+using dpa::RankPlacement;
+
+namespace {
+
+RankPlacement placement(const std::string& host, std::uint32_t max_payload, const std::string& transport = "udp") {
+  dpa::RankPlacement rank;
+  rank.host_key = "boot=b net=1:" + host + " shm=2:" + host;
+  rank.hostname = "host-" + host;
+  rank.address = "10.0.0." + host;
+  rank.transport = transport;
+  rank.max_payload = max_payload;
+  return rank;
+}
+
+// The variables JobSizing reads, unset for the test and restored after it.
+class JobSizingTest : public ::testing::Test {
+ protected:
+  static constexpr const char* kVariables[] = {"DPA_THREADS",    "DPA_WINDOW",         "DPA_PAYLOAD",
+                                               "DPA_BUSY_POLL_US", "DPA_SWITCH_THREADS", "DPA_SWITCH_BUFFER_BYTES",
+                                               "DPA_TRANSPORT",  "DPA_LOCAL_HOST",     "DPA_LOCAL_PORT",
+                                               "DPA_SHM_DIR"};
+  void SetUp() override {
+    for (const char* name : kVariables) {
+      if (const char* value = std::getenv(name)) saved_.emplace_back(name, value);
+      ::unsetenv(name);
+    }
+  }
+  void TearDown() override {
+    for (const char* name : kVariables) ::unsetenv(name);
+    for (const auto& [name, value] : saved_) ::setenv(name.c_str(), value.c_str(), 1);
+  }
+
+  // 16 cores, roomy buffers and shared memory.
+  static dpa::HostResources host() {
+    dpa::HostResources resources;
+    resources.cores = 16;
+    resources.shm_free_bytes = std::uint64_t{1} << 34;
+    resources.worker_receive_buffer = 16 << 20;
+    resources.switch_receive_buffer = 32 << 20;
+    resources.switch_buffer_request = 32 << 20;
+    return resources;
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> saved_;
+};
+
+}  // namespace
+
+TEST(JobLayout, PayloadForMtuLeavesRoomForTheHeaders) {
+  EXPECT_EQ(dpa::payload_for_mtu(1500), 356u);  // 1500 - 20 (IPv4) - 8 (UDP) - 48 (dpa) = 4 x 356
+  EXPECT_EQ(dpa::payload_for_mtu(9000), 2231u);
+  EXPECT_EQ(dpa::payload_for_mtu(1280), 301u);
+  EXPECT_EQ(dpa::payload_for_mtu(40), 1u);
+}
+
+TEST(JobLayout, RanksOfOtherHostsAndTheSmallestPath) {
+  const dpa::JobLayout layout = dpa::JobLayout::of(
+      {placement("1", 200), placement("1", 200), placement("2", 356), placement("2", 356), placement("3", 301)});
+  EXPECT_EQ(layout.world_size, 5);
+  EXPECT_EQ(layout.ranks_per_host, 2);
+  EXPECT_EQ(layout.remote_ranks, (std::vector<int>{2, 3, 4}));
+  EXPECT_EQ(layout.max_payload, 301u);
+  EXPECT_TRUE(layout.spans_hosts());
+
+  const dpa::JobLayout one_host = dpa::JobLayout::of({placement("1", 356), placement("1", 356)});
+  EXPECT_FALSE(one_host.spans_hosts());
+  EXPECT_FALSE(one_host.over_network());
+  EXPECT_EQ(one_host.ranks_per_host, 2);
+  EXPECT_EQ(one_host.max_payload, 0u);  // loopback to the switch
+}
+
+TEST(JobLayout, PlacementTravelsAsText) {
+  const RankPlacement sent = placement("7", 356, "dpdk");
+  const RankPlacement received = RankPlacement::from_text(sent.to_text());
+  EXPECT_EQ(received.host_key, sent.host_key);
+  EXPECT_EQ(received.hostname, sent.hostname);
+  EXPECT_EQ(received.address, sent.address);
+  EXPECT_EQ(received.transport, "dpdk");
+  EXPECT_EQ(received.max_payload, 356u);
+  EXPECT_TRUE(received.same_host(sent));
+  EXPECT_THROW(RankPlacement::from_text("boot=b net=1:1"), dpa::Error);
+}
+
+TEST(JobLayout, ThisProcessIsOnItsOwnHost) {
+  const dpa::Config config;
+  const RankPlacement here = RankPlacement::probe(config, "127.0.0.1", "/dev/shm");
+  EXPECT_TRUE(here.same_host(RankPlacement::probe(config, "", "/dev/shm")));
+  // Another shared-memory directory is another host for the embedded switch's shm transport.
+  EXPECT_FALSE(here.same_host(RankPlacement::probe(config, "", "/")));
+  EXPECT_EQ(here.address, "127.0.0.1");
+  EXPECT_EQ(here.max_payload, dpa::payload_for_mtu(dpa::route_to("127.0.0.1", "test").mtu));
+  EXPECT_EQ(RankPlacement::probe(config, "", "/dev/shm").max_payload, 356u);  // no route known: MTU 1500
+  EXPECT_TRUE(dpa::is_loopback("127.0.1.1"));
+  EXPECT_FALSE(dpa::is_loopback("10.0.0.1"));
+  EXPECT_EQ(dpa::interface_mtu("0.0.0.0"), 0u);
+  EXPECT_GT(dpa::interface_mtu("127.0.0.1"), 0u);
+}
+
+TEST_F(JobSizingTest, OneHostKeepsLoopbackSizing) {
+  const dpa::JobSizing single = dpa::JobSizing::for_job(4, host(), dpa::Config{});
+  const dpa::JobSizing laid_out =
+      dpa::JobSizing::for_job(dpa::JobLayout::of({placement("1", 356), placement("1", 356), placement("1", 356),
+                                                  placement("1", 356)}),
+                              host(), dpa::Config{});
+  for (const dpa::JobSizing& sizing : {single, laid_out}) {
+    EXPECT_EQ(sizing.payload, 16000u);
+    EXPECT_EQ(sizing.small_payload, 2048u);
+    EXPECT_EQ(sizing.threads, 4);
+    EXPECT_NE(sizing.shm_fabric, 0u);
+  }
+}
+
+TEST_F(JobSizingTest, AcrossHostsUdpPacketsFitEveryPath) {
+  const dpa::JobLayout layout = dpa::JobLayout::of({placement("1", 16365), placement("1", 16365),
+                                                    placement("2", 356), placement("2", 356)});
+  const dpa::JobSizing sizing = dpa::JobSizing::for_job(layout, host(), dpa::Config{});
+  EXPECT_EQ(sizing.payload, 356u);
+  EXPECT_EQ(sizing.small_payload, 0u);  // one session: the small one's packets would be larger
+  EXPECT_EQ(sizing.shm_fabric, 0u);     // UDP: the switch serves one transport
+  EXPECT_EQ(sizing.threads, 4);         // 16 cores for the 2 ranks of a host, at most 4
+  EXPECT_EQ(sizing.window, 64);
+}
+
+TEST_F(JobSizingTest, SwitchOnTheNetworkOnOneHostUsesUdpToo) {
+  dpa::JobLayout layout = dpa::JobLayout::single_host(2);
+  layout.switch_on_network = true;
+  layout.max_payload = 2231;
+  const dpa::JobSizing sizing = dpa::JobSizing::for_job(layout, host(), dpa::Config{});
+  EXPECT_EQ(sizing.payload, 2231u);
+  EXPECT_EQ(sizing.small_payload, 2048u);
+  EXPECT_EQ(sizing.shm_fabric, 0u);
+}
+
+TEST_F(JobSizingTest, PayloadVariableStillWins) {
+  ::setenv("DPA_PAYLOAD", "1024", 1);
+  dpa::Config from_env;
+  from_env.payload = 1024;
+  const dpa::JobLayout layout = dpa::JobLayout::of({placement("1", 356), placement("2", 356)});
+  EXPECT_EQ(dpa::JobSizing::for_job(layout, host(), from_env).payload, 1024u);
+}
