@@ -110,7 +110,7 @@ else
   report nvcc optional info "nvcc not found: CUDA tensors are quantised on the host (install the CUDA toolkit for the GPU kernels)"
 fi
 
-# --- Socket buffers: below 32 MiB the worker shrinks its window (docs/tuning.md).
+# --- Socket buffers: below 32 MiB the worker shrinks its window (docs/configuration.md).
 for limit in rmem_max wmem_max; do
   value=$(cat /proc/sys/net/core/$limit 2>/dev/null || echo 0)
   if ((value >= 33554432)); then
