@@ -62,7 +62,7 @@ void family(std::string& out, std::string_view name, std::string_view type, std:
 }
 
 template <class Value>
-void sample(std::string& out, std::string_view name, std::string_view label, std::uint64_t label_value,
+void write_sample(std::string& out, std::string_view name, std::string_view label, std::uint64_t label_value,
             const Value& value) {
   fmt::format_to(std::back_inserter(out), "{}{{{}=\"{}\"}} {}\n", name, label, label_value, value);
 }
@@ -103,14 +103,14 @@ std::string metrics_text(const std::vector<SwitchThreadCounters>& threads, const
     const std::string name = counter_name("dpa_switch_", field.name);
     family(out, name, "counter", field.help);
     for (std::size_t i = 0; i < threads.size(); ++i) {
-      sample(out, name, "thread", i, counter_value(field.name, threads[i].counters.*field.member));
+      write_sample(out, name, "thread", i, counter_value(field.name, threads[i].counters.*field.member));
     }
   }
   for (const auto& field : kTransportFields) {
     const std::string name = counter_name("dpa_switch_transport_", field.name);
     family(out, name, "counter", field.help);
     for (std::size_t i = 0; i < threads.size(); ++i) {
-      sample(out, name, "thread", i, counter_value(field.name, threads[i].transport.*field.member));
+      write_sample(out, name, "thread", i, counter_value(field.name, threads[i].transport.*field.member));
     }
   }
   family(out, "dpa_switch_sessions", "gauge", "Sessions the switch holds");
@@ -119,13 +119,13 @@ std::string metrics_text(const std::vector<SwitchThreadCounters>& threads, const
     const std::string name = counter_name("dpa_switch_session_", field.name);
     family(out, name, "counter", field.help);
     for (const SessionStatus& session : sessions) {
-      sample(out, name, "session", session.config.id, session.counters.*field.member);
+      write_sample(out, name, "session", session.config.id, session.counters.*field.member);
     }
   }
   for (const SessionGauge& gauge : kSessionGauges) {
     family(out, gauge.name, "gauge", gauge.help);
     for (const SessionStatus& session : sessions) {
-      sample(out, gauge.name, "session", session.config.id, gauge.value(session));
+      write_sample(out, gauge.name, "session", session.config.id, gauge.value(session));
     }
   }
   return out;
