@@ -85,7 +85,7 @@ class Node:
         ranks_without = self.torch.tensor([0 if own_gpu else 1], dtype=self.torch.int64)
         self.dist.all_reduce(ranks_without, group=self.gloo)
         requested = self.settings["runs"]
-        if int(ranks_without) == 0:
+        if int(ranks_without) == 0 or (requested is not None and "nccl" not in requested):
             return requested or ["gloo", "dpa", "reactive", "preemptive", "nccl"]
         reason = (f"{int(ranks_without)} of {self.world} ranks have no GPU of their own (--device "
                   f"{self.settings['device']}, this host: {self.local_world} local ranks, "
@@ -157,7 +157,8 @@ class Trainer:
                                            process_group=node.groups[group_name], broadcast_buffers=False,
                                            bucket_cap_mb=settings["bucket_mb"])
         if self.uses_dpa:
-            dpa.register_ddp_hook(self.ddp, k=settings["k"] if self.fastest_k else None, preemptive=preemptive)
+            # K = N named explicitly, so that DPA_K or a process default cannot turn it into fastest-K.
+            dpa.register_ddp_hook(self.ddp, k=settings["k"] if self.fastest_k else node.world, preemptive=preemptive)
         self.optimizer = torch.optim.SGD(self.ddp.parameters(), lr=settings["lr"], momentum=0.9)
         self.batches = spec.batches(node.rank, self.batch, node.device)
         self.delays = delay_schedule(straggler, settings)
