@@ -108,12 +108,12 @@ class Node:
         self.dist.all_gather_object(gathered, value, group=self.gloo)
         return gathered
 
-    def drift(self, module):
-        """Every rank's largest absolute parameter difference to rank 0 (a list by rank)."""
+    def drift(self, module, reference_rank):
+        """Every rank's largest absolute parameter difference to `reference_rank` (a list by rank)."""
         torch = self.torch
         flat = torch.cat([p.detach().reshape(-1) for p in module.parameters()]).cpu()
         reference = flat.clone()
-        self.dist.broadcast(reference, 0, group=self.gloo)
+        self.dist.broadcast(reference, reference_rank, group=self.gloo)
         own = torch.tensor([(flat - reference).abs().max().item()], dtype=torch.float64)
         gathered = [torch.zeros(1, dtype=torch.float64) for _ in range(self.world)]
         self.dist.all_gather(gathered, own, group=self.gloo)
@@ -162,7 +162,11 @@ class Trainer:
         self.optimizer = torch.optim.SGD(self.ddp.parameters(), lr=settings["lr"], momentum=0.9)
         self.batches = spec.batches(node.rank, self.batch, node.device)
         self.delays = delay_schedule(straggler, settings)
-        self.is_straggler = straggler != "none" and node.rank == settings["straggler_rank"]
+        self.straggler_rank = settings["straggler_rank"] if straggler != "none" else None
+        self.is_straggler = node.rank == self.straggler_rank
+        # The rank the runs are compared on and the replicas resynchronised from: fastest-K is
+        # about the ranks that do not wait, and the straggler's parameters are the drifted ones.
+        self.reference_rank = next(rank for rank in range(node.world) if rank != self.straggler_rank)
 
     def step(self, index):
         inputs, targets = self.batches[index % len(self.batches)]
@@ -196,18 +200,18 @@ class Trainer:
                 previous = current
             if self.fastest_k and settings["resync_every"] and (index + 1) % settings["resync_every"] == 0:
                 check_started = time.perf_counter()
-                drift = max(node.drift(self.model))
+                drift = max(node.drift(self.model, self.reference_rank))
                 checks += 1
                 largest_checked = max(largest_checked, drift)
                 if drift > settings["resync_threshold"]:
-                    dpa.resynchronise(self.model, src=0)
+                    dpa.resynchronise(self.model, src=self.reference_rank)
                     resyncs += 1
                 node.synchronize()
                 resync_seconds += time.perf_counter() - check_started
             step_seconds.append(time.perf_counter() - started)
         # Everyone, the straggler too, has finished before the replicas are compared.
         node.barrier()
-        drift_by_rank = node.drift(self.model)
+        drift_by_rank = node.drift(self.model, self.reference_rank)
         measured = {
             "rank": node.rank, "step_seconds": step_seconds, "resync_seconds": resync_seconds,
             "drift_checks": checks, "resyncs": resyncs, "largest_checked_drift": largest_checked,
@@ -233,9 +237,7 @@ def summarise(trainer, gathered):
     """One row of the report (docs/training-benchmark.md "Report")."""
     node, settings = trainer.node, trainer.node.settings
     world, steps = node.world, settings["steps"]
-    straggler_rank = settings["straggler_rank"] if trainer.straggler != "none" else None
-    # The fastest-K runs are about the ranks that do not wait: the lowest rank that is not slow.
-    reference = next(rank for rank in range(world) if rank != straggler_rank)
+    straggler_rank, reference = trainer.straggler_rank, trainer.reference_rank
     mine = gathered[reference]
     train_seconds = sum(mine["step_seconds"])
     row = {

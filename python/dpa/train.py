@@ -11,11 +11,11 @@ Every (model, straggler model, run) trains the same model from the same initial 
 --warmup-steps untimed and --steps timed iterations, in one set of rank processes. Runs: Gloo, dpa
 with K = N, dpa with reactive and with preemptive fastest-K (K = N - 1 by default), and NCCL when
 every rank has a GPU of its own. Reported per run: time per iteration (mean, median, p99) of the
-lowest rank that is not the straggler, samples/s, the share of blocks and of steps whose
-all-reduces completed with fewer than N ranks, the blocks the straggler missed, and the largest
-parameter difference between ranks; the fastest-K runs check that difference every --resync-every
-steps and copy rank 0's parameters to every rank (dpa.resynchronise) when it exceeds
---resync-threshold. Writes the report as JSON and one plot per model (iteration-time distribution
+reference rank (the lowest rank that is not the straggler), samples/s, the share of blocks and of
+steps whose all-reduces completed with fewer than N ranks, the blocks the straggler missed, and
+the largest parameter difference to the reference rank; the fastest-K runs check that difference
+every --resync-every steps and copy the reference rank's parameters to every rank
+(dpa.resynchronise) when it exceeds --resync-threshold. Writes the report as JSON and one plot per model (iteration-time distribution
 and throughput per run). docs/training-benchmark.md describes every option and the report.
 Exit status: 0 done, 1 a run failed, 2 a usage error.
 """
@@ -219,9 +219,9 @@ def print_tables(report):
                   f"{drift['resyncs']:>2}/{drift['checks']:<3}")
     for name, reason in config["skipped"].items():
         print(f"# not run: {name}: {reason}")
-    print("\nms: iterations of the lowest rank that is not the straggler; x Gloo, x K=N: its mean against theirs; "
+    print("\nms: iterations of the reference rank, the lowest that is not the straggler; x Gloo, x K=N: its mean against theirs; "
           "part.blk, part.stp: blocks and steps with an all-reduce completed by fewer than N ranks; missed: blocks "
-          "the straggler missed; drift: largest parameter difference to rank 0 at the end; resync: "
+          "the straggler missed; drift: largest parameter difference to that rank at the end; resync: "
           "resynchronisations/drift checks", flush=True)
 
 
