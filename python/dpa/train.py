@@ -269,6 +269,7 @@ def write_outputs(report, arguments):
     print_tables(report)
     for model in report["config"]["models"]:
         plot(report, model, out / f"{model}.png")
+    json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(report, indent=2) + "\n")
     print(f"# wrote {json_path} and {', '.join(str(out / f'{m}.png') for m in report['config']['models'])}")
 
