@@ -174,6 +174,15 @@ class Trainer:
         self.spec.loss(self.ddp(inputs), targets).backward()
         self.optimizer.step()
 
+    def resynchronise_momentum(self):
+        """The SGD momentum holds the gradients a rank kept for the blocks it missed: copied from
+        the reference rank too, or the resynchronised replicas drift apart again at once."""
+        for group in self.optimizer.param_groups:
+            for parameter in group["params"]:
+                momentum = self.optimizer.state[parameter].get("momentum_buffer")
+                if momentum is not None:
+                    self.node.dist.broadcast(momentum, self.reference_rank)
+
     def train(self):
         """This rank's measurements of the timed steps (gathered by rank 0)."""
         import dpa
@@ -205,6 +214,7 @@ class Trainer:
                 largest_checked = max(largest_checked, drift)
                 if drift > settings["resync_threshold"]:
                     dpa.resynchronise(self.model, src=self.reference_rank)
+                    self.resynchronise_momentum()
                     resyncs += 1
                 node.synchronize()
                 resync_seconds += time.perf_counter() - check_started
