@@ -1,0 +1,316 @@
+"""One rank of python -m dpa.train: its process groups, the training loop of every (model,
+straggler model, run), what it measures, and the summary rank 0 builds (docs/training-benchmark.md).
+
+Every run trains the same model from the same initial parameters with DistributedDataParallel on
+the run's process group, each rank on its own synthetic batches. The straggler sleeps before the
+forward pass of the steps its schedule delays. Rank 0 gathers every rank's measurements on a Gloo
+group, so the benchmark's own collectives never go through the backend being measured."""
+
+import os
+import random
+import time
+
+from . import _models
+from ._bench_run import percentile
+
+RUNS = {
+    # name: (process group, fastest-K, preemptive); fastest-K None waits for every rank.
+    "gloo": ("gloo", None, False),
+    "dpa": ("dpa", None, False),
+    "reactive": ("dpa", "k", False),
+    "preemptive": ("dpa", "k", True),
+    "nccl": ("nccl", None, False),
+}
+LABELS = {
+    "gloo": "Gloo",
+    "dpa": "dpa, K = N",
+    "reactive": "dpa, reactive fastest-K",
+    "preemptive": "dpa, preemptive fastest-K",
+    "nccl": "NCCL",
+}
+STRAGGLERS = {
+    "none": "no straggler",
+    "fixed": "sleeps D ms before a share p of the steps",
+    "random": "sleeps D x U(0.5, 2) ms before a share p of the steps",
+    "persistent": "sleeps D ms before every step",
+}
+
+
+class UsageError(Exception):
+    """A setting every rank finds wrong in the same way (exit status 2)."""
+
+
+def delay_schedule(straggler, settings):
+    """Seconds the straggler sleeps before each timed step; the same steps in every run of a
+    straggler model (one generator per model, seeded by --seed)."""
+    steps, delay_s = settings["steps"], settings["delay_ms"] / 1000.0
+    if straggler == "none":
+        return [0.0] * steps
+    if straggler == "persistent":
+        return [delay_s] * steps
+    chooser = random.Random(f"{settings['seed']}/{straggler}")
+    delays = []
+    for _ in range(steps):
+        delayed = chooser.random() < settings["delay_probability"]
+        scale = chooser.uniform(0.5, 2.0) if straggler == "random" else 1.0
+        delays.append(delay_s * scale if delayed else 0.0)
+    return delays
+
+
+class Node:
+    """This rank's device and process groups, and the Gloo collectives the benchmark itself uses."""
+
+    def __init__(self, rank, world, local_rank, local_world, settings):
+        import torch
+        import torch.distributed as dist
+
+        self.torch, self.dist = torch, dist
+        self.rank, self.world, self.local_world = rank, world, local_world
+        self.settings = settings
+        self.device = torch.device(settings["device"])
+        if self.device.type == "cuda":
+            self.device = torch.device("cuda", local_rank % torch.cuda.device_count())
+            torch.cuda.set_device(self.device)
+        self.gloo = dist.new_group(backend="gloo")
+        self.skipped = {}
+        self.runs = self._agree_on_runs()
+        self.groups = {"dpa": None, "gloo": self.gloo}  # None: the default group, dpa's
+        if "nccl" in self.runs:
+            self.groups["nccl"] = dist.new_group(backend="nccl")
+
+    def _agree_on_runs(self):
+        """NCCL needs a GPU of its own for every rank on every host, which each rank can only
+        say for its own host: the ranks agree before anything else."""
+        own_gpu = self.device.type == "cuda" and self.torch.cuda.device_count() >= self.local_world
+        ranks_without = self.torch.tensor([0 if own_gpu else 1], dtype=self.torch.int64)
+        self.dist.all_reduce(ranks_without, group=self.gloo)
+        requested = self.settings["runs"]
+        if int(ranks_without) == 0 or (requested is not None and "nccl" not in requested):
+            return requested or ["gloo", "dpa", "reactive", "preemptive", "nccl"]
+        reason = (f"{int(ranks_without)} of {self.world} ranks have no GPU of their own (--device "
+                  f"{self.settings['device']}, this host: {self.local_world} local ranks, "
+                  f"{self.torch.cuda.device_count()} GPUs); NCCL needs one GPU per rank")
+        if requested is not None and "nccl" in requested:
+            raise UsageError(f"--runs nccl: {reason}")
+        self.skipped["nccl"] = reason
+        return requested or ["gloo", "dpa", "reactive", "preemptive"]
+
+    def synchronize(self):
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+    def barrier(self):
+        self.synchronize()
+        self.dist.barrier(group=self.gloo)
+
+    def gather_objects(self, value):
+        gathered = [None] * self.world
+        self.dist.all_gather_object(gathered, value, group=self.gloo)
+        return gathered
+
+    def drift(self, module, reference_rank):
+        """Every rank's largest absolute parameter difference to `reference_rank` (a list by rank)."""
+        torch = self.torch
+        flat = torch.cat([p.detach().reshape(-1) for p in module.parameters()]).cpu()
+        reference = flat.clone()
+        self.dist.broadcast(reference, reference_rank, group=self.gloo)
+        own = torch.tensor([(flat - reference).abs().max().item()], dtype=torch.float64)
+        gathered = [torch.zeros(1, dtype=torch.float64) for _ in range(self.world)]
+        self.dist.all_gather(gathered, own, group=self.gloo)
+        return [float(value) for value in gathered]
+
+
+def dpa_totals():
+    """The process's dpa statistics summed over every completed all_reduce (dpa._C.total_stats)."""
+    from . import _C
+
+    return _C.total_stats()
+
+
+def delta(after, before):
+    return {key: after[key] - before[key] for key in ("operations", "blocks", "blocks_partial", "blocks_missed",
+                                                       "retransmissions")}
+
+
+class Trainer:
+    """One run of one model under one straggler model on this rank."""
+
+    def __init__(self, node, spec, run, straggler):
+        import torch
+        from torch.nn.parallel import DistributedDataParallel
+
+        import dpa
+
+        self.node, self.spec, self.run, self.straggler = node, spec, run, straggler
+        settings = node.settings
+        group_name, k_choice, preemptive = RUNS[run]
+        self.fastest_k = k_choice is not None
+        self.uses_dpa = group_name == "dpa"
+        self.batch = settings["batch"] or spec.default_batch()
+        self.model, self.source = spec.build()
+        self.model.to(node.device)
+        self.parameters = sum(p.numel() for p in self.model.parameters())
+        cuda = node.device.type == "cuda"
+        # Each rank keeps its own BatchNorm statistics: DDP's per-step buffer broadcast would be a
+        # Gloo collective that makes every rank wait for the straggler, with or without fastest-K.
+        self.ddp = DistributedDataParallel(self.model, device_ids=[node.device.index] if cuda else None,
+                                           process_group=node.groups[group_name], broadcast_buffers=False,
+                                           bucket_cap_mb=settings["bucket_mb"])
+        if self.uses_dpa:
+            # K = N named explicitly, so that DPA_K or a process default cannot turn it into fastest-K.
+            dpa.register_ddp_hook(self.ddp, k=settings["k"] if self.fastest_k else node.world, preemptive=preemptive)
+        self.optimizer = torch.optim.SGD(self.ddp.parameters(), lr=settings["lr"], momentum=0.9)
+        self.batches = spec.batches(node.rank, self.batch, node.device)
+        self.delays = delay_schedule(straggler, settings)
+        self.straggler_rank = settings["straggler_rank"] if straggler != "none" else None
+        self.is_straggler = node.rank == self.straggler_rank
+        # The rank the runs are compared on and the replicas resynchronised from: fastest-K is
+        # about the ranks that do not wait, and the straggler's parameters are the drifted ones.
+        self.reference_rank = next(rank for rank in range(node.world) if rank != self.straggler_rank)
+
+    def step(self, index):
+        inputs, targets = self.batches[index % len(self.batches)]
+        self.optimizer.zero_grad(set_to_none=True)
+        self.spec.loss(self.ddp(inputs), targets).backward()
+        self.optimizer.step()
+
+    def resynchronise_momentum(self):
+        """The SGD momentum holds the gradients a rank kept for the blocks it missed: copied from
+        the reference rank too, or the resynchronised replicas drift apart again at once."""
+        for group in self.optimizer.param_groups:
+            for parameter in group["params"]:
+                momentum = self.optimizer.state[parameter].get("momentum_buffer")
+                if momentum is not None:
+                    self.node.dist.broadcast(momentum, self.reference_rank)
+
+    def train(self):
+        """This rank's measurements of the timed steps (gathered by rank 0)."""
+        import dpa
+
+        node, settings = self.node, self.node.settings
+        for index in range(settings["warmup_steps"]):
+            self.step(index)
+        node.barrier()
+        step_seconds, resync_seconds = [], 0.0
+        checks, resyncs, largest_checked = 0, 0, 0.0
+        steps_partial = 0
+        totals_before = dpa_totals() if self.uses_dpa else None
+        previous = totals_before
+        for index in range(settings["steps"]):
+            started = time.perf_counter()
+            if self.is_straggler and self.delays[index] > 0:
+                time.sleep(self.delays[index])  # the injected straggler delay
+            self.step(settings["warmup_steps"] + index)
+            node.synchronize()
+            if self.uses_dpa:
+                # DDP has waited for every bucket of this step, and the next step has issued none.
+                current = dpa_totals()
+                steps_partial += current["blocks_partial"] > previous["blocks_partial"]
+                previous = current
+            if self.fastest_k and settings["resync_every"] and (index + 1) % settings["resync_every"] == 0:
+                check_started = time.perf_counter()
+                drift = max(node.drift(self.model, self.reference_rank))
+                checks += 1
+                largest_checked = max(largest_checked, drift)
+                if drift > settings["resync_threshold"]:
+                    dpa.resynchronise(self.model, src=self.reference_rank)
+                    self.resynchronise_momentum()
+                    resyncs += 1
+                node.synchronize()
+                resync_seconds += time.perf_counter() - check_started
+            step_seconds.append(time.perf_counter() - started)
+        # Everyone, the straggler too, has finished before the replicas are compared.
+        node.barrier()
+        drift_by_rank = node.drift(self.model, self.reference_rank)
+        measured = {
+            "rank": node.rank, "step_seconds": step_seconds, "resync_seconds": resync_seconds,
+            "drift_checks": checks, "resyncs": resyncs, "largest_checked_drift": largest_checked,
+            "drift_by_rank": drift_by_rank, "dpa": None,
+        }
+        if self.uses_dpa:
+            measured["dpa"] = dict(delta(dpa_totals(), totals_before), steps_partial=steps_partial)
+        return measured
+
+    def close(self):
+        del self.ddp, self.optimizer, self.batches, self.model
+        if self.node.device.type == "cuda":
+            self.node.torch.cuda.empty_cache()
+
+
+def milliseconds(seconds):
+    ordered = sorted(seconds)
+    return {"mean": 1000.0 * sum(ordered) / len(ordered), "median": 1000.0 * percentile(ordered, 50),
+            "p99": 1000.0 * percentile(ordered, 99), "min": 1000.0 * ordered[0], "max": 1000.0 * ordered[-1]}
+
+
+def summarise(trainer, gathered):
+    """One row of the report (docs/training-benchmark.md "Report")."""
+    node, settings = trainer.node, trainer.node.settings
+    world, steps = node.world, settings["steps"]
+    straggler_rank, reference = trainer.straggler_rank, trainer.reference_rank
+    mine = gathered[reference]
+    train_seconds = sum(mine["step_seconds"])
+    row = {
+        "model": trainer.spec.name, "straggler": trainer.straggler, "run": trainer.run, "label": LABELS[trainer.run],
+        "backend": RUNS[trainer.run][0], "k": settings["k"] if trainer.fastest_k else world,
+        "preemptive": RUNS[trainer.run][2], "ranks": world, "batch_per_rank": trainer.batch, "steps": steps,
+        "warmup_steps": settings["warmup_steps"], "parameters": trainer.parameters,
+        "gradient_bytes": 4 * trainer.parameters, "model_source": trainer.source,
+        "straggler_rank": straggler_rank, "delayed_steps": sum(1 for d in trainer.delays if d > 0),
+        "injected_delay_s": sum(trainer.delays) if straggler_rank is not None else 0.0,
+        "reference_rank": reference, "iteration_ms": milliseconds(mine["step_seconds"]),
+        "iteration_ms_samples": [1000.0 * seconds for seconds in mine["step_seconds"]],
+        "samples_per_s": world * trainer.batch * steps / train_seconds, "train_seconds": train_seconds,
+        "slowest_rank_seconds": max(sum(rank["step_seconds"]) for rank in gathered),
+        "by_rank": [{"rank": rank["rank"], "iteration_ms_mean": 1000.0 * sum(rank["step_seconds"]) / steps,
+                     "train_seconds": sum(rank["step_seconds"])} for rank in gathered],
+        "drift": {"final": max(mine["drift_by_rank"]), "final_by_rank": mine["drift_by_rank"],
+                  "checks": mine["drift_checks"], "resyncs": mine["resyncs"],
+                  "largest_checked": mine["largest_checked_drift"],
+                  "check_and_resync_ms": 1000.0 * mine["resync_seconds"]},
+        "dpa": None,
+    }
+    if mine["dpa"] is not None:
+        own = mine["dpa"]
+        row["dpa"] = {
+            "allreduces": own["operations"], "allreduces_per_step": own["operations"] / steps,
+            "blocks": own["blocks"], "blocks_partial": own["blocks_partial"],
+            "partial_block_share": own["blocks_partial"] / own["blocks"] if own["blocks"] else 0.0,
+            "steps_partial": own["steps_partial"], "partial_step_share": own["steps_partial"] / steps,
+            "blocks_missed_by_rank": [rank["dpa"]["blocks_missed"] for rank in gathered],
+            "straggler_blocks_missed": (gathered[straggler_rank]["dpa"]["blocks_missed"]
+                                        if straggler_rank is not None else None),
+            "retransmissions": sum(rank["dpa"]["retransmissions"] for rank in gathered),
+        }
+    return row
+
+
+def progress(node, text):
+    if node.rank == 0:
+        print(f"dpa.train: {text}", flush=True)
+
+
+def run(node):
+    """Every model under every straggler model with every run; rank 0 returns the rows."""
+    settings = node.settings
+    for name, reason in node.skipped.items():
+        progress(node, f"not running {name}: {reason}")
+    rows = []
+    for model in settings["models"]:
+        spec = _models.ModelSpec(model, settings)
+        for straggler in settings["stragglers"]:
+            for name in node.runs:
+                started = time.monotonic()
+                trainer = Trainer(node, spec, name, straggler)
+                gathered = node.gather_objects(trainer.train())
+                if node.rank == 0:
+                    rows.append(summarise(trainer, gathered))
+                    row = rows[-1]
+                    progress(node, f"{model}, {straggler}, {LABELS[name]}: {row['iteration_ms']['mean']:.1f} ms "
+                                   f"per iteration, {time.monotonic() - started:.1f} s")
+                trainer.close()
+    return rows
+
+
+def environment_of_dpa():
+    return {name: value for name, value in sorted(os.environ.items()) if name.startswith("DPA_")}
