@@ -54,7 +54,8 @@ SH_USE = re.compile(r"\$\{?" + VARIABLE + r"\b")
 SH_ASSIGN = re.compile(r"(?:^|[\s;(])(?:export\s+|local\s+|readonly\s+)?" + VARIABLE + r"=")
 
 TOOL_BINARIES = ("dpa-switch", "dpa-bench", "dpa-p4gen")
-PYTHON_MODULES = {"dpa.bench": "python/dpa/bench.py", "dpa.demo": "python/dpa/demo.py"}
+PYTHON_MODULES = {"dpa.bench": "python/dpa/bench.py", "dpa.demo": "python/dpa/demo.py",
+                  "dpa.train": "python/dpa/train.py"}
 PASS_THROUGH = {"dpa-bench-memif.sh": "dpa-bench"}  # arguments after `--` go to this tool
 COMMAND_END = re.compile(r"^(\||;|&|#|>|<|\d>|\$\()")
 
@@ -190,7 +191,7 @@ def script_flags(path):
 def module_flags(path):
     text = path.read_text(encoding="utf-8")
     flags = {"-h", "--help"}
-    for call in re.finditer(r"add_argument\(([^)]*)", text):
+    for call in re.finditer(r"(?:add_argument|\badd)\(([^)]*)", text):
         flags.update(re.findall(r"[\"'](--?[A-Za-z][\w-]*)[\"']", call.group(1)))
     return flags
 
