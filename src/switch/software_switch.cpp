@@ -628,6 +628,7 @@ class SwitchImpl {
         return;
       case SlotAction::error_seq_ahead:
       case SlotAction::unicast_error:
+      case SlotAction::unicast_mismatch:
         ++batch.counters.errors_sent;
         send_header(batch, sw::reply_header(slot, action, h, members->token), from);
         return;
