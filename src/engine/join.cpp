@@ -97,6 +97,11 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
   const auto max_retry = std::chrono::duration_cast<clock::duration>(std::chrono::milliseconds(100));
   auto retry = std::min(std::chrono::duration_cast<clock::duration>(config.retransmit_timeout), max_retry);
   std::uint32_t busy_generation = 0;  // the switch refused: another job holds the session
+  // The switch refused: another source holds this rank's pending JOIN (a JOIN storm, or a stale
+  // process of this rank). Transient while that source gives way, so keep asking.
+  std::uint64_t contended_refusals = 0;
+  transport::Endpoint contender;
+  std::uint64_t contender_joins = 0;
   std::array<transport::RxPacket, 16> received;
 
   log().debug("rank {} joining session {} at {}", config.rank, config.session,
@@ -112,6 +117,18 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
                         std::to_string(busy_generation) + " is active) for the whole " +
                         std::to_string(config.join_timeout.count()) +
                         " ms join timeout: use another DPA_SESSION, or stop that job");
+    }
+    if (now >= deadline && contended_refusals != 0) {
+      throw ConfigError("rank " + std::to_string(config.rank) + ": session " +
+                        std::to_string(config.session) + " at " + switch_endpoint.to_string() +
+                        ": the switch refused this rank's JOIN " + std::to_string(contended_refusals) +
+                        " times within the " + std::to_string(config.join_timeout.count()) +
+                        " ms join timeout because " + contender.to_string() +
+                        ", not this rank's socket, held rank " + std::to_string(config.rank) +
+                        "'s pending JOIN (" + std::to_string(contender_joins) +
+                        (contender_joins == 0xffff ? " or more" : "") +
+                        " JOINs from that source, not in this job): a process on a worker host is "
+                        "sending JOINs for this session (a stale rank, or a JOIN storm)");
     }
     if (now >= deadline) {
       throw TimeoutError("rank " + std::to_string(config.rank) + ": session " +
@@ -135,6 +152,13 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
       if (reply.session != config.session || !reply.has(flag::kJoin)) continue;
       if (reply.has(flag::kError) && reply.error == ErrorCode::session_busy) {
         busy_generation = reply.offset;  // keep asking: the session frees when that job ends
+        continue;
+      }
+      if (reply.has(flag::kError) && reply.error == ErrorCode::rank_contended) {
+        ++contended_refusals;
+        contender = {static_cast<std::uint32_t>(reply.bitmap >> 16),
+                     static_cast<std::uint16_t>(reply.bitmap)};
+        contender_joins = reply.bitmap >> 48;
         continue;
       }
       if (reply.has(flag::kError)) throw_join_error(config, reply, switch_endpoint);

@@ -16,6 +16,10 @@ namespace {
 // A pending JOIN that its rank has not repeated for this long is forgotten: live ranks resend
 // theirs at least every 100 ms, so only strays and dead ranks expire.
 constexpr std::uint64_t kPendingJoinTtlNs = 1'000'000'000;
+// How long an unconfirmed claim on a rank keeps other sources out: several of a live rank's
+// retries (at most 100 ms apart), so a rank confirms its claim before anyone may displace it, and
+// a source that never confirms (a stray, or a storm with a fresh nonce each time) gives way.
+constexpr std::uint64_t kUnconfirmedClaimNs = 500'000'000;
 
 JoinOutcome make_outcome(JoinOutcome::Kind kind, ErrorCode error = ErrorCode::none,
                          std::uint32_t expected = 0, const Membership* members = nullptr) {
@@ -88,6 +92,12 @@ void Session::expire_pending(std::uint64_t now_ns) {
   for (PendingJoin& pending : pending_) {
     if (pending.present && now_ns - pending.last_seen_ns > kPendingJoinTtlNs) pending = PendingJoin{};
   }
+}
+
+bool Session::holds_against(const PendingJoin& pending, const transport::Endpoint& from,
+                            std::uint64_t now_ns) {
+  return pending.present && pending.from != from &&
+         (pending.confirmed || now_ns - pending.claimed_ns < kUnconfirmedClaimNs);
 }
 
 std::uint32_t Session::fresh_token(std::uint32_t previous) {
@@ -214,9 +224,22 @@ JoinOutcome Session::join(const protocol::Header& header, const protocol::JoinRe
 
   expire_pending(now_ns);
   PendingJoin& pending = pending_[rank];
+  // First come holds the rank while it is alive: a confirmed entry, or a young unconfirmed one,
+  // is not displaced by another source, so a storm cannot starve a rank that is joining.
+  if (holds_against(pending, from, now_ns)) {
+    JoinOutcome refused = make_outcome(Kind::reject_sender, ErrorCode::rank_contended, rank);
+    refused.holder = pending.from;
+    return refused;
+  }
+  // A source is one rank's thread 0: its pending entry for another rank is dropped, so one
+  // source holds at most one entry per session.
+  for (PendingJoin& other : pending_) {
+    if (&other != &pending && other.present && other.from == from) other = PendingJoin{};
+  }
   if (!pending.present || pending.nonce != request.nonce) {
     // A new request, or the rank restarted: its latest JOIN replaces what it sent before.
-    pending = PendingJoin{true, request.nonce, request.threads, request.window, from, {}, now_ns, false};
+    const std::uint64_t claimed_ns = pending.present && pending.from == from ? pending.claimed_ns : now_ns;
+    pending = PendingJoin{true, request.nonce, request.threads, request.window, from, {}, now_ns, claimed_ns, false};
     std::copy(request.ports, request.ports + request.threads, pending.ports.begin());
   } else {
     pending.confirmed = true;

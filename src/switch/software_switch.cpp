@@ -18,6 +18,7 @@
 #include "dpa/error.hpp"
 #include "protocol/wire.hpp"
 #include "quant/quant.hpp"
+#include "switch/join_rate_limiter.hpp"
 #include "switch/published_counters.hpp"
 #include "switch/session.hpp"
 #include "switch/session_memory.hpp"
@@ -423,12 +424,17 @@ class SwitchImpl {
   // The drops a packet of a known session can cause.
   static std::uint64_t session_drops(const SwitchCounters& counters) {
     return counters.dropped_malformed + counters.dropped_unregistered + counters.dropped_not_joined +
-           counters.dropped_bad_token;
+           counters.dropped_bad_token + counters.joins_rate_limited;
   }
 
   void handle_join(std::size_t index, sw::Session& session, const Header& h,
                    std::span<const std::byte> payload, const Endpoint& from, std::uint64_t now_ns,
                    Batch& batch) {
+    // Before anything that answers: a storm's JOINs beyond its source's rate get no reply.
+    if (index == 0 && !join_limiter_.admit(from, now_ns)) {
+      ++batch.counters.joins_rate_limited;
+      return;
+    }
     const auto world = static_cast<std::uint32_t>(session.config().world_size);
     if (h.rank >= world) {
       ++batch.counters.dropped_unregistered;
@@ -456,6 +462,16 @@ class SwitchImpl {
         return;
       case Kind::reject_sender:
         if (outcome.error == ErrorCode::session_busy) ++batch.counters.joins_refused;
+        if (outcome.error == ErrorCode::rank_contended) {
+          // The refused rank learns who holds its rank and how many JOINs that source sent.
+          ++batch.counters.joins_contended;
+          ++batch.counters.errors_sent;
+          Header error = sw::error_reply(h, outcome.error, outcome.expected);
+          const std::uint64_t heard = std::min<std::uint64_t>(join_limiter_.heard(outcome.holder), 0xffff);
+          error.bitmap = heard << 48 | sw::Identity::key_of(outcome.holder);
+          send_header(batch, error, from);
+          return;
+        }
         send_error(batch, h, outcome.error, outcome.expected, from);
         return;
       case Kind::reject_all: {
@@ -689,6 +705,7 @@ class SwitchImpl {
   std::vector<std::unique_ptr<transport::QueueThread>> threads_;  // thread i drives queues_[i]
   std::atomic<bool> stop_{false};
   std::atomic<std::uint32_t> manual_ticks_{0};
+  sw::JoinRateLimiter join_limiter_;  // thread 0's: only it handles JOINs
 
   mutable std::mutex admin_mutex_;
   std::atomic<const SessionTable*> table_{nullptr};

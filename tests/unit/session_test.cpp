@@ -134,11 +134,65 @@ TEST_F(SessionJoin, AStrayJoinIsReplacedByTheRealRanksJoinAndCannotVetoTheJob) {
     EXPECT_EQ(join(session, joiners[0], 10).kind, Kind::waiting);
     EXPECT_EQ(join(session, joiners[1], 10).kind, Kind::waiting) << "the stray never confirmed";
   }
-  EXPECT_EQ(join(session, joiners[2], 10).kind, Kind::waiting);
-  const JoinOutcome done = join(session, joiners[2], 11);
+  // The stray's young claim holds rank 2 for a while; the refusal names it.
+  const JoinOutcome refused = join(session, joiners[2], 10);
+  EXPECT_EQ(refused.kind, Kind::reject_sender);
+  EXPECT_EQ(refused.error, ErrorCode::rank_contended);
+  EXPECT_EQ(refused.holder, (Endpoint{kHostA, 7777}));
+  // An unconfirmed claim gives way after half a second; rank 2 keeps retrying.
+  EXPECT_EQ(join(session, joiners[2], kSecond / 2).kind, Kind::waiting);
+  const JoinOutcome done = join(session, joiners[2], kSecond / 2 + 1);
   ASSERT_EQ(done.kind, Kind::ack_all) << "rank 2's own JOIN replaces the stray one";
   EXPECT_EQ(done.members->threads, 1u);
   EXPECT_EQ(done.members->endpoints[2][0], (Endpoint{kHostA, 1200}));
+}
+
+TEST_F(SessionJoin, AJoinStormWithFreshNoncesCannotStarveAJoiningJob) {
+  // One foreign socket sends a JOIN with a new nonce every millisecond, for ranks 0..3 in turn
+  // (three each); the four ranks retry theirs every 100 ms. The job forms.
+  Session session(config(4));
+  const auto joiners = job(4, 10);
+  const Endpoint storm{kHostA, 4444};
+  std::uint32_t nonce = 1000;
+  const Membership* formed = nullptr;
+  std::uint64_t contended = 0;
+  for (std::uint64_t ms = 0; ms < 3000 && formed == nullptr; ++ms) {
+    const std::uint64_t now = ms * 1'000'000;
+    const JoinOutcome storm_outcome =
+        join(session, {static_cast<int>(ms / 3 % 4), ++nonce, storm, /*threads=*/2}, now);
+    EXPECT_NE(storm_outcome.kind, Kind::ack_all) << "the storm never forms a generation";
+    if (storm_outcome.error == ErrorCode::rank_contended) ++contended;
+    if (ms % 100 != 0) continue;
+    for (const Joiner& j : joiners) {
+      const JoinOutcome outcome = join(session, j, now);
+      if (outcome.kind == Kind::ack_all) formed = outcome.members;
+    }
+  }
+  ASSERT_NE(formed, nullptr) << "the job formed during the storm";
+  EXPECT_EQ(formed->threads, 1u);
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(formed->endpoints[r][0], joiners[r].from) << "rank " << r;
+  EXPECT_GT(contended, 0u) << "the storm met the ranks' claims";
+}
+
+TEST_F(SessionJoin, AConfirmedClaimIsNotDisplacedAndASourceHoldsOneRank) {
+  Session session(config(3));
+  const auto joiners = job(3, 10);
+  join(session, joiners[0], 0);
+  join(session, joiners[0], 1);  // confirmed
+  const Joiner other{0, 99, {kHostA, 5555}};
+  for (const std::uint64_t now : {std::uint64_t{2}, 3 * kSecond / 4}) {  // young or not: confirmed holds
+    const JoinOutcome refused = join(session, other, now);
+    EXPECT_EQ(refused.error, ErrorCode::rank_contended);
+    EXPECT_EQ(refused.expected, 0u) << "names the rank";
+    EXPECT_EQ(refused.holder, joiners[0].from);
+    join(session, joiners[0], now);  // rank 0 keeps retrying
+  }
+  // The source that held rank 0 moves to rank 1 (as a stale process would): its rank 0 entry
+  // goes, so `other` may take rank 0 at once.
+  Joiner moved = joiners[0];
+  moved.rank = 1;
+  EXPECT_EQ(join(session, moved, kSecond).kind, Kind::waiting);
+  EXPECT_EQ(join(session, other, kSecond).kind, Kind::waiting);
 }
 
 TEST_F(SessionJoin, PendingJoinsThatAreNotRepeatedExpire) {
