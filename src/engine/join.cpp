@@ -44,6 +44,10 @@ std::uint32_t random_nonce() {
     case ErrorCode::payload_mismatch:
       throw ConfigError(who + ": payload " + std::to_string(config.payload) +
                         " differs from the session's payload " + std::to_string(expected));
+    case ErrorCode::session_taken_over:
+      throw ProtocolError(who + ": another job took the session over (its generation " +
+                          std::to_string(expected) + " is active) while this job was idle or had left: "
+                          "this job's generation is gone");
     case ErrorCode::pool_too_small:
       throw ConfigError(who + ": threads * 2 * window = " + std::to_string(config.pool_slots()) +
                         " slots exceed the session's pool of " + std::to_string(expected));
@@ -70,7 +74,7 @@ std::uint32_t random_nonce() {
 SessionInfo join_session(const Config& config, transport::Queue& control,
                          const transport::Endpoint& switch_endpoint,
                          const std::vector<std::uint16_t>& thread_ports,
-                         std::uint32_t rejoin_token) {
+                         const SessionInfo* rejoining) {
   protocol::JoinRequest request;
   request.nonce = random_nonce();
   request.world_size = static_cast<std::uint32_t>(config.world_size);
@@ -82,7 +86,10 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
   Header header;
   header.flags = flag::kJoin;
   header.session = config.session;
-  header.token = rejoin_token;
+  if (rejoining != nullptr) {
+    header.token = rejoining->token;
+    header.offset = rejoining->rank_secret;
+  }
   header.rank = static_cast<std::uint8_t>(config.rank);
   header.count = static_cast<std::uint16_t>(request.words());
   std::array<std::byte, protocol::kHeaderSize + 4 * 64> packet{};
@@ -173,6 +180,7 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
       info.pool_base = answer.pool_base;
       info.generation = answer.generation;
       info.token = answer.token;
+      info.rank_secret = reply.offset;
       for (std::uint32_t p = 0; p < answer.switch_ports; ++p) {
         info.switch_ports.push_back({switch_endpoint.address, answer.ports[p]});
       }
@@ -189,6 +197,7 @@ void leave_session(const Config& config, const SessionInfo& session, transport::
   header.flags = flag::kLeave;
   header.session = config.session;
   header.token = session.token;
+  header.offset = session.rank_secret;
   header.rank = static_cast<std::uint8_t>(config.rank);
   std::array<std::byte, protocol::kHeaderSize> packet{};
   protocol::encode(header, packet.data());

@@ -160,6 +160,7 @@ JoinOutcome Session::complete_join(std::uint64_t now_ns) {
   members->generation = next_generation_++;
   members->previous_token = current != nullptr ? current->token : 0;
   members->token = fresh_token(members->previous_token);
+  for (std::uint32_t r = 0; r < world; ++r) members->secrets[r] = fresh_token(0);
   members->threads = pending_[0].threads;
   members->window = pending_[0].window;
   for (std::uint32_t r = 0; r < world; ++r) {
@@ -214,11 +215,16 @@ JoinOutcome Session::join(const protocol::Header& header, const protocol::JoinRe
     return make_outcome(Kind::ack_sender, ErrorCode::none, 0, current);  // the ack was lost
   }
   // While a job uses the session, only its own members may start a new generation (a rejoin
-  // after a failed operation): they prove it with the current token from their own host.
+  // after a failed operation): they prove it with the current token and the rank's secret (in
+  // `offset`, §6.4) from their own host. The token alone, which every packet carries, is not enough.
   const bool member_rejoin = current != nullptr && header.token == current->token &&
-                             current->has(rank) &&
+                             current->has(rank) && header.offset == current->secrets[rank] &&
                              current->endpoints[rank][0].address == from.address;
   if (current != nullptr && !member_rejoin && held(*current, now_ns)) {
+    // A rank of the generation this one replaced learns why it cannot come back.
+    if (current->previous_token != 0 && header.token == current->previous_token) {
+      return make_outcome(Kind::reject_sender, ErrorCode::session_taken_over, current->generation);
+    }
     return make_outcome(Kind::reject_sender, ErrorCode::session_busy, current->generation);
   }
 
@@ -251,7 +257,7 @@ JoinOutcome Session::join(const protocol::Header& header, const protocol::JoinRe
 bool Session::leave(const protocol::Header& header, const transport::Endpoint& from) {
   const Membership* current = membership();
   if (current == nullptr || header.token != current->token || !current->has(header.rank) ||
-      current->endpoints[header.rank][0] != from) {
+      header.offset != current->secrets[header.rank] || current->endpoints[header.rank][0] != from) {
     return false;
   }
   current->left.store(true, std::memory_order_relaxed);

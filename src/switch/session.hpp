@@ -41,6 +41,9 @@ struct Membership {
   std::uint32_t window = 0;
   std::uint64_t joined = 0;          // rank bitmap
   std::array<std::uint32_t, protocol::kMaxWorld> nonces{};
+  // Per-rank secrets, handed to each rank in its own JOIN ack (§6.4): a rejoin and a LEAVE must
+  // carry the rank's, so the token alone (in every packet) cannot take the session.
+  std::array<std::uint32_t, protocol::kMaxWorld> secrets{};
   std::array<std::array<transport::Endpoint, protocol::kMaxThreads>, protocol::kMaxWorld> endpoints{};
   std::vector<Identity> identities;  // sorted by key
 
@@ -120,8 +123,9 @@ class Session {
   // port 0; `now_ns` is the steady clock.
   JoinOutcome join(const protocol::Header& header, const protocol::JoinRequest& request,
                    const transport::Endpoint& from, std::uint64_t now_ns);
-  // Handles a LEAVE carrying the current token from a member's thread 0: the generation stays
-  // in force but no longer holds the session against a new job. Returns whether it applied.
+  // Handles a LEAVE carrying the current token and the rank's secret (in `offset`) from a
+  // member's thread 0: the generation stays in force but no longer holds the session against a
+  // new job. Returns whether it applied.
   bool leave(const protocol::Header& header, const transport::Endpoint& from);
 
   // Switch thread `thread`'s counters of this session: only that thread adds to them

@@ -221,12 +221,14 @@ class SwitchImpl {
    public:
     Batch(transport::Queue& queue, std::size_t batch)
         : rx(batch), queue_(queue), stash_(batch) {
-      // Every received packet yields at most two replies (a poisoned round's multicast and the
-      // sender's own error), each to at most every rank.
-      used_.reserve(2 * batch);
-      sends_.reserve(2 * batch);
+      // Every data packet yields at most two replies (a poisoned round's multicast and the
+      // sender's own error), each to at most every rank; the JOIN that forms a generation yields
+      // one ack per rank. Only a batch with several such JOINs grows these (indices, not pointers,
+      // refer into them).
+      used_.reserve(2 * batch + protocol::kMaxWorld);
+      sends_.reserve(2 * batch + protocol::kMaxWorld);
       endpoints_.reserve(2 * batch * protocol::kMaxWorld);
-      unicast_.reserve(2 * batch);
+      unicast_.reserve(2 * batch + protocol::kMaxWorld);
     }
     Batch(const Batch&) = delete;
     Batch& operator=(const Batch&) = delete;
@@ -515,17 +517,21 @@ class SwitchImpl {
     ack.count = static_cast<std::uint16_t>(reply.words());
     ack.bitmap = members.joined;
     ack.seq = members.generation;
-    transport::TxBuffer* buffer = batch.next_buffer();
-    if (buffer == nullptr) return;
-    protocol::encode(ack, buffer->payload);
-    protocol::encode(reply, buffer->payload + protocol::kHeaderSize);
-    buffer->size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * reply.words());
+    // Each rank's ack carries its own secret (§6.4), so the acks are N unicasts, not one buffer.
+    const auto send_ack = [&](std::uint32_t rank, const Endpoint& to) {
+      transport::TxBuffer* buffer = batch.next_buffer();
+      if (buffer == nullptr) return;
+      ack.offset = members.secrets[rank];
+      protocol::encode(ack, buffer->payload);
+      protocol::encode(reply, buffer->payload + protocol::kHeaderSize);
+      buffer->size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * reply.words());
+      batch.send(*buffer, to);
+    };
     if (outcome.kind == Kind::ack_sender) {
-      batch.send(*buffer, from);
+      send_ack(h.rank, from);
       return;
     }
-    std::vector<Endpoint>& to = batch.send_to(*buffer);
-    members.for_each_member([&](std::uint32_t r) { to.push_back(members.endpoints[r][0]); });
+    members.for_each_member([&](std::uint32_t r) { send_ack(r, members.endpoints[r][0]); });
     log().info("session {}: generation {} joined by {} ranks ({} threads, window {})", h.session,
                members.generation, world, members.threads, members.window);
   }
@@ -536,6 +542,13 @@ class SwitchImpl {
                    Batch& batch) {
     const Endpoint& from = packet.from;
     const sw::Membership* members = session.membership();
+    // A rank of the job this generation replaced, from whatever socket (a rejoining library binds
+    // new ones): tell it why it stopped before the identity table would call it a stranger.
+    if (members != nullptr && members->previous_token != 0 && h.token == members->previous_token &&
+        session.registered_host(from.address)) {
+      send_error(batch, h, ErrorCode::session_taken_over, members->generation, from);
+      return;
+    }
     const sw::Identity* identity = members != nullptr ? members->identify(from) : nullptr;
     if (identity == nullptr) {
       if (session.registered_host(from.address)) {
@@ -547,12 +560,7 @@ class SwitchImpl {
       return;
     }
     if (h.token != members->token) {
-      if (members->previous_token != 0 && h.token == members->previous_token) {
-        // A rank of the job this generation replaced: tell it why it stopped.
-        send_error(batch, h, ErrorCode::session_taken_over, members->generation, from);
-      } else {
-        ++batch.counters.dropped_bad_token;
-      }
+      ++batch.counters.dropped_bad_token;
       return;
     }
     const protocol::SlotLayout layout{session.config().pool_base, members->window};

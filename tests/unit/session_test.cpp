@@ -27,6 +27,7 @@ struct Joiner {
   std::uint32_t threads = 1;
   std::uint32_t window = 4;
   std::uint32_t token = 0;
+  std::uint32_t secret = 0;  // a rejoin's proof (header offset)
 };
 
 class SessionJoin : public ::testing::Test {
@@ -47,6 +48,7 @@ class SessionJoin : public ::testing::Test {
     h.session = 3;
     h.rank = static_cast<std::uint8_t>(j.rank);
     h.token = j.token;
+    h.offset = j.secret;
     protocol::JoinRequest request;
     request.nonce = j.nonce;
     request.world_size = static_cast<std::uint32_t>(session.config().world_size);
@@ -260,6 +262,10 @@ TEST_F(SessionJoin, AfterARankLeavesAnotherJobMayJoinAtOnce) {
   leave.token = first->token + 1;
   EXPECT_FALSE(session.leave(leave, {kHostA, 1100})) << "a wrong token does not count";
   leave.token = first->token;
+  EXPECT_FALSE(session.leave(leave, {kHostA, 1100})) << "the token without the rank's secret does not count";
+  leave.offset = first->secrets[0];
+  EXPECT_FALSE(session.leave(leave, {kHostA, 1100})) << "nor another rank's secret";
+  leave.offset = first->secrets[1];
   EXPECT_FALSE(session.leave(leave, {kHostA, 1101})) << "nor another port";
   EXPECT_TRUE(session.leave(leave, {kHostA, 1100}));
   EXPECT_NE(join_all(session, job(2, 50), 1), nullptr);
@@ -269,20 +275,44 @@ TEST_F(SessionJoin, MembersRejoinWithTheCurrentTokenWhileTheSessionIsInUse) {
   Session session(config(2));
   const Membership* first = join_all(session, job(2, 10), 0);
   ASSERT_NE(first, nullptr);
+  EXPECT_NE(first->secrets[0], 0u);
+  EXPECT_NE(first->secrets[0], first->secrets[1]) << "one secret per rank";
+
+  // A process on the members' host that read the token from the wire, from its own sockets:
+  // without the ranks' secrets it is just another job.
+  for (int r = 0; r < 2; ++r) {
+    Joiner thief{r, 66, {kHostA, static_cast<std::uint16_t>(3000 + r)}};
+    thief.token = first->token;
+    thief.secret = first->secrets[1 - r];  // even with another rank's secret
+    const JoinOutcome refused = join(session, thief, 1);
+    EXPECT_EQ(refused.error, ErrorCode::session_busy) << "rank " << r;
+    EXPECT_EQ(join(session, thief, 1).error, ErrorCode::session_busy) << "rank " << r;
+  }
+  EXPECT_EQ(session.membership(), first);
+
   auto rejoin = job(2, 90);  // new sockets, new nonces, the same host
   for (Joiner& j : rejoin) {
     j.token = first->token;
+    j.secret = first->secrets[static_cast<std::size_t>(j.rank)];
     j.from.port = static_cast<std::uint16_t>(j.from.port + 5);
   }
   const Membership* second = join_all(session, rejoin, 1);
   ASSERT_NE(second, nullptr);
   EXPECT_EQ(second->generation, 2u);
 
+  // The replaced generation's ranks, from any socket, learn that the session was taken over.
+  Joiner evicted{0, 91, {kHostA, 4000}};
+  evicted.token = first->token;
+  const JoinOutcome taken = join(session, evicted, 2);
+  EXPECT_EQ(taken.error, ErrorCode::session_taken_over);
+  EXPECT_EQ(taken.expected, 2u) << "names the new generation";
+
   // A rejoin with the token from another host is just another job.
   Session other(config(2));
   const Membership* mine = join_all(other, job(2, 10), 0);
   Joiner intruder{0, 77, {kHostB, 1000}};
   intruder.token = mine->token;
+  intruder.secret = mine->secrets[0];
   EXPECT_EQ(join(other, intruder, 1).error, ErrorCode::session_busy);
 }
 
@@ -292,7 +322,10 @@ TEST_F(SessionJoin, ReplacedGenerationsAreFreedAfterTheirGracePeriod) {
   // A job that rejoins in a loop: every generation replaces the last within the grace period.
   for (std::uint32_t n = 1; n <= 50; ++n) {
     auto rejoin = job(2, 100 * n);
-    for (Joiner& j : rejoin) j.token = current->token;
+    for (Joiner& j : rejoin) {
+      j.token = current->token;
+      j.secret = current->secrets[static_cast<std::size_t>(j.rank)];
+    }
     current = join_all(session, rejoin, n * 1000);
     ASSERT_NE(current, nullptr);
   }
