@@ -94,6 +94,8 @@ struct SwitchCounters {
   std::uint64_t dropped_not_joined = 0;
   std::uint64_t dropped_bad_token = 0;    // data or probes without the generation's job token
   std::uint64_t joins_refused = 0;        // JOINs refused because another job holds the session
+  std::uint64_t joins_contended = 0;      // JOINs refused because another source holds the rank's pending JOIN
+  std::uint64_t joins_rate_limited = 0;   // JOINs dropped: their source sent more than its JOIN rate
   std::uint64_t leaves = 0;
   // Time the switch threads spent on packets: their running time less their transport's idle
   // time (DPDK: poll steps that found nothing; sockets: blocked waiting). rx_packets / busy_ns is

@@ -24,7 +24,7 @@ class ContextImpl {
     config_.validate();
     switch_endpoint_ =
         transport::Endpoint::resolve(config_.switch_host, config_.switch_port, "switch_host");
-    connect(/*rejoin_token=*/0);
+    connect(/*rejoining=*/nullptr);
     log().info("rank {}/{} joined session {} (payload {}, {} thread(s), window {})", config_.rank,
                config_.world_size, config_.session, session_.payload, config_.threads,
                config_.window);
@@ -127,7 +127,7 @@ class ContextImpl {
 
   // Opens the device (one queue per thread), joins the session through thread 0's queue and
   // starts the engines. A rejoin opens the device afresh: its queues went with the old engines.
-  void connect(std::uint32_t rejoin_token) {
+  void connect(const SessionInfo* rejoining) {
     device_.reset();
     device_ = transport::open_device(config_.transport, static_cast<std::size_t>(config_.threads));
     std::vector<std::unique_ptr<transport::Queue>> queues;
@@ -145,7 +145,7 @@ class ContextImpl {
     const std::uint32_t max_packet = properties.max_payload;
     waiter_may_run_ = config_.waiter_runs && properties.any_thread_may_poll;
     if (config_.payload != 0) require_packet_fits(config_.payload, max_packet);
-    session_ = join_session(config_, *queues[0], switch_endpoint_, ports, rejoin_token);
+    session_ = join_session(config_, *queues[0], switch_endpoint_, ports, rejoining);
     if (session_.world_size != config_.world_size) {
       throw ConfigError("world_size " + std::to_string(config_.world_size) +
                         " differs from the session's " + std::to_string(session_.world_size));
@@ -160,18 +160,18 @@ class ContextImpl {
 
   // After a failed operation the ranks' round counters may disagree (a mismatch leaves them
   // at different rounds), so every rank that saw it fail starts a new join generation, which
-  // resets the switch's slots and every rank's rounds. The current token proves to the switch
-  // that this job, not another one, asks for the new generation.
+  // resets the switch's slots and every rank's rounds. The current token and the rank's secret
+  // prove to the switch that this job, not another one, asks for the new generation.
   void rejoin() {
     while (last_op_ && !last_op_->wait_for(std::chrono::milliseconds(100))) {
     }
     last_op_.reset();
-    const std::uint32_t token = session_.token;
+    const SessionInfo previous = session_;
     engines_.clear();
     rejoin_needed_.store(false, std::memory_order_relaxed);
     log().info("rank {}: rejoining session {} after a failed operation", config_.rank,
                config_.session);
-    connect(token);
+    connect(&previous);
   }
 
   Config config_;

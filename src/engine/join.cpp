@@ -44,6 +44,10 @@ std::uint32_t random_nonce() {
     case ErrorCode::payload_mismatch:
       throw ConfigError(who + ": payload " + std::to_string(config.payload) +
                         " differs from the session's payload " + std::to_string(expected));
+    case ErrorCode::session_taken_over:
+      throw ProtocolError(who + ": another job took the session over (its generation " +
+                          std::to_string(expected) + " is active) while this job was idle or had left: "
+                          "this job's generation is gone");
     case ErrorCode::pool_too_small:
       throw ConfigError(who + ": threads * 2 * window = " + std::to_string(config.pool_slots()) +
                         " slots exceed the session's pool of " + std::to_string(expected));
@@ -70,7 +74,7 @@ std::uint32_t random_nonce() {
 SessionInfo join_session(const Config& config, transport::Queue& control,
                          const transport::Endpoint& switch_endpoint,
                          const std::vector<std::uint16_t>& thread_ports,
-                         std::uint32_t rejoin_token) {
+                         const SessionInfo* rejoining) {
   protocol::JoinRequest request;
   request.nonce = random_nonce();
   request.world_size = static_cast<std::uint32_t>(config.world_size);
@@ -82,7 +86,10 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
   Header header;
   header.flags = flag::kJoin;
   header.session = config.session;
-  header.token = rejoin_token;
+  if (rejoining != nullptr) {
+    header.token = rejoining->token;
+    header.offset = rejoining->rank_secret;
+  }
   header.rank = static_cast<std::uint8_t>(config.rank);
   header.count = static_cast<std::uint16_t>(request.words());
   std::array<std::byte, protocol::kHeaderSize + 4 * 64> packet{};
@@ -97,6 +104,11 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
   const auto max_retry = std::chrono::duration_cast<clock::duration>(std::chrono::milliseconds(100));
   auto retry = std::min(std::chrono::duration_cast<clock::duration>(config.retransmit_timeout), max_retry);
   std::uint32_t busy_generation = 0;  // the switch refused: another job holds the session
+  // The switch refused: another source holds this rank's pending JOIN (a JOIN storm, or a stale
+  // process of this rank). Transient while that source gives way, so keep asking.
+  std::uint64_t contended_refusals = 0;
+  transport::Endpoint contender;
+  std::uint64_t contender_joins = 0;
   std::array<transport::RxPacket, 16> received;
 
   log().debug("rank {} joining session {} at {}", config.rank, config.session,
@@ -112,6 +124,18 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
                         std::to_string(busy_generation) + " is active) for the whole " +
                         std::to_string(config.join_timeout.count()) +
                         " ms join timeout: use another DPA_SESSION, or stop that job");
+    }
+    if (now >= deadline && contended_refusals != 0) {
+      throw ConfigError("rank " + std::to_string(config.rank) + ": session " +
+                        std::to_string(config.session) + " at " + switch_endpoint.to_string() +
+                        ": the switch refused this rank's JOIN " + std::to_string(contended_refusals) +
+                        " times within the " + std::to_string(config.join_timeout.count()) +
+                        " ms join timeout because " + contender.to_string() +
+                        ", not this rank's socket, held rank " + std::to_string(config.rank) +
+                        "'s pending JOIN (" + std::to_string(contender_joins) +
+                        (contender_joins == 0xffff ? " or more" : "") +
+                        " JOINs from that source, not in this job): a process on a worker host is "
+                        "sending JOINs for this session (a stale rank, or a JOIN storm)");
     }
     if (now >= deadline) {
       throw TimeoutError("rank " + std::to_string(config.rank) + ": session " +
@@ -137,6 +161,13 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
         busy_generation = reply.offset;  // keep asking: the session frees when that job ends
         continue;
       }
+      if (reply.has(flag::kError) && reply.error == ErrorCode::rank_contended) {
+        ++contended_refusals;
+        contender = {static_cast<std::uint32_t>(reply.bitmap >> 16),
+                     static_cast<std::uint16_t>(reply.bitmap)};
+        contender_joins = reply.bitmap >> 48;
+        continue;
+      }
       if (reply.has(flag::kError)) throw_join_error(config, reply, switch_endpoint);
       protocol::JoinReply answer;
       if (!reply.has(flag::kResult) || !protocol::decode(payload, answer)) continue;
@@ -149,6 +180,7 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
       info.pool_base = answer.pool_base;
       info.generation = answer.generation;
       info.token = answer.token;
+      info.rank_secret = reply.offset;
       for (std::uint32_t p = 0; p < answer.switch_ports; ++p) {
         info.switch_ports.push_back({switch_endpoint.address, answer.ports[p]});
       }
@@ -165,6 +197,7 @@ void leave_session(const Config& config, const SessionInfo& session, transport::
   header.flags = flag::kLeave;
   header.session = config.session;
   header.token = session.token;
+  header.offset = session.rank_secret;
   header.rank = static_cast<std::uint8_t>(config.rank);
   std::array<std::byte, protocol::kHeaderSize> packet{};
   protocol::encode(header, packet.data());

@@ -21,18 +21,20 @@ struct SessionInfo {
   std::uint32_t pool_base = 0;
   std::uint32_t generation = 0;
   std::uint32_t token = 0;  // job token: every request carries it, every reply must
+  std::uint32_t rank_secret = 0;  // this rank's secret: its rejoin and LEAVE carry it (protocol.md §6.4)
   std::vector<transport::Endpoint> switch_ports;  // worker thread t uses [t % size()]
 };
 
 // Sends JOIN from `control` (thread 0's queue) and waits for the switch's answer.
-// `rejoin_token` is the current generation's token when the ranks rejoin after a failed
-// operation (0 for a first join). Throws ConfigError when the switch rejects the
-// configuration (naming the setting) and TimeoutError when not every rank joined within
-// config.join_timeout.
+// `rejoining` is the rank's current generation when the ranks rejoin after a failed
+// operation (null for a first join): its token and the rank's secret prove the rejoin is this
+// rank's. Throws ConfigError when the switch rejects the configuration (naming the setting),
+// ProtocolError when another job took the session over, and TimeoutError when not every rank
+// joined within config.join_timeout.
 SessionInfo join_session(const Config& config, transport::Queue& control,
                          const transport::Endpoint& switch_endpoint,
                          const std::vector<std::uint16_t>& thread_ports,
-                         std::uint32_t rejoin_token = 0);
+                         const SessionInfo* rejoining = nullptr);
 
 // Tells the switch that this rank leaves its generation, so another job may use the session
 // at once instead of after the session's idle timeout. Best effort: one datagram.

@@ -25,6 +25,7 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::length_mismatch: return "ranks disagree on the element count of an operation";
     case ErrorCode::session_busy: return "the session is in use by another job";
     case ErrorCode::session_taken_over: return "the session was taken over by a new job";
+    case ErrorCode::rank_contended: return "another source holds the rank's pending JOIN";
   }
   return "unknown error code";
 }

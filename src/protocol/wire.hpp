@@ -84,6 +84,7 @@ enum class ErrorCode : std::uint8_t {
   length_mismatch = 16,
   session_busy = 17,
   session_taken_over = 18,
+  rank_contended = 19,
 };
 std::string_view to_string(ErrorCode code);
 

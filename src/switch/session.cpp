@@ -16,6 +16,10 @@ namespace {
 // A pending JOIN that its rank has not repeated for this long is forgotten: live ranks resend
 // theirs at least every 100 ms, so only strays and dead ranks expire.
 constexpr std::uint64_t kPendingJoinTtlNs = 1'000'000'000;
+// How long an unconfirmed claim on a rank keeps other sources out: several of a live rank's
+// retries (at most 100 ms apart), so a rank confirms its claim before anyone may displace it, and
+// a source that never confirms (a stray, or a storm with a fresh nonce each time) gives way.
+constexpr std::uint64_t kUnconfirmedClaimNs = 500'000'000;
 
 JoinOutcome make_outcome(JoinOutcome::Kind kind, ErrorCode error = ErrorCode::none,
                          std::uint32_t expected = 0, const Membership* members = nullptr) {
@@ -90,6 +94,12 @@ void Session::expire_pending(std::uint64_t now_ns) {
   }
 }
 
+bool Session::holds_against(const PendingJoin& pending, const transport::Endpoint& from,
+                            std::uint64_t now_ns) {
+  return pending.present && pending.from != from &&
+         (pending.confirmed || now_ns - pending.claimed_ns < kUnconfirmedClaimNs);
+}
+
 std::uint32_t Session::fresh_token(std::uint32_t previous) {
   static thread_local std::mt19937 generator{std::random_device{}()};
   std::uint32_t token = 0;
@@ -150,6 +160,7 @@ JoinOutcome Session::complete_join(std::uint64_t now_ns) {
   members->generation = next_generation_++;
   members->previous_token = current != nullptr ? current->token : 0;
   members->token = fresh_token(members->previous_token);
+  for (std::uint32_t r = 0; r < world; ++r) members->secrets[r] = fresh_token(0);
   members->threads = pending_[0].threads;
   members->window = pending_[0].window;
   for (std::uint32_t r = 0; r < world; ++r) {
@@ -204,19 +215,37 @@ JoinOutcome Session::join(const protocol::Header& header, const protocol::JoinRe
     return make_outcome(Kind::ack_sender, ErrorCode::none, 0, current);  // the ack was lost
   }
   // While a job uses the session, only its own members may start a new generation (a rejoin
-  // after a failed operation): they prove it with the current token from their own host.
+  // after a failed operation): they prove it with the current token and the rank's secret (in
+  // `offset`, §6.4) from their own host. The token alone, which every packet carries, is not enough.
   const bool member_rejoin = current != nullptr && header.token == current->token &&
-                             current->has(rank) &&
+                             current->has(rank) && header.offset == current->secrets[rank] &&
                              current->endpoints[rank][0].address == from.address;
   if (current != nullptr && !member_rejoin && held(*current, now_ns)) {
+    // A rank of the generation this one replaced learns why it cannot come back.
+    if (current->previous_token != 0 && header.token == current->previous_token) {
+      return make_outcome(Kind::reject_sender, ErrorCode::session_taken_over, current->generation);
+    }
     return make_outcome(Kind::reject_sender, ErrorCode::session_busy, current->generation);
   }
 
   expire_pending(now_ns);
   PendingJoin& pending = pending_[rank];
+  // First come holds the rank while it is alive: a confirmed entry, or a young unconfirmed one,
+  // is not displaced by another source, so a storm cannot starve a rank that is joining.
+  if (holds_against(pending, from, now_ns)) {
+    JoinOutcome refused = make_outcome(Kind::reject_sender, ErrorCode::rank_contended, rank);
+    refused.holder = pending.from;
+    return refused;
+  }
+  // A source is one rank's thread 0: its pending entry for another rank is dropped, so one
+  // source holds at most one entry per session.
+  for (PendingJoin& other : pending_) {
+    if (&other != &pending && other.present && other.from == from) other = PendingJoin{};
+  }
   if (!pending.present || pending.nonce != request.nonce) {
     // A new request, or the rank restarted: its latest JOIN replaces what it sent before.
-    pending = PendingJoin{true, request.nonce, request.threads, request.window, from, {}, now_ns, false};
+    const std::uint64_t claimed_ns = pending.present && pending.from == from ? pending.claimed_ns : now_ns;
+    pending = PendingJoin{true, request.nonce, request.threads, request.window, from, {}, now_ns, claimed_ns, false};
     std::copy(request.ports, request.ports + request.threads, pending.ports.begin());
   } else {
     pending.confirmed = true;
@@ -228,7 +257,7 @@ JoinOutcome Session::join(const protocol::Header& header, const protocol::JoinRe
 bool Session::leave(const protocol::Header& header, const transport::Endpoint& from) {
   const Membership* current = membership();
   if (current == nullptr || header.token != current->token || !current->has(header.rank) ||
-      current->endpoints[header.rank][0] != from) {
+      header.offset != current->secrets[header.rank] || current->endpoints[header.rank][0] != from) {
     return false;
   }
   current->left.store(true, std::memory_order_relaxed);

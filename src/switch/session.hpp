@@ -41,6 +41,9 @@ struct Membership {
   std::uint32_t window = 0;
   std::uint64_t joined = 0;          // rank bitmap
   std::array<std::uint32_t, protocol::kMaxWorld> nonces{};
+  // Per-rank secrets, handed to each rank in its own JOIN ack (§6.4): a rejoin and a LEAVE must
+  // carry the rank's, so the token alone (in every packet) cannot take the session.
+  std::array<std::uint32_t, protocol::kMaxWorld> secrets{};
   std::array<std::array<transport::Endpoint, protocol::kMaxThreads>, protocol::kMaxWorld> endpoints{};
   std::vector<Identity> identities;  // sorted by key
 
@@ -80,6 +83,8 @@ struct JoinOutcome {
   std::uint32_t culprit_address = 0;
   std::uint32_t culprit_value = 0;
   std::vector<transport::Endpoint> notify;
+  // reject_sender with rank_contended: the source whose pending JOIN holds the rank.
+  transport::Endpoint holder;
 };
 
 class Session {
@@ -118,8 +123,9 @@ class Session {
   // port 0; `now_ns` is the steady clock.
   JoinOutcome join(const protocol::Header& header, const protocol::JoinRequest& request,
                    const transport::Endpoint& from, std::uint64_t now_ns);
-  // Handles a LEAVE carrying the current token from a member's thread 0: the generation stays
-  // in force but no longer holds the session against a new job. Returns whether it applied.
+  // Handles a LEAVE carrying the current token and the rank's secret (in `offset`) from a
+  // member's thread 0: the generation stays in force but no longer holds the session against a
+  // new job. Returns whether it applied.
   bool leave(const protocol::Header& header, const transport::Endpoint& from);
 
   // Switch thread `thread`'s counters of this session: only that thread adds to them
@@ -143,6 +149,9 @@ class Session {
     transport::Endpoint from;
     std::array<std::uint16_t, protocol::kMaxThreads> ports{};
     std::uint64_t last_seen_ns = 0;
+    // When this source first claimed the rank; a new nonce from the same source keeps it, so a
+    // source that changes nonces with every JOIN never looks like a fresh claim.
+    std::uint64_t claimed_ns = 0;
     // The rank repeated this JOIN: a live rank retries until acknowledged, so only confirmed
     // JOINs may form a generation or veto one, and a one-off stray can do neither.
     bool confirmed = false;
@@ -151,6 +160,9 @@ class Session {
   // A generation in use (not left, active within the idle timeout) refuses other jobs.
   [[nodiscard]] bool held(const Membership& current, std::uint64_t now_ns) const;
   void expire_pending(std::uint64_t now_ns);
+  // Whether another source's entry for a rank keeps a JOIN from `from` out (§6.3 step 5).
+  [[nodiscard]] static bool holds_against(const PendingJoin& pending, const transport::Endpoint& from,
+                                          std::uint64_t now_ns);
   // Every rank is pending: the ranks must agree on threads and window, else reject_all.
   JoinOutcome complete_join(std::uint64_t now_ns);
   JoinOutcome reject_disagreement(protocol::ErrorCode code, std::uint32_t PendingJoin::*field);

@@ -68,6 +68,21 @@ SlotAction poison(SlotState& slot, protocol::ErrorCode code, std::uint32_t expec
 
 }  // namespace
 
+std::optional<Mismatch> find_mismatch(const SlotState& slot, const Header& h) {
+  if (h.op_id != slot.op_id) return Mismatch{protocol::ErrorCode::op_mismatch, slot.op_id, h.op_id};
+  if ((h.flags & flag::kFloat) != slot.flags) {
+    return Mismatch{protocol::ErrorCode::dtype_mismatch, slot.flags,
+                    static_cast<std::uint32_t>(h.flags & flag::kFloat)};
+  }
+  if (h.op_length != slot.op_length) {
+    return Mismatch{protocol::ErrorCode::length_mismatch, slot.op_length, h.op_length};
+  }
+  // Every rank derives a block's count from the same op_length and offset; a rank that sends
+  // values into a round opened without any (or none into one with values) disagrees.
+  if (h.count != slot.count) return Mismatch{protocol::ErrorCode::length_mismatch, slot.count, h.count};
+  return std::nullopt;
+}
+
 void accumulate_be(std::span<std::int32_t> acc, const std::byte* be_values, bool overwrite) {
   if (kHaveAvx2) {
     accumulate_avx2(acc, be_values, overwrite);
@@ -125,20 +140,11 @@ SlotAction step_slot(SlotState& slot, std::span<std::int32_t> values, const Head
   if (diff > 1 || !opened) return SlotAction::error_seq_ahead;
 
   if (slot.error != protocol::ErrorCode::none) return SlotAction::unicast_error;
-  if (h.op_id != slot.op_id) {
-    return poison(slot, protocol::ErrorCode::op_mismatch, slot.op_id, h.op_id, h.rank);
-  }
-  if ((h.flags & flag::kFloat) != slot.flags) {
-    return poison(slot, protocol::ErrorCode::dtype_mismatch, slot.flags, h.flags & flag::kFloat,
-                  h.rank);
-  }
-  if (h.op_length != slot.op_length) {
-    return poison(slot, protocol::ErrorCode::length_mismatch, slot.op_length, h.op_length, h.rank);
-  }
-  // Every rank derives a block's count from the same op_length and offset; a rank that sends
-  // values into a round opened without any (or none into one with values) disagrees.
-  if (h.count != slot.count) {
-    return poison(slot, protocol::ErrorCode::length_mismatch, slot.count, h.count, h.rank);
+  if (const std::optional<Mismatch> mismatch = find_mismatch(slot, h)) {
+    // Every rank already has a completed round's result: the disagreeing packet only learns its
+    // error, and a legitimate retransmission still gets the stored result.
+    if (slot.complete) return SlotAction::unicast_mismatch;
+    return poison(slot, mismatch->code, mismatch->expected, mismatch->offered, h.rank);
   }
   // A complete round's bitmap is frozen: a late contribution only fetches a copy.
   if (slot.complete) return SlotAction::unicast_result;
@@ -207,6 +213,15 @@ Header reply_header(const SlotState& slot, SlotAction action, const Header& requ
       // The sender runs the request's operation: the error must name that one to reach it.
       Header error = poisoned_reply(slot, request, token);
       error.op_id = request.op_id;
+      return error;
+    }
+    case SlotAction::unicast_mismatch: {
+      // Shaped like a poisoned round's error, under the sender's own op_id, naming the sender.
+      const Mismatch mismatch = find_mismatch(slot, request).value_or(Mismatch{});
+      Header error = error_reply(request, mismatch.code, mismatch.expected);
+      error.token = token;
+      error.seq = slot.seq;
+      error.bitmap = mismatch.offered;
       return error;
     }
     case SlotAction::counted:

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "protocol/wire.hpp"
@@ -47,7 +48,18 @@ enum class SlotAction : std::uint8_t {
   error_seq_ahead,   // the packet's round is ahead of the slot by more than one
   multicast_error,   // the packet disagrees with the round (op, type, length): poisoned now
   unicast_error,     // a packet for a poisoned round: the round's error again
+  unicast_mismatch,  // the packet disagrees with a completed round: its error to the sender only,
+                     // the round and its stored result unchanged
 };
+
+// How a packet of the slot's current round disagrees with it (the first of op_id, type,
+// op_length, count that differs), or nothing.
+struct Mismatch {
+  protocol::ErrorCode code = protocol::ErrorCode::none;
+  std::uint32_t expected = 0;  // the round's value
+  std::uint32_t offered = 0;   // the packet's
+};
+[[nodiscard]] std::optional<Mismatch> find_mismatch(const SlotState& slot, const protocol::Header& header);
 
 struct SessionLimits {
   std::uint8_t world_size = 1;

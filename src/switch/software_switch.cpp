@@ -18,6 +18,7 @@
 #include "dpa/error.hpp"
 #include "protocol/wire.hpp"
 #include "quant/quant.hpp"
+#include "switch/join_rate_limiter.hpp"
 #include "switch/published_counters.hpp"
 #include "switch/session.hpp"
 #include "switch/session_memory.hpp"
@@ -220,12 +221,14 @@ class SwitchImpl {
    public:
     Batch(transport::Queue& queue, std::size_t batch)
         : rx(batch), queue_(queue), stash_(batch) {
-      // Every received packet yields at most two replies (a poisoned round's multicast and the
-      // sender's own error), each to at most every rank.
-      used_.reserve(2 * batch);
-      sends_.reserve(2 * batch);
+      // Every data packet yields at most two replies (a poisoned round's multicast and the
+      // sender's own error), each to at most every rank; the JOIN that forms a generation yields
+      // one ack per rank. Only a batch with several such JOINs grows these (indices, not pointers,
+      // refer into them).
+      used_.reserve(2 * batch + protocol::kMaxWorld);
+      sends_.reserve(2 * batch + protocol::kMaxWorld);
       endpoints_.reserve(2 * batch * protocol::kMaxWorld);
-      unicast_.reserve(2 * batch);
+      unicast_.reserve(2 * batch + protocol::kMaxWorld);
     }
     Batch(const Batch&) = delete;
     Batch& operator=(const Batch&) = delete;
@@ -423,12 +426,17 @@ class SwitchImpl {
   // The drops a packet of a known session can cause.
   static std::uint64_t session_drops(const SwitchCounters& counters) {
     return counters.dropped_malformed + counters.dropped_unregistered + counters.dropped_not_joined +
-           counters.dropped_bad_token;
+           counters.dropped_bad_token + counters.joins_rate_limited;
   }
 
   void handle_join(std::size_t index, sw::Session& session, const Header& h,
                    std::span<const std::byte> payload, const Endpoint& from, std::uint64_t now_ns,
                    Batch& batch) {
+    // Before anything that answers: a storm's JOINs beyond its source's rate get no reply.
+    if (index == 0 && !join_limiter_.admit(from, now_ns)) {
+      ++batch.counters.joins_rate_limited;
+      return;
+    }
     const auto world = static_cast<std::uint32_t>(session.config().world_size);
     if (h.rank >= world) {
       ++batch.counters.dropped_unregistered;
@@ -456,6 +464,16 @@ class SwitchImpl {
         return;
       case Kind::reject_sender:
         if (outcome.error == ErrorCode::session_busy) ++batch.counters.joins_refused;
+        if (outcome.error == ErrorCode::rank_contended) {
+          // The refused rank learns who holds its rank and how many JOINs that source sent.
+          ++batch.counters.joins_contended;
+          ++batch.counters.errors_sent;
+          Header error = sw::error_reply(h, outcome.error, outcome.expected);
+          const std::uint64_t heard = std::min<std::uint64_t>(join_limiter_.heard(outcome.holder), 0xffff);
+          error.bitmap = heard << 48 | sw::Identity::key_of(outcome.holder);
+          send_header(batch, error, from);
+          return;
+        }
         send_error(batch, h, outcome.error, outcome.expected, from);
         return;
       case Kind::reject_all: {
@@ -499,17 +517,21 @@ class SwitchImpl {
     ack.count = static_cast<std::uint16_t>(reply.words());
     ack.bitmap = members.joined;
     ack.seq = members.generation;
-    transport::TxBuffer* buffer = batch.next_buffer();
-    if (buffer == nullptr) return;
-    protocol::encode(ack, buffer->payload);
-    protocol::encode(reply, buffer->payload + protocol::kHeaderSize);
-    buffer->size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * reply.words());
+    // Each rank's ack carries its own secret (§6.4), so the acks are N unicasts, not one buffer.
+    const auto send_ack = [&](std::uint32_t rank, const Endpoint& to) {
+      transport::TxBuffer* buffer = batch.next_buffer();
+      if (buffer == nullptr) return;
+      ack.offset = members.secrets[rank];
+      protocol::encode(ack, buffer->payload);
+      protocol::encode(reply, buffer->payload + protocol::kHeaderSize);
+      buffer->size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * reply.words());
+      batch.send(*buffer, to);
+    };
     if (outcome.kind == Kind::ack_sender) {
-      batch.send(*buffer, from);
+      send_ack(h.rank, from);
       return;
     }
-    std::vector<Endpoint>& to = batch.send_to(*buffer);
-    members.for_each_member([&](std::uint32_t r) { to.push_back(members.endpoints[r][0]); });
+    members.for_each_member([&](std::uint32_t r) { send_ack(r, members.endpoints[r][0]); });
     log().info("session {}: generation {} joined by {} ranks ({} threads, window {})", h.session,
                members.generation, world, members.threads, members.window);
   }
@@ -520,6 +542,13 @@ class SwitchImpl {
                    Batch& batch) {
     const Endpoint& from = packet.from;
     const sw::Membership* members = session.membership();
+    // A rank of the job this generation replaced, from whatever socket (a rejoining library binds
+    // new ones): tell it why it stopped before the identity table would call it a stranger.
+    if (members != nullptr && members->previous_token != 0 && h.token == members->previous_token &&
+        session.registered_host(from.address)) {
+      send_error(batch, h, ErrorCode::session_taken_over, members->generation, from);
+      return;
+    }
     const sw::Identity* identity = members != nullptr ? members->identify(from) : nullptr;
     if (identity == nullptr) {
       if (session.registered_host(from.address)) {
@@ -531,12 +560,7 @@ class SwitchImpl {
       return;
     }
     if (h.token != members->token) {
-      if (members->previous_token != 0 && h.token == members->previous_token) {
-        // A rank of the job this generation replaced: tell it why it stopped.
-        send_error(batch, h, ErrorCode::session_taken_over, members->generation, from);
-      } else {
-        ++batch.counters.dropped_bad_token;
-      }
+      ++batch.counters.dropped_bad_token;
       return;
     }
     const protocol::SlotLayout layout{session.config().pool_base, members->window};
@@ -628,6 +652,7 @@ class SwitchImpl {
         return;
       case SlotAction::error_seq_ahead:
       case SlotAction::unicast_error:
+      case SlotAction::unicast_mismatch:
         ++batch.counters.errors_sent;
         send_header(batch, sw::reply_header(slot, action, h, members->token), from);
         return;
@@ -688,6 +713,7 @@ class SwitchImpl {
   std::vector<std::unique_ptr<transport::QueueThread>> threads_;  // thread i drives queues_[i]
   std::atomic<bool> stop_{false};
   std::atomic<std::uint32_t> manual_ticks_{0};
+  sw::JoinRateLimiter join_limiter_;  // thread 0's: only it handles JOINs
 
   mutable std::mutex admin_mutex_;
   std::atomic<const SessionTable*> table_{nullptr};

@@ -15,6 +15,9 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iostream>
+#include <stop_token>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -481,6 +484,92 @@ TEST(Integration, MalformedPacketsAreDroppedAndTheSwitchKeepsWorking) {
   scenario.worker_args = {"--count", "5000"};
   expect_all_succeeded(run_workers(sw.port(), scenario));
   EXPECT_EQ(sw.counters().dropped_malformed, 100u);
+}
+
+// Valid JOINs from one foreign socket at `per_second` on a fixed schedule, until destroyed (the
+// jthread stops and joins then, also when an assertion returns early): for ranks 0..world-1 in
+// turn, each with a fresh nonce; or, with `only_rank`, one JOIN for that rank repeated (a stale
+// process of the rank, or an impostor).
+class JoinStorm {
+ public:
+  JoinStorm(std::uint16_t switch_port, const dpa::SessionConfig& session, int per_second,
+            std::optional<int> only_rank = std::nullopt)
+      : socket_(dpa::transport::socket::open_udp_queue({.bind_host = "127.0.0.1"})),
+        thread_([this, switch_port, session, per_second, only_rank](std::stop_token stop) {
+          const dpa::transport::Endpoint target{0x7f000001, switch_port};
+          const auto interval = std::chrono::nanoseconds(1'000'000'000 / per_second);
+          std::mt19937 nonces(42);
+          auto next = Clock::now();
+          started_ = next;
+          for (std::uint32_t i = 0; !stop.stop_requested(); ++i) {
+            dpa::protocol::JoinRequest request;
+            request.nonce = only_rank.has_value() ? 1 : static_cast<std::uint32_t>(nonces()) | 1;
+            request.world_size = static_cast<std::uint32_t>(session.world_size);
+            request.threads = 1;
+            request.window = 8;
+            request.ports[0] = socket_->local_endpoint().port;
+            dpa::protocol::Header header;
+            header.flags = dpa::protocol::flag::kJoin;
+            header.session = session.id;
+            header.rank = static_cast<std::uint8_t>(
+                only_rank.value_or(static_cast<int>(i % static_cast<std::uint32_t>(session.world_size))));
+            header.count = static_cast<std::uint16_t>(request.words());
+            std::array<std::byte, dpa::protocol::kHeaderSize + 4 * 64> packet{};
+            dpa::protocol::encode(header, packet.data());
+            dpa::protocol::encode(request, packet.data() + dpa::protocol::kHeaderSize);
+            dpa::transport::send_datagram(
+                *socket_, std::span(packet.data(), dpa::protocol::kHeaderSize + 4 * request.words()), target);
+            sent_.fetch_add(1, std::memory_order_relaxed);
+            next += interval;  // pacing the storm's rate, not waiting for anything
+            std::this_thread::sleep_until(next);
+          }
+        }) {}
+
+  [[nodiscard]] dpa::transport::Endpoint source() const { return socket_->local_endpoint(); }
+  [[nodiscard]] std::uint64_t sent() const { return sent_.load(std::memory_order_relaxed); }
+  [[nodiscard]] double per_second() const {
+    return static_cast<double>(sent()) / std::chrono::duration<double>(Clock::now() - started_).count();
+  }
+
+ private:
+  std::unique_ptr<dpa::transport::Queue> socket_;
+  std::atomic<std::uint64_t> sent_{0};
+  Clock::time_point started_ = Clock::now();
+  std::jthread thread_;  // last: stops before the socket closes
+};
+
+TEST(Integration, AFourRankJobFormsUnderAJoinStormFromAForeignSocket) {
+  const dpa::SessionConfig session = session_config(4);
+  dpa::SoftwareSwitch sw(switch_config(session));
+  JoinStorm storm(sw.port(), session, 2000);
+  Scenario scenario;
+  scenario.world = 4;
+  scenario.worker_args = {"--count", "5000", "--join-timeout-ms", "20000"};
+  scenario.deadline = std::chrono::seconds(60);
+  const std::vector<RankResult> results = run_workers(sw.port(), scenario);
+  const std::uint64_t sent = storm.sent();
+  const double rate = storm.per_second();
+  const dpa::SwitchCounters counters = sw.counters();
+  std::cout << "storm: " << sent << " JOINs at " << rate << " per second; switch: joins_rate_limited "
+            << counters.joins_rate_limited << ", joins_contended " << counters.joins_contended
+            << ", joins_refused " << counters.joins_refused << "\n";
+  expect_all_succeeded(results);
+  EXPECT_GT(counters.joins_rate_limited, 0u) << "the storm's source was limited";
+}
+
+TEST(Integration, ARankWhosePendingJoinAnotherSourceHoldsNamesThatSource) {
+  const dpa::SessionConfig session = session_config(2);
+  dpa::SoftwareSwitch sw(switch_config(session));
+  JoinStorm holder(sw.port(), session, 10, /*only_rank=*/1);
+  const std::string source = "127.0.0.1:" + std::to_string(holder.source().port);
+  std::vector<dpa::tools::Process> rank1;
+  rank1.emplace_back(std::vector<std::string>{worker_path(), "--port", std::to_string(sw.port()), "--rank", "1",
+                                              "--world", "2", "--join-timeout-ms", "2000", "--expect-error",
+                                              source + ", not this rank's socket, held rank 1's pending JOIN"});
+  const auto codes = dpa::tools::wait_all(rank1, Clock::now() + std::chrono::seconds(30));
+  ASSERT_TRUE(codes[0].has_value()) << "rank 1 did not finish in time";
+  EXPECT_EQ(*codes[0], 0) << rank1[0].output();
+  EXPECT_GT(sw.counters().joins_contended, 0u);
 }
 
 // Sends request lines to the control channel over TCP and returns the reply lines.

@@ -27,6 +27,7 @@ struct Joiner {
   std::uint32_t threads = 1;
   std::uint32_t window = 4;
   std::uint32_t token = 0;
+  std::uint32_t secret = 0;  // a rejoin's proof (header offset)
 };
 
 class SessionJoin : public ::testing::Test {
@@ -47,6 +48,7 @@ class SessionJoin : public ::testing::Test {
     h.session = 3;
     h.rank = static_cast<std::uint8_t>(j.rank);
     h.token = j.token;
+    h.offset = j.secret;
     protocol::JoinRequest request;
     request.nonce = j.nonce;
     request.world_size = static_cast<std::uint32_t>(session.config().world_size);
@@ -134,11 +136,65 @@ TEST_F(SessionJoin, AStrayJoinIsReplacedByTheRealRanksJoinAndCannotVetoTheJob) {
     EXPECT_EQ(join(session, joiners[0], 10).kind, Kind::waiting);
     EXPECT_EQ(join(session, joiners[1], 10).kind, Kind::waiting) << "the stray never confirmed";
   }
-  EXPECT_EQ(join(session, joiners[2], 10).kind, Kind::waiting);
-  const JoinOutcome done = join(session, joiners[2], 11);
+  // The stray's young claim holds rank 2 for a while; the refusal names it.
+  const JoinOutcome refused = join(session, joiners[2], 10);
+  EXPECT_EQ(refused.kind, Kind::reject_sender);
+  EXPECT_EQ(refused.error, ErrorCode::rank_contended);
+  EXPECT_EQ(refused.holder, (Endpoint{kHostA, 7777}));
+  // An unconfirmed claim gives way after half a second; rank 2 keeps retrying.
+  EXPECT_EQ(join(session, joiners[2], kSecond / 2).kind, Kind::waiting);
+  const JoinOutcome done = join(session, joiners[2], kSecond / 2 + 1);
   ASSERT_EQ(done.kind, Kind::ack_all) << "rank 2's own JOIN replaces the stray one";
   EXPECT_EQ(done.members->threads, 1u);
   EXPECT_EQ(done.members->endpoints[2][0], (Endpoint{kHostA, 1200}));
+}
+
+TEST_F(SessionJoin, AJoinStormWithFreshNoncesCannotStarveAJoiningJob) {
+  // One foreign socket sends a JOIN with a new nonce every millisecond, for ranks 0..3 in turn
+  // (three each); the four ranks retry theirs every 100 ms. The job forms.
+  Session session(config(4));
+  const auto joiners = job(4, 10);
+  const Endpoint storm{kHostA, 4444};
+  std::uint32_t nonce = 1000;
+  const Membership* formed = nullptr;
+  std::uint64_t contended = 0;
+  for (std::uint64_t ms = 0; ms < 3000 && formed == nullptr; ++ms) {
+    const std::uint64_t now = ms * 1'000'000;
+    const JoinOutcome storm_outcome =
+        join(session, {static_cast<int>(ms / 3 % 4), ++nonce, storm, /*threads=*/2}, now);
+    EXPECT_NE(storm_outcome.kind, Kind::ack_all) << "the storm never forms a generation";
+    if (storm_outcome.error == ErrorCode::rank_contended) ++contended;
+    if (ms % 100 != 0) continue;
+    for (const Joiner& j : joiners) {
+      const JoinOutcome outcome = join(session, j, now);
+      if (outcome.kind == Kind::ack_all) formed = outcome.members;
+    }
+  }
+  ASSERT_NE(formed, nullptr) << "the job formed during the storm";
+  EXPECT_EQ(formed->threads, 1u);
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(formed->endpoints[r][0], joiners[r].from) << "rank " << r;
+  EXPECT_GT(contended, 0u) << "the storm met the ranks' claims";
+}
+
+TEST_F(SessionJoin, AConfirmedClaimIsNotDisplacedAndASourceHoldsOneRank) {
+  Session session(config(3));
+  const auto joiners = job(3, 10);
+  join(session, joiners[0], 0);
+  join(session, joiners[0], 1);  // confirmed
+  const Joiner other{0, 99, {kHostA, 5555}};
+  for (const std::uint64_t now : {std::uint64_t{2}, 3 * kSecond / 4}) {  // young or not: confirmed holds
+    const JoinOutcome refused = join(session, other, now);
+    EXPECT_EQ(refused.error, ErrorCode::rank_contended);
+    EXPECT_EQ(refused.expected, 0u) << "names the rank";
+    EXPECT_EQ(refused.holder, joiners[0].from);
+    join(session, joiners[0], now);  // rank 0 keeps retrying
+  }
+  // The source that held rank 0 moves to rank 1 (as a stale process would): its rank 0 entry
+  // goes, so `other` may take rank 0 at once.
+  Joiner moved = joiners[0];
+  moved.rank = 1;
+  EXPECT_EQ(join(session, moved, kSecond).kind, Kind::waiting);
+  EXPECT_EQ(join(session, other, kSecond).kind, Kind::waiting);
 }
 
 TEST_F(SessionJoin, PendingJoinsThatAreNotRepeatedExpire) {
@@ -206,6 +262,10 @@ TEST_F(SessionJoin, AfterARankLeavesAnotherJobMayJoinAtOnce) {
   leave.token = first->token + 1;
   EXPECT_FALSE(session.leave(leave, {kHostA, 1100})) << "a wrong token does not count";
   leave.token = first->token;
+  EXPECT_FALSE(session.leave(leave, {kHostA, 1100})) << "the token without the rank's secret does not count";
+  leave.offset = first->secrets[0];
+  EXPECT_FALSE(session.leave(leave, {kHostA, 1100})) << "nor another rank's secret";
+  leave.offset = first->secrets[1];
   EXPECT_FALSE(session.leave(leave, {kHostA, 1101})) << "nor another port";
   EXPECT_TRUE(session.leave(leave, {kHostA, 1100}));
   EXPECT_NE(join_all(session, job(2, 50), 1), nullptr);
@@ -215,20 +275,44 @@ TEST_F(SessionJoin, MembersRejoinWithTheCurrentTokenWhileTheSessionIsInUse) {
   Session session(config(2));
   const Membership* first = join_all(session, job(2, 10), 0);
   ASSERT_NE(first, nullptr);
+  EXPECT_NE(first->secrets[0], 0u);
+  EXPECT_NE(first->secrets[0], first->secrets[1]) << "one secret per rank";
+
+  // A process on the members' host that read the token from the wire, from its own sockets:
+  // without the ranks' secrets it is just another job.
+  for (int r = 0; r < 2; ++r) {
+    Joiner thief{r, 66, {kHostA, static_cast<std::uint16_t>(3000 + r)}};
+    thief.token = first->token;
+    thief.secret = first->secrets[1 - r];  // even with another rank's secret
+    const JoinOutcome refused = join(session, thief, 1);
+    EXPECT_EQ(refused.error, ErrorCode::session_busy) << "rank " << r;
+    EXPECT_EQ(join(session, thief, 1).error, ErrorCode::session_busy) << "rank " << r;
+  }
+  EXPECT_EQ(session.membership(), first);
+
   auto rejoin = job(2, 90);  // new sockets, new nonces, the same host
   for (Joiner& j : rejoin) {
     j.token = first->token;
+    j.secret = first->secrets[static_cast<std::size_t>(j.rank)];
     j.from.port = static_cast<std::uint16_t>(j.from.port + 5);
   }
   const Membership* second = join_all(session, rejoin, 1);
   ASSERT_NE(second, nullptr);
   EXPECT_EQ(second->generation, 2u);
 
+  // The replaced generation's ranks, from any socket, learn that the session was taken over.
+  Joiner evicted{0, 91, {kHostA, 4000}};
+  evicted.token = first->token;
+  const JoinOutcome taken = join(session, evicted, 2);
+  EXPECT_EQ(taken.error, ErrorCode::session_taken_over);
+  EXPECT_EQ(taken.expected, 2u) << "names the new generation";
+
   // A rejoin with the token from another host is just another job.
   Session other(config(2));
   const Membership* mine = join_all(other, job(2, 10), 0);
   Joiner intruder{0, 77, {kHostB, 1000}};
   intruder.token = mine->token;
+  intruder.secret = mine->secrets[0];
   EXPECT_EQ(join(other, intruder, 1).error, ErrorCode::session_busy);
 }
 
@@ -238,7 +322,10 @@ TEST_F(SessionJoin, ReplacedGenerationsAreFreedAfterTheirGracePeriod) {
   // A job that rejoins in a loop: every generation replaces the last within the grace period.
   for (std::uint32_t n = 1; n <= 50; ++n) {
     auto rejoin = job(2, 100 * n);
-    for (Joiner& j : rejoin) j.token = current->token;
+    for (Joiner& j : rejoin) {
+      j.token = current->token;
+      j.secret = current->secrets[static_cast<std::size_t>(j.rank)];
+    }
     current = join_all(session, rejoin, n * 1000);
     ASSERT_NE(current, nullptr);
   }

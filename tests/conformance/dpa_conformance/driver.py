@@ -398,7 +398,9 @@ class Driver:
         for rank in range(world):
             header = {"session": session.id, "rank": rank}
             if "token" in wire.FIELD_NAMES:
+                # A rejoin proves it is this rank's with the token and the rank's secret (§6.4).
                 header["token"] = self.variables.get("token", 0)
+                header["offset"] = self.variables.get(f"secret{rank}", 0)
             sends.append({"from": f"r{rank}.t0", "header": header,
                           "join": {"nonce": (generation << 8) | (rank + 1), "world_size": world, "threads": threads,
                                    "window": window, "payload": spec.get("payload", 0),
@@ -408,6 +410,7 @@ class Driver:
         capture = {}
         if "token" in wire.FIELD_NAMES:
             ack_header["token"] = ANY
+            ack_header["offset"] = ANY  # the rank's own secret: each rank's ack differs
             capture["token"] = "token"
         reply = {"payload": session.payload, "world_size": world, "k_default": session.k or world,
                  "straggler_timeout_ticks": wire.timeout_ticks(session.straggler_timeout_us),
@@ -415,10 +418,12 @@ class Driver:
                  "token": ANY, "switch_ports": switch_threads,
                  "ports": [f"switch.{i}" if i == 0 else ANY for i in range(switch_threads)]}
         # Every rank sends its JOIN twice, as a live rank retries: the repeat confirms it, and the
-        # last rank's confirmation forms the generation, so the ack echoes that JOIN.
+        # last rank's confirmation forms the generation, so the ack echoes that JOIN. Each rank's
+        # ack carries its secret in `offset`, captured as secret<rank>.
         steps = [{"send": sends + sends, "counters": {"joins": 2 * world},
-                  "expect": [{"to": [f"r{r}.t0" for r in range(world)], "base": 2 * world - 1,
-                              "header": ack_header, "join_reply": reply, "capture": capture}]}]
+                  "expect": [{"to": f"r{r}.t0", "base": 2 * world - 1, "header": ack_header,
+                              "join_reply": reply, "capture": {**capture, f"secret{r}": "offset"}}
+                             for r in range(world)]}]
         self.generations[session.id] = generation
         self.variables["generation"] = generation
         return steps
