@@ -19,7 +19,7 @@ and to its veth address elsewhere). Cases:
                route to: every rank fails within the join timeout naming ranks 2 and 3
 
 The test re-executes itself in new PID, mount, network and UTS namespaces (unshare --kill-child)
-and mounts its own /tmp, so whatever ends it, a ctest timeout's SIGKILL included, the kernel
+and mounts its own scratch directory (PRIVATE, the children's TMPDIR), so whatever ends it, a ctest timeout's SIGKILL included, the kernel
 removes every namespace, interface, mount, file and process it made. Exit 77 (ctest's skip) where namespaces are unavailable.
 """
 
@@ -38,6 +38,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SUBNET = "10.70.0"
 MASTER_PORT = 29500
 RUN_TIMEOUT_S = 150
+# A tmpfs of the test's own mount namespace (the directory stays behind, empty, in /run's tmpfs).
+PRIVATE = "/run/dpa-multihost"
 JOIN_TIMEOUT_MS = 4000  # the unreachable case's
 
 
@@ -68,8 +70,11 @@ def host_ip(index):
 
 def make_hosts(count, mtus):
     """Network namespaces h0..h{count-1}, each with eth0 at host_ip(i); `mtus` overrides some."""
-    # Private: our own /tmp (every file the test writes) and list of named namespaces.
-    run("mount", "-t", "tmpfs", "dpa-tmp", "/tmp")
+    # Private: our own scratch directory (every file the test and its children write) and list of
+    # named namespaces. Not /tmp itself: the checkout and its build may lie under /tmp.
+    os.makedirs(PRIVATE, exist_ok=True)
+    run("mount", "-t", "tmpfs", "dpa-tmp", PRIVATE)
+    os.environ["TMPDIR"] = tempfile.tempdir = PRIVATE
     os.makedirs("/run/netns", exist_ok=True)
     run("mount", "-t", "tmpfs", "dpa-netns", "/run/netns")
     # Every host resolves the others' names, and its own as Debian does, to 127.0.1.1 (so
@@ -104,7 +109,7 @@ def make_hosts(count, mtus):
 
 
 def hosts_file(index):
-    return f"/tmp/hosts-h{index}"
+    return f"{PRIVATE}/hosts-h{index}"
 
 
 def on_host(index, argv):
