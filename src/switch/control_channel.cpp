@@ -1,7 +1,5 @@
 #include "switch/control_channel.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -19,6 +17,7 @@
 
 #include "api/logging.hpp"
 #include "dpa/error.hpp"
+#include "switch/control_secret.hpp"
 #include "switch/counter_fields.hpp"
 
 namespace dpa::sw {
@@ -64,6 +63,14 @@ std::string failure(const std::string& message) {
   return json{{"ok", false}, {"error", message}}.dump();
 }
 
+constexpr mode_t kOwnerOnly = 0600;
+constexpr mode_t kAnyUser = 0666;
+
+bool is_read_only(const std::string& op) { return op == "sessions" || op == "session_status" || op == "counters"; }
+bool is_known(const std::string& op) {
+  return is_read_only(op) || op == "add_session" || op == "remove_session" || op == "set_clock" || op == "auth";
+}
+
 std::string abbreviated(const std::string& text) {
   return text.size() <= kLoggedRequestChars ? text : text.substr(0, kLoggedRequestChars) + "...";
 }
@@ -87,6 +94,8 @@ void ControlChannelOptions::validate() const {
 // One connection: what it sent that is not a whole line yet, and the replies not sent yet.
 struct ControlChannel::Client {
   int fd = -1;
+  Access access = Access::none;
+  std::string peer;  // who it is, for the log
   std::string received;
   std::string unsent;
   Clock::time_point last_request;
@@ -115,77 +124,50 @@ struct ControlChannel::Client {
   void reply(const std::string& line) { unsent += line + "\n"; }
 };
 
-ControlChannel::ControlChannel(SoftwareSwitch& target, const std::string& host, std::uint16_t port,
+ControlChannel::ControlChannel(SoftwareSwitch& target, const ControlAddress& address,
                                const ControlChannelOptions& options)
-    : switch_(target), options_(options) {
-  options_.validate();
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  if (inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) {
-    throw ConfigError("control channel host \"" + host + "\" is not an IPv4 address");
+    : switch_(target),
+      options_(options),
+      listener_((options_.validate(), address), options_.read_only_open ? kAnyUser : kOwnerOnly) {
+  if (!listener_.is_unix() && options_.secret.empty() && !options_.read_only_open) {
+    throw ConfigError(fmt::format(
+        "control channel on {}: over TCP the switch's user cannot be told from anyone who reaches the port; give "
+        "--control-secret-file FILE (clients send the secret before add/remove requests) or "
+        "--control-read-only-open (sessions and counters only), or use --control PATH (a Unix socket only the "
+        "switch's user can open)",
+        listener_.where()));
   }
-  listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  const int on = 1;
-  setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  if (listener_ < 0 || bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      listen(listener_, 16) != 0) {
-    const std::string reason = std::strerror(errno);
-    if (listener_ >= 0) close(listener_);
-    throw Error("cannot listen for control connections on " + host + ":" + std::to_string(port) +
-                ": " + reason);
-  }
-  socklen_t length = sizeof address;
-  getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
-  port_ = ntohs(address.sin_port);
   thread_ = std::thread([this] { serve(); });
 }
 
 ControlChannel::~ControlChannel() {
   stop_.store(true, std::memory_order_relaxed);
   thread_.join();
-  close(listener_);
 }
 
-std::string ControlChannel::handle(const std::string& request) {
+std::string ControlChannel::handle(const std::string& request, Client& client) {
   try {
     const json message = json::parse(request);
     if (!message.is_object() || !message.contains("op") || !message["op"].is_string()) {
       return failure("a request is a JSON object with a string \"op\"");
     }
     const std::string op = message["op"];
-    if (op == "add_session") {
-      if (!message.contains("session")) return failure("add_session needs \"session\"");
-      switch_.add_session(SessionConfig::from_json(message["session"].dump(), "session"));
-      return json{{"ok", true}}.dump();
+    if (!is_known(op)) {
+      return failure("unknown op \"" + op +
+                     "\" (auth, add_session, remove_session, sessions, session_status, counters, set_clock)");
     }
-    if (op == "remove_session") {
-      if (!message.contains("id") || !message["id"].is_number_unsigned() ||
-          message["id"].get<std::uint64_t>() > std::numeric_limits<std::uint32_t>::max()) {
-        return failure("remove_session needs a numeric \"id\" in [0, 4294967295]");
-      }
-      switch_.remove_session(message["id"].get<std::uint32_t>());
-      return json{{"ok", true}}.dump();
+    if (op == "auth") return authenticate(message, client);
+    if (client.access == Access::full || (client.access == Access::read_only && is_read_only(op))) {
+      return execute(op, message);
     }
-    if (op == "sessions") return json{{"ok", true}, {"sessions", switch_.session_ids()}}.dump();
-    if (op == "counters") {
-      return json{{"ok", true}, {"counters", counters_json(switch_.counters(), kSwitchCounterFields)}}.dump();
+    ++counters_.requests_refused;
+    detail::log().warn("control: refused {} from {}: not authenticated", op, client.peer);
+    if (!options_.secret.empty()) {
+      return failure(op + " needs an authenticated connection: send {\"op\":\"auth\",\"secret\":\"...\"} "
+                     "first (dpa-switch-ctl --secret-file)");
     }
-    if (op == "session_status") {
-      json sessions = json::array();
-      for (const SessionStatus& session : switch_.session_status()) sessions.push_back(session_json(session));
-      return json{{"ok", true}, {"sessions", sessions}}.dump();
-    }
-    if (op == "set_clock") {
-      if (!message.contains("ticks") || !message["ticks"].is_number_unsigned() ||
-          message["ticks"].get<std::uint64_t>() > 0xffffffffu) {
-        return failure("set_clock needs \"ticks\", an integer in [0, 2^32)");
-      }
-      switch_.set_clock(message["ticks"].get<std::uint32_t>());
-      return json{{"ok", true}}.dump();
-    }
-    return failure("unknown op \"" + op +
-                   "\" (add_session, remove_session, sessions, session_status, counters, set_clock)");
+    return failure(op + ": this connection may make only the read-only requests (sessions, session_status, "
+                   "counters); add, remove and set_clock need the switch's user on its Unix socket");
   } catch (const json::exception& error) {
     return failure(std::string("invalid request: ") + error.what());
   } catch (const Error& error) {
@@ -197,13 +179,92 @@ std::string ControlChannel::handle(const std::string& request) {
   }
 }
 
+std::string ControlChannel::authenticate(const json& message, Client& client) {
+  if (options_.secret.empty()) {
+    return failure("auth: this control channel has no secret (dpa-switch --control-secret-file)");
+  }
+  if (!message.contains("secret") || !message["secret"].is_string()) return failure("auth needs a string \"secret\"");
+  if (!secrets_equal(options_.secret, message["secret"].get<std::string>())) {
+    ++counters_.authentications_failed;
+    detail::log().warn("control: wrong secret from {}; closing", client.peer);
+    client.closing = true;
+    return failure("auth: wrong secret; closing");
+  }
+  client.access = Access::full;
+  return json{{"ok", true}}.dump();
+}
+
+std::string ControlChannel::execute(const std::string& op, const json& message) {
+  if (op == "add_session") {
+    if (!message.contains("session")) return failure("add_session needs \"session\"");
+    switch_.add_session(SessionConfig::from_json(message["session"].dump(), "session"));
+    return json{{"ok", true}}.dump();
+  }
+  if (op == "remove_session") {
+    if (!message.contains("id") || !message["id"].is_number_unsigned() ||
+        message["id"].get<std::uint64_t>() > std::numeric_limits<std::uint32_t>::max()) {
+      return failure("remove_session needs a numeric \"id\" in [0, 4294967295]");
+    }
+    switch_.remove_session(message["id"].get<std::uint32_t>());
+    return json{{"ok", true}}.dump();
+  }
+  if (op == "sessions") return json{{"ok", true}, {"sessions", switch_.session_ids()}}.dump();
+  if (op == "counters") {
+    const json control{{"connections", counters_.connections},
+                       {"connections_refused", counters_.connections_refused},
+                       {"requests_refused", counters_.requests_refused},
+                       {"authentications_failed", counters_.authentications_failed}};
+    return json{{"ok", true},
+                {"counters", counters_json(switch_.counters(), kSwitchCounterFields)},
+                {"control_channel", control}}
+        .dump();
+  }
+  if (op == "session_status") {
+    json sessions = json::array();
+    for (const SessionStatus& session : switch_.session_status()) sessions.push_back(session_json(session));
+    return json{{"ok", true}, {"sessions", sessions}}.dump();
+  }
+  // set_clock, the last op is_known admits besides auth
+  if (!message.contains("ticks") || !message["ticks"].is_number_unsigned() ||
+      message["ticks"].get<std::uint64_t>() > 0xffffffffu) {
+    return failure("set_clock needs \"ticks\", an integer in [0, 2^32)");
+  }
+  switch_.set_clock(message["ticks"].get<std::uint32_t>());
+  return json{{"ok", true}}.dump();
+}
+
+void ControlChannel::admit(ControlPeer peer, std::list<Client>& clients) {
+  Client& client = clients.emplace_back(peer.fd);
+  ++counters_.connections;
+  client.peer = std::move(peer.name);
+  const bool owner = peer.uid && (*peer.uid == geteuid() || *peer.uid == 0);
+  client.access = owner ? Access::full : options_.read_only_open ? Access::read_only : Access::none;
+  if (clients.size() > options_.max_clients) {
+    client.reply(failure(fmt::format("the control channel serves at most {} clients at once; try again later",
+                                     options_.max_clients)));
+    client.flush();
+    clients.pop_back();
+    return;
+  }
+  if (client.access == Access::none && options_.secret.empty()) {
+    // Reachable only where the operator widened the socket file's mode: the kernel's word wins.
+    ++counters_.connections_refused;
+    detail::log().warn("control: refused a connection from {}: not the switch's user (uid {})", client.peer,
+                       geteuid());
+    client.reply(failure(fmt::format("{} may not use this control channel: only the switch's user (uid {}) and root "
+                                     "may; closing",
+                                     client.peer, geteuid())));
+    client.closing = true;  // it gets the reply, then end of stream, never a reset
+  }
+}
+
 void ControlChannel::serve() {
   std::list<Client> clients;
   std::vector<pollfd> polled;
   char buffer[4096];
   while (!stop_.load(std::memory_order_relaxed)) {
     polled.clear();
-    polled.push_back({listener_, POLLIN, 0});
+    polled.push_back({listener_.fd(), POLLIN, 0});
     for (const Client& client : clients) {
       const short events = static_cast<short>((client.peer_done ? 0 : POLLIN) | (client.unsent.empty() ? 0 : POLLOUT));
       polled.push_back({client.fd, events, 0});
@@ -247,8 +308,11 @@ void ControlChannel::serve() {
             break;
           }
           if (request.find_first_not_of(" \t\r") == std::string::npos) continue;
-          const std::string reply = handle(request);
-          detail::log().info("control: {} -> {}", abbreviated(request), abbreviated(reply));
+          const std::string reply = handle(request, *client);
+          // An auth request carries the secret: it stays out of the log.
+          const bool secret_inside = request.find("\"secret\"") != std::string::npos;
+          detail::log().info("control: {} {} -> {}", client->peer, secret_inside ? "(auth)" : abbreviated(request),
+                             abbreviated(reply));
           client->reply(reply);
         }
         if (keep && !client->closing && client->received.size() > options_.max_request_bytes) {
@@ -277,16 +341,10 @@ void ControlChannel::serve() {
     }
 
     if ((polled.front().revents & POLLIN) != 0) {
-      const int connection = accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (connection < 0) continue;
+      std::optional<ControlPeer> peer = listener_.accept();
+      if (!peer) continue;
       try {
-        Client& client = clients.emplace_back(connection);
-        if (clients.size() > options_.max_clients) {
-          client.reply(failure(fmt::format("the control channel serves at most {} clients at once; try again later",
-                                           options_.max_clients)));
-          client.flush();
-          clients.pop_back();
-        }
+        admit(std::move(*peer), clients);
       } catch (const std::exception& error) {
         detail::log().error("control channel: refusing a client: {}", error.what());
       }

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,12 +17,14 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "dpa/error.hpp"
 #include "dpa/host_port.hpp"
+#include "switch/control_secret.hpp"
 
 namespace {
 
@@ -36,25 +39,47 @@ struct Failure {
   std::string message;
 };
 
-// "host:port", or a port alone on 127.0.0.1 (dpa-switch's --control-host default).
-dpa::HostPort control_address(const std::string& text, const std::string& source) {
+using UnixPath = std::string;
+
+// "unix:PATH" or anything with a '/': dpa-switch --control's Unix socket; else "host:port", or a
+// port alone on 127.0.0.1 (dpa-switch's --control-host default).
+std::variant<UnixPath, dpa::HostPort> control_address(const std::string& text, const std::string& source) {
+  if (text.starts_with("unix:")) return UnixPath(text.substr(5));
+  if (text.find('/') != std::string::npos) return UnixPath(text);
   const bool port_only = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
   return dpa::parse_host_port(port_only ? "127.0.0.1:" + text : text, source, 0, 1);
 }
 
 class Connection {
  public:
-  Connection(const dpa::HostPort& to, Clock::time_point deadline) : deadline_(deadline), where_(to.to_string()) {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(to.port);
-    if (inet_pton(AF_INET, to.host.c_str(), &address.sin_addr) != 1) {
-      throw dpa::ConfigError("--control \"" + to.to_string() + "\": the host is not an IPv4 address");
+  Connection(const std::variant<UnixPath, dpa::HostPort>& to, Clock::time_point deadline) : deadline_(deadline) {
+    sockaddr_storage storage{};
+    socklen_t length = 0;
+    if (const auto* path = std::get_if<UnixPath>(&to)) {
+      where_ = "unix:" + *path;
+      auto& address = reinterpret_cast<sockaddr_un&>(storage);
+      address.sun_family = AF_UNIX;
+      if (path->empty() || path->size() >= sizeof address.sun_path) {
+        throw dpa::ConfigError(fmt::format("--control \"{}\": a Unix socket path has 1 to {} bytes", where_,
+                                           sizeof address.sun_path - 1));
+      }
+      path->copy(address.sun_path, path->size());
+      length = sizeof address;
+    } else {
+      const dpa::HostPort& host_port = std::get<dpa::HostPort>(to);
+      where_ = host_port.to_string();
+      auto& address = reinterpret_cast<sockaddr_in&>(storage);
+      address.sin_family = AF_INET;
+      address.sin_port = htons(host_port.port);
+      if (inet_pton(AF_INET, host_port.host.c_str(), &address.sin_addr) != 1) {
+        throw dpa::ConfigError("--control \"" + where_ + "\": the host is not an IPv4 address");
+      }
+      length = sizeof address;
     }
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    fd_ = socket(storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd_ < 0) throw Failure{fmt::format("socket: {}", std::strerror(errno))};
-    if (connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-      if (errno != EINPROGRESS) fail_with_errno("cannot connect to");
+    if (connect(fd_, reinterpret_cast<const sockaddr*>(&storage), length) != 0) {
+      if (errno != EINPROGRESS && errno != EAGAIN) fail_with_errno("cannot connect to");
       wait_for(POLLOUT, "connecting to");
       int error = 0;
       socklen_t length = sizeof error;
@@ -98,8 +123,10 @@ class Connection {
 
  private:
   [[noreturn]] void fail_with_errno(const char* doing) const {
-    throw Failure{fmt::format("{} {}: {} (is dpa-switch running with --control-port?)", doing, where_,
-                              std::strerror(errno))};
+    const char* hint = errno == EACCES || errno == EPERM
+                           ? "only the switch's user may open its control socket"
+                           : "is dpa-switch running with --control or --control-port?";
+    throw Failure{fmt::format("{} {}: {} ({})", doing, where_, std::strerror(errno), hint)};
   }
 
   void wait_for(short events, const char* doing) const {
@@ -153,12 +180,18 @@ json content(json reply) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"dpa-switch-ctl: requests to a running dpa-switch's control channel (dpa-switch --control-port)"};
+  CLI::App app{"dpa-switch-ctl: requests to a running dpa-switch's control channel (dpa-switch --control or "
+               "--control-port)"};
   app.set_version_flag("--version", std::string("dpa-switch-ctl ") + DPA_SWITCH_CTL_VERSION,
                        "Print the version and exit");
   std::string control;
   app.add_option("-c,--control", control,
-                 "The control channel: host:port, or a port on 127.0.0.1 (default: $DPA_SWITCH_CONTROL)");
+                 "The control channel: a Unix socket path (unix:PATH, or any path with a '/'), host:port, or a "
+                 "port on 127.0.0.1 (default: $DPA_SWITCH_CONTROL)");
+  std::string secret_file;
+  app.add_option("--secret-file", secret_file,
+                 "Send the secret in this file (mode 0600) first, as dpa-switch --control-secret-file wants over "
+                 "TCP (default: $DPA_SWITCH_CONTROL_SECRET_FILE)");
   bool as_json = false;
   app.add_flag("--json", as_json, "Print the reply as JSON instead of text");
   int timeout_ms = 10000;
@@ -166,7 +199,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 3'600'000))
       ->capture_default_str();
   app.require_subcommand(1);
-  app.fallthrough();  // --control, --json and --timeout-ms also after the subcommand
+  app.fallthrough();  // --control, --secret-file, --json and --timeout-ms also after the subcommand
 
   CLI::App* sessions = app.add_subcommand("sessions", "List the sessions with their state and counters");
   CLI::App* counters = app.add_subcommand("counters", "Print the switch's counters, summed over its threads");
@@ -218,13 +251,21 @@ int main(int argc, char** argv) {
     if (control.empty()) {
       const char* from_environment = std::getenv("DPA_SWITCH_CONTROL");
       if (from_environment == nullptr || *from_environment == '\0') {
-        throw dpa::ConfigError("no control channel: give --control HOST:PORT or set DPA_SWITCH_CONTROL "
-                               "(dpa-switch serves it with --control-port)");
+        throw dpa::ConfigError("no control channel: give --control PATH or HOST:PORT, or set DPA_SWITCH_CONTROL "
+                               "(dpa-switch serves it with --control PATH or --control-port)");
       }
       control = from_environment;
     }
-    const dpa::HostPort address =
-        control_address(control, app.count("--control") > 0 ? "--control " : "DPA_SWITCH_CONTROL=");
+    const auto address = control_address(control, app.count("--control") > 0 ? "--control " : "DPA_SWITCH_CONTROL=");
+    std::optional<std::string> secret;
+    if (secret_file.empty()) {
+      const char* from_environment = std::getenv("DPA_SWITCH_CONTROL_SECRET_FILE");
+      if (from_environment != nullptr && *from_environment != '\0') {
+        secret = dpa::sw::read_control_secret(from_environment, "DPA_SWITCH_CONTROL_SECRET_FILE=");
+      }
+    } else {
+      secret = dpa::sw::read_control_secret(secret_file, "--secret-file");
+    }
     if (*sessions) {
       request = {{"op", "session_status"}};
     } else if (*counters) {
@@ -259,6 +300,12 @@ int main(int argc, char** argv) {
     }
 
     Connection connection(address, Clock::now() + std::chrono::milliseconds(timeout_ms));
+    if (secret) {
+      const json authenticated = connection.request({{"op", "auth"}, {"secret", *secret}});
+      if (!authenticated.is_object() || authenticated.value("ok", false) != true) {
+        throw Failure{"dpa-switch refused the secret: " + authenticated.value("error", authenticated.dump())};
+      }
+    }
     const json reply = connection.request(request);
     if (!reply.is_object() || !reply.contains("ok") || !reply["ok"].is_boolean()) {
       throw Failure{"the switch's reply has no \"ok\": " + reply.dump()};
@@ -275,6 +322,11 @@ int main(int argc, char** argv) {
       print_sessions(reply.at("sessions"));
     } else if (*counters) {
       for (const auto& [name, value] : reply.at("counters").items()) std::cout << name << " " << value << "\n";
+      if (reply.contains("control_channel")) {
+        for (const auto& [name, value] : reply["control_channel"].items()) {
+          std::cout << "control_channel." << name << " " << value << "\n";
+        }
+      }
     } else if (*add) {
       std::cout << "session " << request["session"]["id"] << " added\n";
     } else if (*remove) {

@@ -2,16 +2,19 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <variant>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "api/logging.hpp"
 #include "switch/control_channel.hpp"
+#include "switch/control_secret.hpp"
 #include "switch/metrics_text.hpp"
 #ifdef DPA_HAVE_METRICS_HTTP
 #include "switch/metrics_http.hpp"
@@ -45,8 +48,10 @@ int main(int argc, char** argv) {
   std::int64_t straggler_timeout_us = session.straggler_timeout.count();
   std::vector<std::string> workers;
   std::int64_t busy_poll_us = 0;
+  std::string control_socket;
   int control_port = -1;
   std::string control_host = "127.0.0.1";
+  std::string control_secret_file;
   dpa::sw::ControlChannelOptions control_options;
   std::int64_t control_idle_timeout_ms = control_options.idle_timeout.count();
 
@@ -71,12 +76,21 @@ int main(int argc, char** argv) {
   app.add_option("--busy-poll-threads", busy_poll_threads,
                  "Only threads 0 .. n-1 spin (0: every thread)")
       ->capture_default_str();
+  app.add_option("--control", control_socket,
+                 "Serve JSON control requests (add/remove sessions, counters) on a Unix socket at this path, "
+                 "created 0600: only this user (and root) may connect");
   app.add_option("--control-port", control_port,
-                 "Serve JSON control requests (add/remove sessions, counters) on this TCP port; "
-                 "0: ephemeral")
+                 "Serve the control channel on this TCP port too (0: ephemeral); needs --control-secret-file "
+                 "or --control-read-only-open")
       ->check(CLI::Range(0, 65535));
-  app.add_option("--control-host", control_host, "Address of the control channel")
+  app.add_option("--control-host", control_host, "Address of the TCP control channel")
       ->capture_default_str();
+  app.add_option("--control-secret-file", control_secret_file,
+                 "A file (mode 0600) holding the secret a client sends ({\"op\":\"auth\"}) before add/remove "
+                 "requests; required for those requests over TCP");
+  app.add_flag("--control-read-only-open", control_options.read_only_open,
+               "Let anyone who reaches the control channel make the read-only requests (sessions, counters): "
+               "TCP without the secret, and the Unix socket for every user (0666)");
   app.add_option("--control-idle-timeout-ms", control_idle_timeout_ms,
                  "Disconnect a control client that sends no request for this long")
       ->capture_default_str();
@@ -173,8 +187,17 @@ int main(int argc, char** argv) {
       std::erase_if(config.sessions, [&](const dpa::SessionConfig& s) { return s.id == session.id; });
       config.sessions.push_back(session);
     }
-    if (config.sessions.empty() && control_port < 0) {
-      throw dpa::ConfigError("no session: give --config FILE, --world-size N or --control-port");
+    const bool has_control = !control_socket.empty() || control_port >= 0;
+    if (config.sessions.empty() && !has_control) {
+      throw dpa::ConfigError("no session: give --config FILE, --world-size N, --control PATH or --control-port");
+    }
+    if (!has_control) {
+      for (const char* flag : {"--control-secret-file", "--control-read-only-open", "--control-host"}) {
+        if (app.count(flag) > 0) throw dpa::ConfigError(std::string(flag) + ": give --control PATH or --control-port");
+      }
+    }
+    if (!control_secret_file.empty()) {
+      control_options.secret = dpa::sw::read_control_secret(control_secret_file, "--control-secret-file");
     }
     if (app.count("--metrics") > 0) config.metrics = metrics;
     std::optional<dpa::HostPort> metrics_at;
@@ -204,11 +227,17 @@ int main(int argc, char** argv) {
       std::ofstream(temporary) << sw.port() << "\n";
       std::rename(temporary.c_str(), port_file.c_str());
     }
-    std::unique_ptr<dpa::sw::ControlChannel> control;
+    std::vector<std::unique_ptr<dpa::sw::ControlChannel>> control;
+    if (!control_socket.empty()) {
+      control.push_back(
+          std::make_unique<dpa::sw::ControlChannel>(sw, std::filesystem::path(control_socket), control_options));
+    }
     if (control_port >= 0) {
-      control = std::make_unique<dpa::sw::ControlChannel>(sw, control_host,
-                                                          static_cast<std::uint16_t>(control_port), control_options);
-      std::cout << "dpa-switch control channel on " << control_host << ":" << control->port() << "\n";
+      control.push_back(std::make_unique<dpa::sw::ControlChannel>(
+          sw, dpa::HostPort{control_host, static_cast<std::uint16_t>(control_port)}, control_options));
+    }
+    for (const auto& channel : control) {
+      std::cout << "dpa-switch control channel on " << channel->where() << "\n";
     }
 #ifdef DPA_HAVE_METRICS_HTTP
     std::unique_ptr<dpa::sw::MetricsServer> metrics_server;
@@ -231,7 +260,7 @@ int main(int argc, char** argv) {
 #ifdef DPA_HAVE_METRICS_HTTP
     metrics_server.reset();
 #endif
-    control.reset();
+    control.clear();
     sw.stop();
     const dpa::SwitchCounters counters = sw.counters();
     std::cout << "dpa-switch stopping (signal " << received << ")\n" << counters.to_string();
