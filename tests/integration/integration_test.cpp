@@ -572,8 +572,12 @@ TEST(Integration, ARankWhosePendingJoinAnotherSourceHoldsNamesThatSource) {
   EXPECT_GT(sw.counters().joins_contended, 0u);
 }
 
-// Sends request lines to the control channel over TCP and returns the reply lines.
-std::vector<nlohmann::json> control_requests(std::uint16_t port, const std::vector<std::string>& requests) {
+constexpr const char* kControlSecret = "integration-test-control-secret";
+
+// Sends request lines to the control channel over TCP, after the secret, and returns the reply
+// lines to them.
+std::vector<nlohmann::json> control_requests(std::uint16_t port, std::vector<std::string> requests) {
+  requests.insert(requests.begin(), nlohmann::json{{"op", "auth"}, {"secret", kControlSecret}}.dump());
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -599,6 +603,10 @@ std::vector<nlohmann::json> control_requests(std::uint16_t port, const std::vect
     pending.erase(0, newline + 1);
   }
   close(fd);
+  EXPECT_FALSE(replies.empty()) << "no reply to auth";
+  if (replies.empty()) return replies;
+  EXPECT_EQ(replies.front()["ok"], true) << replies.front();
+  replies.erase(replies.begin());
   return replies;
 }
 
@@ -606,7 +614,9 @@ TEST(Integration, ControlChannelAddsAndRemovesSessionsOfARunningSwitch) {
   dpa::SwitchConfig config = switch_config(session_config(2));
   config.sessions.clear();
   dpa::SoftwareSwitch sw(config);
-  dpa::sw::ControlChannel control(sw, "127.0.0.1", 0);
+  dpa::sw::ControlChannelOptions control_options;
+  control_options.secret = kControlSecret;
+  dpa::sw::ControlChannel control(sw, dpa::HostPort{"127.0.0.1", 0}, control_options);
 
   auto replies = control_requests(
       control.port(),

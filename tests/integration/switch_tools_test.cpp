@@ -1,6 +1,8 @@
 // dpa-switch's operator surfaces against a running switch: the Prometheus endpoint scraped
-// before, during and after a dpa-bench job (values that match the job, never going back), and
-// dpa-switch-ctl's requests, errors and exit codes.
+// before, during and after a dpa-bench job (values that match the job, never going back, nothing
+// changed by other methods), dpa-switch-ctl's requests, errors and exit codes, and who may use the
+// control channel: its owner over the Unix socket, not another user (uid 65534), over TCP only
+// with the secret.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -23,6 +25,7 @@
 #include <httplib.h>
 #endif
 
+#include "../scratch_directory.hpp"
 #include "tools/process.hpp"
 
 namespace {
@@ -33,7 +36,8 @@ using namespace std::chrono_literals;
 
 const std::string kTools = std::string(DPA_BINARY_DIR) + "/src/tools/";
 
-// dpa-switch on ephemeral ports, stopped (SIGTERM, then killed by Process) at the end.
+// dpa-switch on ephemeral ports with the given flags, stopped (SIGTERM, then killed by Process)
+// at the end.
 class RunningSwitch {
  public:
   explicit RunningSwitch(std::vector<std::string> extra) : process_(arguments(std::move(extra))) {
@@ -43,6 +47,7 @@ class RunningSwitch {
     }
     port_ = find("listening on [0-9.]+:([0-9]+)");
     control_port_ = find("control channel on [0-9.]+:([0-9]+)");
+    control_socket_ = find("control channel on (unix:[^\n]+)");
     metrics_port_ = find("metrics on http://[0-9.]+:([0-9]+)/metrics");
   }
   ~RunningSwitch() { stop(); }
@@ -59,11 +64,12 @@ class RunningSwitch {
   [[nodiscard]] const std::string& output() const { return process_.output(); }
   [[nodiscard]] const std::string& port() const { return port_; }
   [[nodiscard]] const std::string& control_port() const { return control_port_; }
+  [[nodiscard]] const std::string& control_socket() const { return control_socket_; }  // "unix:PATH"
   [[nodiscard]] const std::string& metrics_port() const { return metrics_port_; }
 
  private:
   static std::vector<std::string> arguments(std::vector<std::string> extra) {
-    std::vector<std::string> argv{kTools + "dpa-switch", "--port", "0", "--control-port", "0"};
+    std::vector<std::string> argv{kTools + "dpa-switch", "--port", "0"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return argv;
   }
@@ -76,6 +82,7 @@ class RunningSwitch {
   bool stopped_ = false;
   std::string port_;
   std::string control_port_;
+  std::string control_socket_;
   std::string metrics_port_;
 };
 
@@ -84,8 +91,11 @@ struct CtlRun {
   std::string output;  // stdout and stderr
 };
 
-CtlRun run_ctl(const std::vector<std::string>& arguments) {
-  std::vector<std::string> argv{"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", kTools + "dpa-switch-ctl"};
+// dpa-switch-ctl with `arguments`, run through `wrapper` (e.g. env or setpriv and its arguments).
+CtlRun run_ctl(const std::vector<std::string>& arguments, const std::vector<std::string>& wrapper = {}) {
+  std::vector<std::string> argv{"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1"};
+  argv.insert(argv.end(), wrapper.begin(), wrapper.end());
+  argv.push_back(kTools + "dpa-switch-ctl");
   argv.insert(argv.end(), arguments.begin(), arguments.end());
   dpa::tools::Process process(argv);
   const auto code = process.wait_until(Clock::now() + 30s);
@@ -93,9 +103,11 @@ CtlRun run_ctl(const std::vector<std::string>& arguments) {
 }
 
 TEST(SwitchCtl, ListsAddsAndRemovesSessionsWithExitCodes) {
-  RunningSwitch sw({"--world-size", "2"});
-  ASSERT_FALSE(sw.control_port().empty()) << sw.output();
-  const std::string control = "127.0.0.1:" + sw.control_port();
+  const dpa::test::ScratchDirectory scratch;
+  const std::string socket_path = (scratch.path() / "control.sock").string();
+  RunningSwitch sw({"--world-size", "2", "--control", socket_path});
+  ASSERT_EQ(sw.control_socket(), "unix:" + socket_path) << sw.output();
+  const std::string control = sw.control_socket();
 
   CtlRun listed = run_ctl({"--control", control, "sessions"});
   EXPECT_EQ(listed.code, 0) << listed.output;
@@ -106,8 +118,8 @@ TEST(SwitchCtl, ListsAddsAndRemovesSessionsWithExitCodes) {
   EXPECT_EQ(added.code, 0) << added.output;
   EXPECT_THAT(added.output, HasSubstr("session 7 added"));
 
-  // --json: the reply's content; a port alone means 127.0.0.1.
-  listed = run_ctl({"--json", "-c", sw.control_port(), "sessions"});
+  // --json: the reply's content; a path without "unix:" is a socket too.
+  listed = run_ctl({"--json", "-c", socket_path, "sessions"});
   ASSERT_EQ(listed.code, 0) << listed.output;
   const nlohmann::json sessions = nlohmann::json::parse(listed.output).at("sessions");
   ASSERT_EQ(sessions.size(), 2u) << listed.output;
@@ -157,6 +169,111 @@ TEST(SwitchCtl, ListsAddsAndRemovesSessionsWithExitCodes) {
   const CtlRun refused = run_ctl({"-c", control, "sessions"});
   EXPECT_EQ(refused.code, 1) << refused.output;
   EXPECT_THAT(refused.output, HasSubstr("cannot connect to " + control));
+}
+
+// dpa-switch-ctl run as uid 65534, with no supplementary groups.
+const std::vector<std::string> kAsNobody{"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
+
+TEST(SwitchCtl, AnotherUserCannotRemoveTheOwnersSession) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run dpa-switch-ctl as uid 65534 (setpriv)";
+  if (const CtlRun probe = run_ctl({"--version"}, kAsNobody); probe.code != 0) {
+    GTEST_SKIP() << "uid 65534 cannot run " << kTools << "dpa-switch-ctl here: " << probe.output;
+  }
+  const dpa::test::ScratchDirectory scratch;
+  const std::string control = (scratch.path() / "control.sock").string();
+  RunningSwitch sw({"--world-size", "2", "--control", control});
+  ASSERT_FALSE(sw.control_socket().empty()) << sw.output();
+
+  for (const std::vector<std::string>& request :
+       {std::vector<std::string>{"-c", control, "remove-session", "1"},
+        {"-c", control, "add-session", "--id", "9", "--world-size", "2", "--pool-base", "4096", "--pool-size", "64"},
+        {"-c", control, "sessions"}}) {
+    const CtlRun refused = run_ctl(request, kAsNobody);
+    EXPECT_EQ(refused.code, 1) << request[2] << ": " << refused.output;
+    EXPECT_THAT(refused.output, HasSubstr("cannot connect to unix:" + control + ": Permission denied"));
+    EXPECT_THAT(refused.output, HasSubstr("only the switch's user may open its control socket"));
+  }
+  const CtlRun listed = run_ctl({"--json", "-c", control, "sessions"});
+  ASSERT_EQ(listed.code, 0) << listed.output;
+  const nlohmann::json sessions = nlohmann::json::parse(listed.output).at("sessions");
+  ASSERT_EQ(sessions.size(), 1u) << listed.output;
+  EXPECT_EQ(sessions[0].at("id"), 1);
+  const CtlRun removed = run_ctl({"-c", control, "remove-session", "1"});
+  EXPECT_EQ(removed.code, 0) << removed.output;
+  EXPECT_EQ(sw.stop(), 0) << sw.output();
+  EXPECT_FALSE(std::filesystem::exists(control)) << "the socket outlived the switch";
+}
+
+// A secret file of `mode` in `directory`.
+std::string write_secret(const std::filesystem::path& directory, const std::string& name, const std::string& secret,
+                         std::filesystem::perms mode) {
+  const std::filesystem::path path = directory / name;
+  std::ofstream(path) << secret << "\n";
+  std::filesystem::permissions(path, mode);
+  return path.string();
+}
+
+TEST(SwitchCtl, OverTcpOnlyTheSecretAddsOrRemoves) {
+  const dpa::test::ScratchDirectory scratch;
+  const auto owner_only = std::filesystem::perms::owner_read | std::filesystem::perms::owner_write;
+  const std::string secret = write_secret(scratch.path(), "secret", "tcp-control-secret-of-this-test", owner_only);
+  const std::string wrong = write_secret(scratch.path(), "wrong", "tcp-control-secret-of-another-one", owner_only);
+  const std::string readable = write_secret(scratch.path(), "readable", "tcp-control-secret-of-this-test",
+                                            owner_only | std::filesystem::perms::group_read |
+                                                std::filesystem::perms::others_read);
+
+  // Refused at start: TCP open to anyone, a secret others can read.
+  for (const auto& [arguments, expected] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--control-port", "0"}, "give --control-secret-file FILE"},
+           {{"--control-port", "0", "--control-secret-file", readable},
+            "--control-secret-file " + readable + ": mode 0644 lets its group or others read the secret"},
+           {{"--control-secret-file", secret}, "--control-secret-file: give --control PATH or --control-port"}}) {
+    std::vector<std::string> argv{"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", kTools + "dpa-switch", "--port", "0",
+                                  "--world-size", "2"};
+    argv.insert(argv.end(), arguments.begin(), arguments.end());
+    dpa::tools::Process process(argv);
+    const auto code = process.wait_until(Clock::now() + 20s);
+    ASSERT_TRUE(code.has_value()) << expected << ": dpa-switch still runs";
+    EXPECT_EQ(*code, 2) << process.output();
+    EXPECT_THAT(process.output(), HasSubstr(expected));
+  }
+
+  RunningSwitch sw({"--world-size", "2", "--control-port", "0", "--control-secret-file", secret});
+  ASSERT_FALSE(sw.control_port().empty()) << sw.output();
+  const std::string control = "127.0.0.1:" + sw.control_port();
+  const CtlRun anonymous = run_ctl({"-c", control, "remove-session", "1"});
+  EXPECT_EQ(anonymous.code, 1) << anonymous.output;
+  EXPECT_THAT(anonymous.output, HasSubstr("remove_session needs an authenticated connection"));
+  const CtlRun guessed = run_ctl({"-c", control, "--secret-file", wrong, "remove-session", "1"});
+  EXPECT_EQ(guessed.code, 1) << guessed.output;
+  EXPECT_THAT(guessed.output, HasSubstr("dpa-switch refused the secret: auth: wrong secret"));
+  // A port alone means 127.0.0.1; the secret file may come from the environment.
+  const CtlRun listed = run_ctl({"-c", sw.control_port(), "sessions"}, {"/usr/bin/env",
+                                                                        "DPA_SWITCH_CONTROL_SECRET_FILE=" + secret});
+  EXPECT_EQ(listed.code, 0) << listed.output;
+  EXPECT_THAT(listed.output, testing::ContainsRegex(R"( 1 +2 +2 +1024 )"));
+  const CtlRun removed = run_ctl({"-c", control, "--secret-file", secret, "remove-session", "1"});
+  EXPECT_EQ(removed.code, 0) << removed.output;
+  const CtlRun counters = run_ctl({"-c", control, "--secret-file", secret, "counters"});
+  EXPECT_EQ(counters.code, 0) << counters.output;
+  EXPECT_THAT(counters.output, HasSubstr("control_channel.authentications_failed 1\n"));
+  EXPECT_THAT(counters.output, HasSubstr("control_channel.requests_refused 1\n"));
+  EXPECT_EQ(sw.stop(), 0) << sw.output();
+}
+
+TEST(SwitchCtl, ReadOnlyOpenServesCountersNotChanges) {
+  RunningSwitch sw({"--world-size", "2", "--control-port", "0", "--control-read-only-open"});
+  ASSERT_FALSE(sw.control_port().empty()) << sw.output();
+  const std::string control = "127.0.0.1:" + sw.control_port();
+  const CtlRun counters = run_ctl({"-c", control, "counters"});
+  EXPECT_EQ(counters.code, 0) << counters.output;
+  EXPECT_THAT(counters.output, HasSubstr("rx_packets 0\n"));
+  const CtlRun removed = run_ctl({"-c", control, "remove-session", "1"});
+  EXPECT_EQ(removed.code, 1) << removed.output;
+  EXPECT_THAT(removed.output, HasSubstr("may make only the read-only requests"));
+  const CtlRun listed = run_ctl({"-c", control, "sessions"});
+  EXPECT_THAT(listed.output, testing::ContainsRegex(R"( 1 +2 +2 +1024 )"));
+  EXPECT_EQ(sw.stop(), 0) << sw.output();
 }
 
 #ifdef DPA_HAVE_METRICS_HTTP
@@ -253,7 +370,14 @@ TEST(SwitchMetrics, ScrapesMatchAJobAndNeverGoBack) {
   EXPECT_EQ(status(posted), 405);
   EXPECT_EQ(posted ? posted->get_header_value("Allow") : "", "GET, HEAD");
   EXPECT_EQ(status(client.Delete("/metrics")), 405);
+  EXPECT_EQ(status(client.Put("/metrics", R"({"op":"remove_session","id":1})", "application/json")), 405);
+  EXPECT_EQ(status(client.Post("/control", R"({"op":"remove_session","id":1})", "application/json")), 404);
   EXPECT_EQ(status(client.Head("/metrics")), 200);
+  // None of that changed the switch: the session is still there, its counters where they were.
+  const std::map<std::string, double> unchanged = scrape();
+  EXPECT_EQ(unchanged.at("dpa_switch_sessions"), 1);
+  EXPECT_EQ(unchanged.at(R"(dpa_switch_session_world_size{session="1"})"), 2);
+  EXPECT_EQ(unchanged.at(R"(dpa_switch_rx_packets_total{thread="0"})"), thread("rx_packets"));
   EXPECT_EQ(sw.stop(), 0) << sw.output();
 }
 

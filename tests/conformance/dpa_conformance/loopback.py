@@ -3,7 +3,7 @@ sockets on 127.0.0.0/8.
 
 Host i of the case is the address 127.0.0.(i + 2), so "another host" is a real other source
 address; the switch listens on 127.0.0.1. Counters and the manual clock go through the switch's
-JSON control channel (TCP, one request per line).
+JSON control channel (its Unix socket in the run's private directory, one request per line).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _LISTENING = re.compile(r"dpa-switch listening on [0-9.]+:(\d+)")
-_CONTROL = re.compile(r"dpa-switch control channel on [0-9.]+:(\d+)")
+_CONTROL = re.compile(r"dpa-switch control channel on unix:(\S+)")
 
 
 def _die_with_parent() -> None:
@@ -80,7 +80,7 @@ class SwitchProcess(SwitchControl):
         config_path.write_text(json.dumps(config, indent=2))
         # The straggler timer reads the clock the case sets (0 until a clock step), so no round
         # times out by the machine's own pace.
-        command = [self.binary, "--config", str(config_path), "--control-port", "0", "--control-host", SWITCH_HOST,
+        command = [self.binary, "--config", str(config_path), "--control", str(self.workdir / "control.sock"),
                    "--manual-clock"]
         self.log_path = self.workdir / "switch.log"
         with open(self.log_path, "wb") as log:
@@ -91,8 +91,8 @@ class SwitchProcess(SwitchControl):
     def _read_banner(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
         text = b""
-        control_port = None
-        while control_port is None or 0 not in self.ports:
+        control_path = None
+        while control_path is None or 0 not in self.ports:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise DataplaneError(f"dpa-switch did not report its ports within {START_TIMEOUT_S} s; "
@@ -108,10 +108,12 @@ class SwitchProcess(SwitchControl):
             text += chunk
             decoded = text.decode(errors="replace")
             if (match := _CONTROL.search(decoded)) is not None:
-                control_port = int(match.group(1))
+                control_path = match.group(1)
             if (match := _LISTENING.search(decoded)) is not None:
                 self.ports[0] = int(match.group(1))
-        self.control = socket.create_connection((SWITCH_HOST, control_port), timeout=START_TIMEOUT_S)
+        self.control = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.control.settimeout(START_TIMEOUT_S)
+        self.control.connect(control_path)
 
     def log_tail(self, lines: int = 20) -> str:
         try:
