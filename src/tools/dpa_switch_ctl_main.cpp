@@ -54,7 +54,7 @@ class Connection {
  public:
   Connection(const std::variant<UnixPath, dpa::HostPort>& to, Clock::time_point deadline) : deadline_(deadline) {
     sockaddr_storage storage{};
-    socklen_t length = 0;
+    socklen_t address_length = 0;
     if (const auto* path = std::get_if<UnixPath>(&to)) {
       where_ = "unix:" + *path;
       auto& address = reinterpret_cast<sockaddr_un&>(storage);
@@ -64,7 +64,7 @@ class Connection {
                                            sizeof address.sun_path - 1));
       }
       path->copy(address.sun_path, path->size());
-      length = sizeof address;
+      address_length = sizeof address;
     } else {
       const dpa::HostPort& host_port = std::get<dpa::HostPort>(to);
       where_ = host_port.to_string();
@@ -74,11 +74,11 @@ class Connection {
       if (inet_pton(AF_INET, host_port.host.c_str(), &address.sin_addr) != 1) {
         throw dpa::ConfigError("--control \"" + where_ + "\": the host is not an IPv4 address");
       }
-      length = sizeof address;
+      address_length = sizeof address;
     }
     fd_ = socket(storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd_ < 0) throw Failure{fmt::format("socket: {}", std::strerror(errno))};
-    if (connect(fd_, reinterpret_cast<const sockaddr*>(&storage), length) != 0) {
+    if (connect(fd_, reinterpret_cast<const sockaddr*>(&storage), address_length) != 0) {
       if (errno != EINPROGRESS && errno != EAGAIN) fail_with_errno("cannot connect to");
       wait_for(POLLOUT, "connecting to");
       int error = 0;
