@@ -124,19 +124,30 @@ struct ControlChannel::Client {
   void reply(const std::string& line) { unsent += line + "\n"; }
 };
 
+namespace {
+
+// TCP without a secret or read_only_open: no one could ever add a session there, and the switch's
+// user could not be told from anyone else.
+const ControlAddress& checked(const ControlAddress& address, const ControlChannelOptions& options) {
+  options.validate();
+  if (const auto* tcp = std::get_if<HostPort>(&address); tcp && options.secret.empty() && !options.read_only_open) {
+    throw ConfigError(fmt::format(
+        "control channel on {} (--control-port): over TCP the switch's user cannot be told from anyone who reaches "
+        "the port; give --control-secret-file FILE (clients send the secret before add/remove requests) or "
+        "--control-read-only-open (sessions and counters only), or use --control PATH (a Unix socket only the "
+        "switch's user can open)",
+        tcp->to_string()));
+  }
+  return address;
+}
+
+}  // namespace
+
 ControlChannel::ControlChannel(SoftwareSwitch& target, const ControlAddress& address,
                                const ControlChannelOptions& options)
     : switch_(target),
       options_(options),
-      listener_((options_.validate(), address), options_.read_only_open ? kAnyUser : kOwnerOnly) {
-  if (!listener_.is_unix() && options_.secret.empty() && !options_.read_only_open) {
-    throw ConfigError(fmt::format(
-        "control channel on {}: over TCP the switch's user cannot be told from anyone who reaches the port; give "
-        "--control-secret-file FILE (clients send the secret before add/remove requests) or "
-        "--control-read-only-open (sessions and counters only), or use --control PATH (a Unix socket only the "
-        "switch's user can open)",
-        listener_.where()));
-  }
+      listener_(checked(address, options_), options_.read_only_open ? kAnyUser : kOwnerOnly) {
   thread_ = std::thread([this] { serve(); });
 }
 
