@@ -75,6 +75,14 @@ std::string abbreviated(const std::string& text) {
   return text.size() <= kLoggedRequestChars ? text : text.substr(0, kLoggedRequestChars) + "...";
 }
 
+// The request as the log shows it: an auth request's secret never reaches the log.
+std::string loggable(const std::string& request) {
+  json message = json::parse(request, nullptr, /*allow_exceptions=*/false);
+  if (!message.is_object() || !message.contains("secret")) return abbreviated(request);
+  message["secret"] = "(hidden)";
+  return abbreviated(message.dump());
+}
+
 }  // namespace
 
 void ControlChannelOptions::validate() const {
@@ -320,10 +328,7 @@ void ControlChannel::serve() {
           }
           if (request.find_first_not_of(" \t\r") == std::string::npos) continue;
           const std::string reply = handle(request, *client);
-          // An auth request carries the secret: it stays out of the log.
-          const bool secret_inside = request.find("\"secret\"") != std::string::npos;
-          detail::log().info("control: {} {} -> {}", client->peer, secret_inside ? "(auth)" : abbreviated(request),
-                             abbreviated(reply));
+          detail::log().info("control: {} {} -> {}", client->peer, loggable(request), abbreviated(reply));
           client->reply(reply);
         }
         if (keep && !client->closing && client->received.size() > options_.max_request_bytes) {
