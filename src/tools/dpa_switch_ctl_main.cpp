@@ -79,7 +79,7 @@ class Connection {
     fd_ = socket(storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd_ < 0) throw Failure{fmt::format("socket: {}", std::strerror(errno))};
     if (connect(fd_, reinterpret_cast<const sockaddr*>(&storage), address_length) != 0) {
-      if (errno != EINPROGRESS && errno != EAGAIN) fail_with_errno("cannot connect to");
+      if (errno != EINPROGRESS) fail_with_errno("cannot connect to");
       wait_for(POLLOUT, "connecting to");
       int error = 0;
       socklen_t length = sizeof error;
