@@ -106,9 +106,7 @@ class P4Slot:
                         bindings={"op": (reduce_op, 8), "index": (7, 14),
                                   "lo_value": (p.value, 32), "hi_value": ((3 * p.value) & MASK32, 32)})
         cell = self.registers.get(("Reducer", "cells"), {"lo": 0, "hi": 0})
-        if cell["hi"] != (3 * cell["lo"]) & MASK32:
-            raise AssertionError("the accumulator's halves disagree: %r" % cell)
-        return self.reply(state) + (cell["lo"],)
+        return self.reply(state) + ((cell["lo"], cell["hi"]),)
 
     def reply(self, state):
         """(kind, header, with_values) of what the reply action made of the packet."""
@@ -403,6 +401,8 @@ def run_sequences(world, k_default, seed, sequences=300, length=40, straggler_aw
             if packet.probe():
                 packet.count = 0
             expected = sw.step(packet, now)
+            # the P4 cell's high words take 3 * value: they must hold 3 * the sum
+            expected = expected[:3] + ((expected[3], 3 * expected[3] & MASK32),)
             actual = p4.step(packet, now, trace)
             if actual != expected:
                 return ("sequence %d step %d: %r\n P4:       %r\n software: %r"
@@ -446,8 +446,12 @@ class P4ModelTest(unittest.TestCase):
         cls.results = {}
         for name, configuration in CONFIGURATIONS.items():
             cls.results[name] = run_sequences(**configuration)
+            if cls.results[name][0] and os.environ.get("DPA_P4_MODEL_STOP_AT_FIRST_FAILURE"):
+                break  # the mutation test needs one failure, not all of them
 
     def check(self, name):
+        if name not in self.results:
+            self.skipTest("not run: an earlier configuration failed")
         failure, _ = self.results[name]
         self.assertIsNone(failure, failure)
 
@@ -465,6 +469,8 @@ class P4ModelTest(unittest.TestCase):
 
     def test_every_register_action_and_entry_of_the_state_pass_runs(self):
         """A table entry or RegisterAction that no sequence reaches is one the oracle never checked."""
+        if len(self.results) < len(CONFIGURATIONS):
+            self.skipTest("not every configuration ran")
         seen = set()
         for name, (failure, trace) in self.results.items():
             if failure is None:
