@@ -99,12 +99,14 @@ control Ingress(inout headers_t hdr,
             ig_dprsr_md.drop_ctl = 1;
         } else if (hdr.bridged.isValid()) {
             // A value pass (next_pass.p4).
+            ig_tm_md.rid = RID_DPA;
             reduce.apply(hdr);
             next_pass.apply(hdr, ig_dprsr_md, ig_tm_md);
         } else {
             switch_address.apply();
             if (hdr.dpa.isValid()) {
                 // The state pass: admission, the slot's registers, the reply.
+                ig_tm_md.rid = RID_DPA;
                 hdr.bridged.setValid();
                 hdr.bridged.pass_index = 0;
                 hdr.bridged.reduce_op = REDUCE_NONE;

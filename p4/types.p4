@@ -75,6 +75,12 @@ const bit<8> DELIVER_NET = 5;        // not dpa traffic (net.p4): the egress lea
 
 // Multicast replication id of the extra copy a poisoned round sends to its offender.
 const bit<16> RID_SENDER = 0xFFFF;
+// The ingress RID (ig_tm_md.rid) of every dpa packet. The PRE applies L2 pruning (the
+// level2_exclusion_id's port set, which net.p4's flood uses to skip the ingress port) only to
+// copies of nodes whose RID equals the ingress RID; no node has this one, so no rank's copy is
+// ever pruned (left at 0, rank 0's copies matched the RID of its node and were pruned on a
+// port in prune set 0, i.e. a worker on dev port 0).
+const bit<16> RID_DPA = 0xFFFE;
 
 // Counter indices (counters.p4); the controller prints them under the software switch's names.
 const bit<8> EV_NONE = 0;

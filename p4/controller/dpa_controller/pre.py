@@ -2,9 +2,15 @@
 rank (replication id = rank, so the egress rewrites each copy, docs/protocol.md §12), one
 "sender" group per worker port for the offender's copy of a poisoned round, and the flood group
 of L2 forwarding with the ingress port pruned.
+
+Pruning: the PRE skips a copy when its node's RID equals the packet's ingress RID and its port
+is in the prune set of the packet's level2_exclusion_id. The flood node has RID 0, as a flood
+packet's ingress RID is; every dpa packet carries RID_DPA (p4/types.p4), which no node has, so
+none of its copies is pruned whatever the ranks' ports (rank 0 on dev port 0 included).
 """
 
 RID_SENDER = 0xFFFF
+RID_DPA = 0xFFFE              # the ingress RID of dpa packets (p4/types.p4): no node's RID
 SESSION_NODE_BASE = 0x10000   # node ids: session groups
 SENDER_NODE_BASE = 0x20000    # node ids: sender groups
 FLOOD_NODE = 0x30000

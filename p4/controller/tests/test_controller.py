@@ -4,6 +4,7 @@ import copy
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -14,7 +15,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import fake_bfrt  # noqa: E402
 from dpa_controller import config as cfg  # noqa: E402
-from dpa_controller import controller, next_pass, wire  # noqa: E402
+from dpa_controller import controller, next_pass, pre, wire  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 DEFINES = """#define DPA_TARGET 1
 #define DPA_MODEL 1
@@ -379,6 +382,74 @@ class SetupTest(unittest.TestCase):
         self.assertEqual(next_pass.plan(1, [1], {1: 196}),
                          [(1, 1, "continue_output", dict(port=196, reduce_op=4)),
                           (2, 1, "continue_output", dict(port=196, reduce_op=3))])
+
+
+def replicate(calls, mgid, ingress_rid, exclusion_id):
+    """The PRE's copies of a packet for `mgid` as (node RID, dev port), from the recorded pre
+    calls: a copy is pruned when its node's RID equals the ingress RID and its port is in the
+    prune set of the packet's level2_exclusion_id."""
+    nodes, groups, prune = {}, {}, {}
+    for path, method, kwargs in calls:
+        if path == "pre.node" and method == "add":
+            nodes[kwargs["MULTICAST_NODE_ID"]] = (kwargs["MULTICAST_RID"], kwargs["DEV_PORT"])
+        elif path == "pre.node" and method == "delete":
+            del nodes[kwargs["MULTICAST_NODE_ID"]]
+        elif path == "pre.mgid" and method == "add":
+            groups[kwargs["MGID"]] = kwargs["MULTICAST_NODE_ID"]
+        elif path == "pre.mgid" and method == "delete":
+            del groups[kwargs["MGID"]]
+        elif path == "pre.prune" and method == "add":
+            prune[kwargs["MULTICAST_L2_XID"]] = set(kwargs["DEV_PORT"])
+    copies = []
+    for node in groups[mgid]:
+        rid, ports = nodes[node]
+        copies += [(rid, port) for port in ports
+                   if not (rid == ingress_rid and port in prune.get(exclusion_id, ()))]
+    return sorted(copies)
+
+
+def p4_constant(name):
+    with open(os.path.join(HERE, "..", "..", "types.p4")) as f:
+        return int(re.search(r"const bit<16> %s = (\w+);" % name, f.read()).group(1), 0)
+
+
+class MulticastTest(unittest.TestCase):
+    def joined(self):
+        bfrt, recorder = fake_bfrt.make(DEV_PORTS)
+        config = cfg.load(json.dumps(CONFIG), DEFINES)
+        sent = []
+        control = controller.Controller(bfrt, config, sent.append, lambda: 0, Tokens(0x1111, 0x2222))
+        control.setup()
+        for _ in range(2):
+            for rank, (nonce, ip, port) in enumerate(zip((11, 22), (W1, W2), (5000, 6000))):
+                control.handle_frame(join_frame(7, rank, nonce, ip, port))
+        return recorder.calls
+
+    def test_every_rank_gets_its_copy_rank_0_on_dev_port_0_included(self):
+        calls = self.joined()
+        self.assertEqual(pre.RID_DPA, p4_constant("RID_DPA"))
+        # w1 (rank 0) is on dev port 0, whose flood prune set is level2_exclusion_id 0: the id
+        # every dpa packet carries, as the program never sets it.
+        self.assertEqual(replicate(calls, 2, pre.RID_DPA, 0), [(0, 0), (1, 1)])
+        # What the program sent before it set the ingress RID: rank 0's copy was pruned.
+        self.assertEqual(replicate(calls, 2, 0, 0), [(1, 1)])
+        # A poisoned round's offender copy, from either worker port.
+        base = int(re.search(r"#define DPA_SENDER_MGID_BASE (\d+)", DEFINES).group(1))
+        for port in (0, 1):
+            self.assertEqual(replicate(calls, base + port, pre.RID_DPA, 0), [(pre.RID_SENDER, port)])
+
+    def test_the_program_sets_the_ingress_rid_on_both_dpa_paths(self):
+        with open(os.path.join(HERE, "..", "..", "dpa.p4")) as f:
+            source = f.read()
+        for branch in ("// A value pass (next_pass.p4).", "// The state pass: admission"):
+            following = source[source.index(branch):].split("\n")[1].strip()
+            self.assertEqual(following, "ig_tm_md.rid = RID_DPA;", branch)
+
+    def test_the_flood_skips_only_its_ingress_port(self):
+        calls = self.joined()
+        for port in (0, 1, 2):
+            self.assertEqual(replicate(calls, CONFIG["switch"]["flood_mgid"], 0, port),
+                             [(0, p) for p in (0, 1, 2) if p != port])
 
 
 class ConfigTest(unittest.TestCase):
