@@ -16,7 +16,7 @@ packages=(
   libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2 procps
-  libcpp-httplib-dev
+  libcpp-httplib-dev libsodium-dev
 )
 python_packages=(
   python3 python3-dev python3-torch python3-numpy python3-sklearn python3-matplotlib

@@ -1,7 +1,9 @@
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "dpa/transport_config.hpp"
@@ -54,6 +56,11 @@ struct Config {
   int k = 0;                 // fastest-K default for operations; 0 uses the session's
   bool preemptive = false;   // complete every block at the first K (DPA_PREEMPTIVE)
   bool syn_disable = false;  // stragglers skip without fetching a missed result (DPA_SYN_DISABLE)
+
+  // Authenticated mode (docs/protocol.md §6.6), off when empty: this rank's key, derived from the
+  // session's (dpa-switch-ctl rank-key). JSON "auth_key_file" / DPA_AUTH_KEY_FILE: a file of 64
+  // hexadecimal digits.
+  std::optional<std::array<std::uint8_t, 32>> auth_key;
 
   FaultInjection faults;
 

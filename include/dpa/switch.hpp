@@ -3,9 +3,11 @@
 // it can also be embedded in a process (tests, the PyTorch backend's local default).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,10 @@ struct SessionConfig {
   std::chrono::milliseconds idle_timeout{10000};
   // One entry per rank, or a single entry that every rank may use; empty accepts any sender.
   std::vector<WorkerAddress> workers;
+  // Authenticated mode (docs/protocol.md §6.6), off when empty: the session key. Rank r's key is
+  // derived from it (dpa-switch-ctl rank-key), and every packet to and from rank r must carry a
+  // tag made with that key. JSON: "auth_key_file", a file of 64 hexadecimal digits.
+  std::optional<std::array<std::uint8_t, 32>> auth_key;
 
   void validate() const;  // throws ConfigError naming the key
   // One session object in the JSON form of a switch config's "sessions" entries; `where` names
@@ -93,6 +99,7 @@ struct SwitchCounters {
   std::uint64_t dropped_unregistered = 0;
   std::uint64_t dropped_not_joined = 0;
   std::uint64_t dropped_bad_token = 0;    // data or probes without the generation's job token
+  std::uint64_t dropped_bad_tag = 0;      // authenticated sessions: packets without their rank's tag
   std::uint64_t joins_refused = 0;        // JOINs refused because another job holds the session
   std::uint64_t joins_contended = 0;      // JOINs refused because another source holds the rank's pending JOIN
   std::uint64_t joins_rate_limited = 0;   // JOINs dropped: their source sent more than its JOIN rate

@@ -34,6 +34,8 @@ struct OpStats {
   std::uint64_t retransmissions = 0;  // packets sent again after a timeout
   std::uint64_t timeouts = 0;         // retransmission timer expiries
   std::uint64_t syn_probes = 0;       // SYN probes sent to fetch a missed result
+  // Authenticated sessions: replies dropped because they lacked this rank's tag (forgeries).
+  std::uint64_t replies_rejected = 0;
   std::uint32_t min_contributors = 0; // smallest contributor count of any received block
   // Element ranges whose output holds this rank's own input instead of a reduced result.
   std::vector<ElementRange> missed;

@@ -48,6 +48,7 @@ void record_last_stats(const OpStats& stats) {
   sum.retransmissions += stats.retransmissions;
   sum.timeouts += stats.timeouts;
   sum.syn_probes += stats.syn_probes;
+  sum.replies_rejected += stats.replies_rejected;
   sum.seconds += stats.seconds;
 }
 

@@ -33,6 +33,7 @@ py::object stats_to_dict(const std::optional<dpa::OpStats>& stats) {
   result["retransmissions"] = stats->retransmissions;
   result["timeouts"] = stats->timeouts;
   result["syn_probes"] = stats->syn_probes;
+  result["replies_rejected"] = stats->replies_rejected;
   result["min_contributors"] = stats->min_contributors;
   result["missed"] = missed;
   result["seconds"] = stats->seconds;
@@ -53,6 +54,7 @@ py::dict totals_to_dict(const dpa::torch_backend::OpTotals& totals) {
   result["retransmissions"] = sum.retransmissions;
   result["timeouts"] = sum.timeouts;
   result["syn_probes"] = sum.syn_probes;
+  result["replies_rejected"] = sum.replies_rejected;
   result["seconds"] = sum.seconds;
   return result;
 }

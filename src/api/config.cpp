@@ -21,6 +21,7 @@
 #include "dpa/env.hpp"
 #include "dpa/error.hpp"
 #include "dpa/host_port.hpp"
+#include "protocol/auth.hpp"
 #include "protocol/wire.hpp"
 
 namespace dpa {
@@ -119,6 +120,12 @@ const FieldReaders<Config>& config_readers() {
       {"preemptive", reader_for(&Config::preemptive)},
       {"syn_disable", reader_for(&Config::syn_disable)},
       {"waiter_runs", reader_for(&Config::waiter_runs)},
+      {"auth_key_file",
+       [](const json& value, const std::string& where, Config& config) {
+         std::string path;
+         read_json(value, where, path);
+         config.auth_key = protocol::read_auth_key_file(path, where);
+       }},
       {"faults",
        [](const json& value, const std::string& where, Config& config) {
          require_object(value, where);
@@ -354,6 +361,9 @@ Config Config::from_env() {
   apply_env("DPA_PREEMPTIVE", config.preemptive);
   apply_env("DPA_SYN_DISABLE", config.syn_disable);
   apply_env("DPA_WAITER_RUNS", config.waiter_runs);
+  if (const auto path = env_string("DPA_AUTH_KEY_FILE")) {
+    config.auth_key = protocol::read_auth_key_file(*path, "DPA_AUTH_KEY_FILE");
+  }
   apply_env("DPA_FAULT_DROP", config.faults.drop, kProbabilities);
   apply_env("DPA_FAULT_DUPLICATE", config.faults.duplicate, kProbabilities);
   apply_env("DPA_FAULT_REORDER", config.faults.reorder, kProbabilities);

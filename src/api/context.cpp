@@ -10,6 +10,7 @@
 #include "engine/join.hpp"
 #include "engine/operation.hpp"
 #include "engine/engine_runner.hpp"
+#include "protocol/auth.hpp"
 #include "protocol/wire.hpp"
 #include "transport/factory.hpp"
 #include "transport/fault_injector.hpp"
@@ -116,8 +117,10 @@ class ContextImpl {
 
  private:
   // A data packet the transport cannot carry would be dropped on every send: say so instead.
-  static void require_packet_fits(std::uint32_t payload, std::uint32_t max_packet) {
-    const std::size_t bytes = protocol::kHeaderSize + 4 * static_cast<std::size_t>(payload);
+  // An authenticated packet carries its tag after the payload.
+  void require_packet_fits(std::uint32_t payload, std::uint32_t max_packet) const {
+    const std::size_t bytes = protocol::kHeaderSize + 4 * static_cast<std::size_t>(payload) +
+                              (config_.auth_key ? protocol::kTagSize : 0);
     if (bytes > max_packet) {
       throw ConfigError("payload " + std::to_string(payload) + " needs " + std::to_string(bytes) +
                         "-byte packets; the transport carries at most " + std::to_string(max_packet) +

@@ -18,6 +18,7 @@ namespace {
 
 constexpr int kWorkerBufferRequest = 16 << 20;  // what libdpa asks for per worker socket
 constexpr std::uint32_t kHeaderBytes = 48;       // protocol 2's header; protocol 1's is smaller
+constexpr std::uint32_t kTagBytes = 8;           // after the payload in an authenticated session
 // On loopback a datagram may carry up to 64 KB: libdpa's largest payload fits.
 constexpr std::uint32_t kLoopbackPayload = 16000;
 constexpr std::uint32_t kSmallPayload = 2048;
@@ -243,7 +244,7 @@ void JobSizing::configure_wide(Config& config) const {
   }
   if (auto* shm = std::get_if<ShmTransportConfig>(&config.transport)) {
     if (shm_buffers > 0) shm->buffers = static_cast<std::uint32_t>(shm_buffers);
-    shm->max_payload = std::max<std::uint32_t>(4096, kHeaderBytes + 4 * payload);
+    shm->max_payload = std::max<std::uint32_t>(4096, kHeaderBytes + kTagBytes + 4 * payload);
   }
 }
 
@@ -261,7 +262,7 @@ Config JobSizing::small_config(const Config& wide) const {
     dpdk->local_port = static_cast<std::uint16_t>(dpdk->local_port + wide.threads);
   } else if (auto* shm = std::get_if<ShmTransportConfig>(&small.transport)) {
     if (shm->base_port != 0) shm->base_port = static_cast<std::uint16_t>(shm->base_port + wide.threads);
-    shm->max_payload = std::max<std::uint32_t>(4096, kHeaderBytes + 4 * small_payload);
+    shm->max_payload = std::max<std::uint32_t>(4096, kHeaderBytes + kTagBytes + 4 * small_payload);
   }
   return small;
 }

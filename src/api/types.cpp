@@ -35,6 +35,7 @@ OpStats& OpStats::merge(const OpStats& other, std::size_t element_offset) {
   retransmissions += other.retransmissions;
   timeouts += other.timeouts;
   syn_probes += other.syn_probes;
+  replies_rejected += other.replies_rejected;
   // 0 means "no block received", so it must not win the minimum.
   if (min_contributors == 0 || (other.min_contributors != 0 && other.min_contributors < min_contributors)) {
     min_contributors = other.min_contributors;

@@ -44,6 +44,9 @@ std::uint32_t random_nonce() {
     case ErrorCode::payload_mismatch:
       throw ConfigError(who + ": payload " + std::to_string(config.payload) +
                         " differs from the session's payload " + std::to_string(expected));
+    case ErrorCode::auth_mismatch:
+      throw ConfigError(who + ": the session authenticates its packets (protocol.md §6.6) and this rank has no "
+                        "key: set auth_key_file / DPA_AUTH_KEY_FILE to this rank's key (dpa-switch-ctl rank-key)");
     case ErrorCode::session_taken_over:
       throw ProtocolError(who + ": another job took the session over (its generation " +
                           std::to_string(expected) + " is active) while this job was idle or had left: "
@@ -92,10 +95,15 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
   }
   header.rank = static_cast<std::uint8_t>(config.rank);
   header.count = static_cast<std::uint16_t>(request.words());
-  std::array<std::byte, protocol::kHeaderSize + 4 * 64> packet{};
+  // Authenticated mode: the JOIN is sealed with this rank's key, and only replies with its tag count.
+  std::optional<protocol::RankTagKeys> keys;
+  if (config.auth_key) keys = protocol::tag_keys(*config.auth_key);
+  std::array<std::byte, protocol::kHeaderSize + 4 * 64 + protocol::kTagSize> packet{};
   protocol::encode(header, packet.data());
   protocol::encode(request, packet.data() + protocol::kHeaderSize);
-  const std::span<const std::byte> join(packet.data(), protocol::kHeaderSize + 4 * request.words());
+  std::size_t bytes = protocol::kHeaderSize + 4 * request.words();
+  if (keys) bytes = protocol::seal(keys->request, packet.data(), bytes);
+  const std::span<const std::byte> join(packet.data(), bytes);
 
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + config.join_timeout;
@@ -110,6 +118,8 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
   transport::Endpoint contender;
   std::uint64_t contender_joins = 0;
   std::array<transport::RxPacket, 16> received;
+  bool session_without_auth = false;  // the switch said the session does not authenticate
+  std::uint64_t rejected_replies = 0;  // replies without this rank's tag
 
   log().debug("rank {} joining session {} at {}", config.rank, config.session,
               switch_endpoint.to_string());
@@ -137,6 +147,21 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
                         " JOINs from that source, not in this job): a process on a worker host is "
                         "sending JOINs for this session (a stale rank, or a JOIN storm)");
     }
+    if (now >= deadline && session_without_auth) {
+      throw ConfigError("rank " + std::to_string(config.rank) + ": session " + std::to_string(config.session) +
+                        " at " + switch_endpoint.to_string() +
+                        " does not authenticate, but this rank has an authentication key (auth_key_file / "
+                        "DPA_AUTH_KEY_FILE): give the session an auth_key_file, or this rank none");
+    }
+    if (now >= deadline && rejected_replies != 0) {
+      throw ConfigError("rank " + std::to_string(config.rank) + ": session " + std::to_string(config.session) +
+                        " at " + switch_endpoint.to_string() + ": " + std::to_string(rejected_replies) +
+                        " replies to this rank's JOIN failed authentication within the " +
+                        std::to_string(config.join_timeout.count()) +
+                        " ms join timeout: is this rank's key (auth_key_file / DPA_AUTH_KEY_FILE) the one "
+                        "dpa-switch-ctl rank-key derives from the session's for rank " +
+                        std::to_string(config.rank) + "?");
+    }
     if (now >= deadline) {
       throw TimeoutError("rank " + std::to_string(config.rank) + ": session " +
                          std::to_string(config.session) + " at " + switch_endpoint.to_string() +
@@ -157,6 +182,17 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
       std::span<const std::byte> payload;
       if (protocol::decode(received[i].data, reply, payload) != protocol::DecodeStatus::ok) continue;
       if (reply.session != config.session || !reply.has(flag::kJoin)) continue;
+      if (reply.has(flag::kError) && reply.error == ErrorCode::auth_mismatch) {
+        // Untagged (the switch has no key to share with this rank): a forgery could send it, so
+        // it ends nothing for a rank with a key; it explains the timeout instead.
+        if (!keys) throw_join_error(config, reply, switch_endpoint);
+        session_without_auth = true;
+        continue;
+      }
+      if (keys && !(reply.has(flag::kAuth) && protocol::verify_tag(keys->reply, received[i].data))) {
+        ++rejected_replies;
+        continue;
+      }
       if (reply.has(flag::kError) && reply.error == ErrorCode::session_busy) {
         busy_generation = reply.offset;  // keep asking: the session frees when that job ends
         continue;
@@ -181,6 +217,7 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
       info.generation = answer.generation;
       info.token = answer.token;
       info.rank_secret = reply.offset;
+      info.tag_keys = keys;
       for (std::uint32_t p = 0; p < answer.switch_ports; ++p) {
         info.switch_ports.push_back({switch_endpoint.address, answer.ports[p]});
       }
@@ -199,9 +236,12 @@ void leave_session(const Config& config, const SessionInfo& session, transport::
   header.token = session.token;
   header.offset = session.rank_secret;
   header.rank = static_cast<std::uint8_t>(config.rank);
-  std::array<std::byte, protocol::kHeaderSize> packet{};
+  std::array<std::byte, protocol::kHeaderSize + protocol::kTagSize> packet{};
   protocol::encode(header, packet.data());
-  transport::send_datagram(control, packet, switch_endpoint);
+  const std::size_t bytes =
+      session.tag_keys ? protocol::seal(session.tag_keys->request, packet.data(), protocol::kHeaderSize)
+                       : protocol::kHeaderSize;
+  transport::send_datagram(control, std::span(packet.data(), bytes), switch_endpoint);
 }
 
 }  // namespace dpa::detail

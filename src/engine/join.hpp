@@ -4,9 +4,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "dpa/config.hpp"
+#include "protocol/auth.hpp"
 #include "protocol/wire.hpp"
 #include "transport/queue.hpp"
 
@@ -23,6 +25,9 @@ struct SessionInfo {
   std::uint32_t token = 0;  // job token: every request carries it, every reply must
   std::uint32_t rank_secret = 0;  // this rank's secret: its rejoin and LEAVE carry it (protocol.md §6.4)
   std::vector<transport::Endpoint> switch_ports;  // worker thread t uses [t % size()]
+  // Authenticated mode (protocol.md §6.6): this rank's tag keys; every request is sealed with
+  // them and every reply must carry their tag.
+  std::optional<protocol::RankTagKeys> tag_keys;
 };
 
 // Sends JOIN from `control` (thread 0's queue) and waits for the switch's answer.

@@ -83,7 +83,8 @@ void WorkerEngine::renew(transport::TxBuffer& buffer) {
                 std::to_string(entries_.size()) +
                 " holds up to twice as many, besides those in flight: raise dpdk.mbufs)");
   }
-  const std::size_t largest = protocol::kHeaderSize + 4 * std::size_t{session_.payload};
+  const std::size_t largest =
+      protocol::kHeaderSize + 4 * std::size_t{session_.payload} + (session_.tag_keys ? protocol::kTagSize : 0);
   if (buffer.capacity < largest) {
     throw ConfigError("payload " + std::to_string(session_.payload) + " needs " + std::to_string(largest) +
                       "-byte packets; the transport's buffers hold " + std::to_string(buffer.capacity));
@@ -253,11 +254,16 @@ void WorkerEngine::build_data(std::uint32_t e) {
   }
   protocol::encode(h, entry.packet.payload);
   if (j < 0) {
-    entry.packet.size = static_cast<std::uint32_t>(protocol::kHeaderSize);  // header only (§2)
+    finish_request(entry.packet, protocol::kHeaderSize);  // header only (§2)
     return;
   }
   std::memset(values + 4 * valid, 0, 4 * (payload - valid));
-  entry.packet.size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * payload);
+  finish_request(entry.packet, protocol::kHeaderSize + 4 * payload);
+}
+
+void WorkerEngine::finish_request(transport::TxBuffer& buffer, std::size_t bytes) const {
+  buffer.size = static_cast<std::uint32_t>(
+      session_.tag_keys ? protocol::seal(session_.tag_keys->request, buffer.payload, bytes) : bytes);
 }
 
 std::int8_t WorkerEngine::exponent_of(std::size_t begin) {
@@ -285,7 +291,7 @@ void WorkerEngine::build_probe(std::uint32_t e) {
   renew(entry.packet);
   entry.probe_built = false;
   protocol::encode(request_header(e, flag::kSyn), entry.packet.payload);
-  entry.packet.size = protocol::kHeaderSize;
+  finish_request(entry.packet, protocol::kHeaderSize);
   ++stats_.syn_probes;
 }
 
@@ -295,7 +301,7 @@ void WorkerEngine::send_retransmit_probe(std::uint32_t e, std::uint64_t now) {
   if (!entry.probe_built) {
     renew(entry.probe);
     protocol::encode(request_header(e, flag::kSyn), entry.probe.payload);
-    entry.probe.size = protocol::kHeaderSize;
+    finish_request(entry.probe, protocol::kHeaderSize);
     entry.probe_built = true;
   }
   set_deadline(entry, now + entry.rto_ns);
@@ -427,6 +433,12 @@ void WorkerEngine::handle_packet(const transport::RxPacket& packet, std::uint64_
   Header h;
   std::span<const std::byte> payload;
   if (protocol::decode(packet.data, h, payload) != protocol::DecodeStatus::ok) return;
+  // Authenticated mode: a reply without this rank's tag is a forgery (or a misconfigured
+  // switch); it is counted and changes nothing.
+  if (session_.tag_keys && !(h.has(flag::kAuth) && protocol::verify_tag(session_.tag_keys->reply, packet.data))) {
+    ++stats_.replies_rejected;
+    return;
+  }
   const std::optional<std::uint32_t> e = reply_entry(h, scope_);
   if (!e) return;
   apply(*e, classify_reply(entries_[*e].view(), h, scope_), h, payload, now);

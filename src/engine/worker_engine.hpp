@@ -104,6 +104,8 @@ class WorkerEngine {
   // round shares.
   [[nodiscard]] protocol::Header request_header(std::uint32_t e, std::uint16_t flags) const;
   void build_probe(std::uint32_t e);
+  // Sets the size of an encoded request of `bytes`, sealed in authenticated mode.
+  void finish_request(transport::TxBuffer& buffer, std::size_t bytes) const;
   void send_retransmit_probe(std::uint32_t e, std::uint64_t now);
   void queue_send(std::uint32_t e, std::uint64_t now);
   void handle_packet(const transport::RxPacket& packet, std::uint64_t now);

@@ -1,5 +1,6 @@
 #include "protocol/wire.hpp"
 
+#include "protocol/auth.hpp"
 #include "protocol/byte_order.hpp"
 
 namespace dpa::protocol {
@@ -26,6 +27,7 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::session_busy: return "the session is in use by another job";
     case ErrorCode::session_taken_over: return "the session was taken over by a new job";
     case ErrorCode::rank_contended: return "another source holds the rank's pending JOIN";
+    case ErrorCode::auth_mismatch: return "the JOIN's authentication differs from the session's";
   }
   return "unknown error code";
 }
@@ -33,7 +35,7 @@ std::string_view to_string(ErrorCode code) {
 std::string_view to_string(DecodeStatus status) {
   switch (status) {
     case DecodeStatus::ok: return "ok";
-    case DecodeStatus::too_short: return "shorter than the 48-byte header";
+    case DecodeStatus::too_short: return "shorter than the 48-byte header (and the tag of an AUTH packet)";
     case DecodeStatus::bad_version: return "unsupported protocol version";
     case DecodeStatus::unknown_flags: return "unknown flag bits set";
     case DecodeStatus::reserved_nonzero: return "reserved byte is not zero";
@@ -93,10 +95,13 @@ DecodeStatus decode(std::span<const std::byte> datagram, Header& h,
   h.exp_next = exp_from_wire(std::to_integer<std::uint8_t>(in[38]));
   h.bitmap = load_be64(in + 40);
 
-  const std::size_t body = datagram.size() - kHeaderSize;
+  // An authenticated packet's tag is no part of its payload.
+  const std::size_t trailer = h.has(flag::kAuth) ? kTagSize : 0;
+  if (datagram.size() < kHeaderSize + trailer) return DecodeStatus::too_short;
+  const std::size_t body = datagram.size() - kHeaderSize - trailer;
   if (body % 4 != 0) return DecodeStatus::bad_payload_length;
   if (static_cast<std::size_t>(h.count) * 4 > body) return DecodeStatus::count_exceeds_payload;
-  payload = datagram.subspan(kHeaderSize);
+  payload = datagram.subspan(kHeaderSize, body);
   return DecodeStatus::ok;
 }
 

@@ -58,7 +58,8 @@ inline constexpr std::uint16_t kJoin = 0x0040;        // session join (control p
 inline constexpr std::uint16_t kComplete = 0x0080;    // in OLD/SYN replies: the slot's round is complete
 inline constexpr std::uint16_t kFloat = 0x0100;       // payload is block-floating-point fp32
 inline constexpr std::uint16_t kLeave = 0x0200;       // a rank leaves its join generation
-inline constexpr std::uint16_t kKnown = 0x03ff;
+inline constexpr std::uint16_t kAuth = 0x0400;        // an 8-byte tag follows the payload (auth.hpp)
+inline constexpr std::uint16_t kKnown = 0x07ff;
 // Flags only the switch sets: a request carrying one is malformed, so a reply looped back to
 // the switch can never act as a request.
 inline constexpr std::uint16_t kReplyOnly = kResult | kRetransmit | kOld | kError | kComplete;
@@ -85,6 +86,7 @@ enum class ErrorCode : std::uint8_t {
   session_busy = 17,
   session_taken_over = 18,
   rank_contended = 19,
+  auth_mismatch = 20,
 };
 std::string_view to_string(ErrorCode code);
 
@@ -130,7 +132,7 @@ enum class DecodeStatus : std::uint8_t {
 std::string_view to_string(DecodeStatus status);
 
 // Parses and validates a datagram. On success `header` is filled and `payload` points at the
-// bytes after the header.
+// bytes after the header, less the tag of an AUTH packet (checked with verify_tag, auth.hpp).
 DecodeStatus decode(std::span<const std::byte> datagram, Header& header,
                     std::span<const std::byte>& payload);
 

@@ -49,6 +49,9 @@ inline constexpr std::array kSwitchCounterFields{
                 "Packets dropped: the sender has not joined the session's generation"},
     SwitchField{"dropped_bad_token", &SwitchCounters::dropped_bad_token,
                 "Packets dropped: without the generation's job token"},
+    SwitchField{"dropped_bad_tag", &SwitchCounters::dropped_bad_tag,
+                "Packets dropped: an authenticated session's packet without its rank's tag, or a tagged "
+                "packet for a session without authentication"},
     SwitchField{"joins_refused", &SwitchCounters::joins_refused,
                 "JOINs refused because another job holds the session"},
     SwitchField{"joins_contended", &SwitchCounters::joins_contended,
@@ -77,7 +80,7 @@ inline constexpr std::array kSessionCounterFields{
     SessionField{"syn_replies", &SessionCounters::syn_replies, "Replies to SYN probes"},
     SessionField{"errors_sent", &SessionCounters::errors_sent, "Error replies sent"},
     SessionField{"dropped", &SessionCounters::dropped,
-                 "Packets dropped: sender not registered or not joined, wrong job token, wrong switch port, "
+                 "Packets dropped: sender not registered or not joined, wrong job token or tag, wrong switch port, "
                  "malformed JOIN"},
     SessionField{"joins", &SessionCounters::joins, "JOIN requests handled"},
 };

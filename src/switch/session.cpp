@@ -54,6 +54,13 @@ Session::Session(const SessionConfig& config, std::size_t switch_threads)
     registered_.push_back(transport::Endpoint::resolve(
         worker.host, worker.port, "session " + std::to_string(config.id) + " worker"));
   }
+  // Keys for every rank the header can name, so that even a JOIN refused for its rank is
+  // answered with a tag its sender can check.
+  if (config_.auth_key) {
+    for (std::uint32_t rank = 0; rank < protocol::kMaxWorld; ++rank) {
+      tag_keys_.push_back(protocol::tag_keys(protocol::derive_rank_key(*config_.auth_key, rank)));
+    }
+  }
 }
 
 Session::~Session() = default;
@@ -128,6 +135,7 @@ JoinOutcome Session::reject_disagreement(ErrorCode code, std::uint32_t PendingJo
     const PendingJoin& pending = pending_[r];
     if (!pending.present) continue;
     outcome.notify.push_back({pending.from.address, pending.ports[0]});
+    outcome.notify_ranks.push_back(static_cast<std::uint8_t>(r));
     if (!named && pending.*field != reference) {
       named = true;
       outcome.culprit_rank = static_cast<std::uint8_t>(r);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dpa/switch.hpp"
+#include "protocol/auth.hpp"
 #include "protocol/wire.hpp"
 #include "switch/slot.hpp"
 #include "transport/endpoint.hpp"
@@ -83,6 +84,7 @@ struct JoinOutcome {
   std::uint32_t culprit_address = 0;
   std::uint32_t culprit_value = 0;
   std::vector<transport::Endpoint> notify;
+  std::vector<std::uint8_t> notify_ranks;  // the rank of each notify entry
   // reject_sender with rank_contended: the source whose pending JOIN holds the rank.
   transport::Endpoint holder;
 };
@@ -96,6 +98,10 @@ class Session {
   [[nodiscard]] const SessionConfig& config() const { return config_; }
   [[nodiscard]] const SessionLimits& limits() const { return limits_; }
   [[nodiscard]] std::uint32_t k_default() const { return limits_.k; }
+  // Authenticated mode (protocol.md §6.6): rank r's tag keys; null when the session has none.
+  [[nodiscard]] const protocol::RankTagKeys* tag_keys(std::uint32_t rank) const {
+    return tag_keys_.empty() ? nullptr : &tag_keys_[rank];
+  }
 
   // Whether `from` is a registered address for `rank` (rank < world size is checked first).
   // The registered port, if any, is thread 0's: only JOINs (sent by thread 0) check it.
@@ -171,6 +177,7 @@ class Session {
   SessionConfig config_;
   SessionLimits limits_;
   std::vector<transport::Endpoint> registered_;  // one per rank, one for all, or none
+  std::vector<protocol::RankTagKeys> tag_keys_;  // per possible rank (kMaxWorld), or none
   std::vector<SlotState> slots_;
   std::vector<std::int32_t> values_;
   struct alignas(64) ThreadCounters {  // a thread's own cache lines

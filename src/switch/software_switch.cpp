@@ -5,6 +5,8 @@
 #include "dpa/switch.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -16,6 +18,7 @@
 
 #include "api/logging.hpp"
 #include "dpa/error.hpp"
+#include "protocol/auth.hpp"
 #include "protocol/wire.hpp"
 #include "quant/quant.hpp"
 #include "switch/join_rate_limiter.hpp"
@@ -264,6 +267,11 @@ class SwitchImpl {
       return &used_.back();
     }
     void send(const transport::TxBuffer& buffer, const Endpoint& to) { send_to(buffer).push_back(to); }
+    // A buffer of this batch by position: next_buffer() may move them, positions stay.
+    [[nodiscard]] std::size_t index_of(const transport::TxBuffer& buffer) const {
+      return static_cast<std::size_t>(&buffer - used_.data());
+    }
+    transport::TxBuffer& buffer_at(std::size_t index) { return used_[index]; }
     // How much of each reply buffer to prefetch for writing: a header and the largest payload.
     void set_prefetch_bytes(std::size_t bytes) { prefetch_bytes_ = bytes; }
     // Adds destinations to the send of `buffer` started by send_to(): one buffer, many ranks.
@@ -367,18 +375,47 @@ class SwitchImpl {
     return protocol::kHeaderSize + 4 * largest;
   }
 
-  void send_header(Batch& batch, const Header& header, const Endpoint& to) {
+  // The key of replies to `rank` in an authenticated session (protocol.md §6.6); null otherwise.
+  static const protocol::TagKey* reply_key(const sw::Session& session, std::uint32_t rank) {
+    const protocol::RankTagKeys* keys = session.tag_keys(rank);
+    return keys != nullptr ? &keys->reply : nullptr;
+  }
+
+  // Seals an encoded reply of `bytes` with `key` (null: an unauthenticated session) and sets its size.
+  static void finish_reply(transport::TxBuffer& buffer, std::size_t bytes, const protocol::TagKey* key) {
+    buffer.size = static_cast<std::uint32_t>(key != nullptr ? protocol::seal(*key, buffer.payload, bytes) : bytes);
+  }
+
+  void send_header(Batch& batch, const Header& header, const Endpoint& to, const protocol::TagKey* key) {
     transport::TxBuffer* buffer = batch.next_buffer();
     if (buffer == nullptr) return;
     protocol::encode(header, buffer->payload);
-    buffer->size = static_cast<std::uint32_t>(protocol::kHeaderSize);
+    finish_reply(*buffer, protocol::kHeaderSize, key);
     batch.send(*buffer, to);
   }
 
   void send_error(Batch& batch, const Header& request, ErrorCode code, std::uint32_t expected,
-                  const Endpoint& to) {
+                  const Endpoint& to, const protocol::TagKey* key) {
     ++batch.counters.errors_sent;
-    send_header(batch, sw::error_reply(request, code, expected), to);
+    send_header(batch, sw::error_reply(request, code, expected), to, key);
+  }
+
+  // Sends the encoded packet in `original` (`bytes`, not sealed) to each rank of `ranks` at
+  // `to`, each copy sealed with its rank's key: an authenticated session's multicast is one
+  // buffer per rank, since every rank's tag differs.
+  void send_sealed_copies(Batch& batch, const sw::Session& session, transport::TxBuffer* original,
+                          std::size_t bytes, std::span<const std::uint8_t> ranks, std::span<const Endpoint> to) {
+    const std::size_t index = batch.index_of(*original);
+    for (std::size_t i = 1; i < ranks.size(); ++i) {
+      transport::TxBuffer* copy = batch.next_buffer();  // may move `original`: found again by index
+      if (copy == nullptr) break;
+      std::memcpy(copy->payload, batch.buffer_at(index).payload, bytes);
+      finish_reply(*copy, bytes, reply_key(session, ranks[i]));
+      batch.send(*copy, to[i]);
+    }
+    transport::TxBuffer& first = batch.buffer_at(index);
+    finish_reply(first, bytes, reply_key(session, ranks[0]));
+    batch.send(first, to[0]);
   }
 
   void handle(std::size_t index, const SessionTable& sessions, const transport::RxPacket& packet,
@@ -394,7 +431,7 @@ class SwitchImpl {
     const auto found = sessions.find(h.session);
     if (found == sessions.end()) {
       ++batch.counters.dropped_unknown_session;
-      if (is_join) send_error(batch, h, ErrorCode::unknown_session, 0, packet.from);
+      if (is_join) send_error(batch, h, ErrorCode::unknown_session, 0, packet.from, nullptr);
       return;
     }
     sw::Session& session = *found->second;
@@ -404,6 +441,37 @@ class SwitchImpl {
     // counters gained while handling this packet.
     const std::uint64_t dropped_before = session_drops(batch.counters);
     const std::uint64_t errors_before = batch.counters.errors_sent;
+    if (authentic(index, session, h, packet, now.ns, batch)) {
+      dispatch(index, session, counted, h, payload, packet, now, batch);
+    }
+    if (const std::uint64_t dropped = session_drops(batch.counters) - dropped_before; dropped != 0) {
+      sw::add_to_counter(counted.dropped, dropped);
+    }
+    if (batch.counters.errors_sent != errors_before) {
+      sw::add_to_counter(counted.errors_sent, batch.counters.errors_sent - errors_before);
+    }
+  }
+
+  // Authenticated mode (protocol.md §6.6), before anything else of the session: a packet of an
+  // authenticated session must carry its rank's tag, and a tagged packet needs such a session.
+  // Anything else is dropped and counted; a JOIN whose authentication differs from the session's
+  // learns why (within its source's JOIN rate), untagged since its sender and the switch share no key.
+  bool authentic(std::size_t index, const sw::Session& session, const Header& h, const transport::RxPacket& packet,
+                 std::uint64_t now_ns, Batch& batch) {
+    const protocol::RankTagKeys* keys = session.tag_keys(h.rank);
+    const bool tagged = h.has(flag::kAuth);
+    if (keys == nullptr && !tagged) return true;
+    if (keys != nullptr && tagged && protocol::verify_tag(keys->request, packet.data)) return true;
+    ++batch.counters.dropped_bad_tag;
+    if (h.has(flag::kJoin) && (keys == nullptr) == tagged && index == 0 && join_limiter_.admit(packet.from, now_ns)) {
+      send_error(batch, h, ErrorCode::auth_mismatch, keys != nullptr ? 1 : 0, packet.from, nullptr);
+    }
+    return false;
+  }
+
+  void dispatch(std::size_t index, sw::Session& session, SessionCounters& counted, const Header& h,
+                std::span<const std::byte> payload, const transport::RxPacket& packet, Clock now, Batch& batch) {
+    const bool is_join = h.has(flag::kJoin);
     if (is_join) {
       handle_join(index, session, h, payload, packet.from, now.ns, batch);
     } else if (h.has(flag::kLeave)) {
@@ -415,18 +483,12 @@ class SwitchImpl {
     } else {
       handle_data(index, session, counted, h, payload, packet, now, batch);
     }
-    if (const std::uint64_t dropped = session_drops(batch.counters) - dropped_before; dropped != 0) {
-      sw::add_to_counter(counted.dropped, dropped);
-    }
-    if (batch.counters.errors_sent != errors_before) {
-      sw::add_to_counter(counted.errors_sent, batch.counters.errors_sent - errors_before);
-    }
   }
 
   // The drops a packet of a known session can cause.
   static std::uint64_t session_drops(const SwitchCounters& counters) {
     return counters.dropped_malformed + counters.dropped_unregistered + counters.dropped_not_joined +
-           counters.dropped_bad_token + counters.joins_rate_limited;
+           counters.dropped_bad_token + counters.dropped_bad_tag + counters.joins_rate_limited;
   }
 
   void handle_join(std::size_t index, sw::Session& session, const Header& h,
@@ -440,12 +502,12 @@ class SwitchImpl {
     const auto world = static_cast<std::uint32_t>(session.config().world_size);
     if (h.rank >= world) {
       ++batch.counters.dropped_unregistered;
-      send_error(batch, h, ErrorCode::rank_out_of_range, world, from);
+      send_error(batch, h, ErrorCode::rank_out_of_range, world, from, reply_key(session, h.rank));
       return;
     }
     if (!session.registered(h.rank, from, /*check_port=*/true)) {
       ++batch.counters.dropped_unregistered;
-      send_error(batch, h, ErrorCode::not_registered, 0, from);
+      send_error(batch, h, ErrorCode::not_registered, 0, from, reply_key(session, h.rank));
       return;
     }
     protocol::JoinRequest request;
@@ -471,10 +533,10 @@ class SwitchImpl {
           Header error = sw::error_reply(h, outcome.error, outcome.expected);
           const std::uint64_t heard = std::min<std::uint64_t>(join_limiter_.heard(outcome.holder), 0xffff);
           error.bitmap = heard << 48 | sw::Identity::key_of(outcome.holder);
-          send_header(batch, error, from);
+          send_header(batch, error, from, reply_key(session, h.rank));
           return;
         }
-        send_error(batch, h, outcome.error, outcome.expected, from);
+        send_error(batch, h, outcome.error, outcome.expected, from, reply_key(session, h.rank));
         return;
       case Kind::reject_all: {
         // Every rank of the attempt learns which rank disagrees, from which host, with what.
@@ -483,10 +545,14 @@ class SwitchImpl {
         error.bitmap = std::uint64_t{outcome.culprit_value} << 32 | outcome.culprit_address;
         if (transport::TxBuffer* buffer = batch.next_buffer()) {
           protocol::encode(error, buffer->payload);
-          buffer->size = static_cast<std::uint32_t>(protocol::kHeaderSize);
-          std::vector<Endpoint>& to = batch.send_to(*buffer);
-          to.insert(to.end(), outcome.notify.begin(), outcome.notify.end());
           batch.counters.errors_sent += outcome.notify.size();
+          if (session.tag_keys(0) != nullptr) {
+            send_sealed_copies(batch, session, buffer, protocol::kHeaderSize, outcome.notify_ranks, outcome.notify);
+          } else {
+            buffer->size = static_cast<std::uint32_t>(protocol::kHeaderSize);
+            std::vector<Endpoint>& to = batch.send_to(*buffer);
+            to.insert(to.end(), outcome.notify.begin(), outcome.notify.end());
+          }
         }
         log().warn("session {}: join rejected: {} (rank {} at {} uses {}, the others {})",
                    h.session, protocol::to_string(outcome.error), outcome.culprit_rank,
@@ -524,7 +590,7 @@ class SwitchImpl {
       ack.offset = members.secrets[rank];
       protocol::encode(ack, buffer->payload);
       protocol::encode(reply, buffer->payload + protocol::kHeaderSize);
-      buffer->size = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * reply.words());
+      finish_reply(*buffer, protocol::kHeaderSize + 4 * reply.words(), reply_key(session, rank));
       batch.send(*buffer, to);
     };
     if (outcome.kind == Kind::ack_sender) {
@@ -546,14 +612,14 @@ class SwitchImpl {
     // new ones): tell it why it stopped before the identity table would call it a stranger.
     if (members != nullptr && members->previous_token != 0 && h.token == members->previous_token &&
         session.registered_host(from.address)) {
-      send_error(batch, h, ErrorCode::session_taken_over, members->generation, from);
+      send_error(batch, h, ErrorCode::session_taken_over, members->generation, from, reply_key(session, h.rank));
       return;
     }
     const sw::Identity* identity = members != nullptr ? members->identify(from) : nullptr;
     if (identity == nullptr) {
       if (session.registered_host(from.address)) {
         ++batch.counters.dropped_not_joined;
-        send_error(batch, h, ErrorCode::not_joined, 0, from);
+        send_error(batch, h, ErrorCode::not_joined, 0, from, reply_key(session, h.rank));
       } else {
         ++batch.counters.dropped_unregistered;
       }
@@ -565,7 +631,7 @@ class SwitchImpl {
     }
     const protocol::SlotLayout layout{session.config().pool_base, members->window};
     if (!session.in_pool(h.slot) || layout.thread_of(h.slot) >= members->threads) {
-      send_error(batch, h, ErrorCode::slot_out_of_range, session.config().pool_base, from);
+      send_error(batch, h, ErrorCode::slot_out_of_range, session.config().pool_base, from, reply_key(session, h.rank));
       return;
     }
     const std::uint32_t thread = layout.thread_of(h.slot);
@@ -582,12 +648,12 @@ class SwitchImpl {
     // A data request carries P values, except the exponent-priming request (count 0): header only.
     const std::size_t expected_bytes = h.count == 0 ? 0 : 4u * payload_values;
     if (!probe && (payload.size() != expected_bytes || h.count > payload_values)) {
-      send_error(batch, h, ErrorCode::bad_length, payload_values, from);
+      send_error(batch, h, ErrorCode::bad_length, payload_values, from, reply_key(session, h.rank));
       return;
     }
     const sw::SessionLimits& limits = session.limits();
     if (h.k > limits.world_size) {
-      send_error(batch, h, ErrorCode::k_invalid, limits.world_size, from);
+      send_error(batch, h, ErrorCode::k_invalid, limits.world_size, from, reply_key(session, h.rank));
       return;
     }
     // Stamped once per batch (the clock is read per batch): a store per packet would take the
@@ -643,44 +709,61 @@ class SwitchImpl {
       case SlotAction::unicast_old:
         ++batch.counters.old_replies;
         sw::add_to_counter(counted.old_replies);
-        send_header(batch, sw::reply_header(slot, action, h, members->token), from);
+        send_header(batch, sw::reply_header(slot, action, h, members->token), from, reply_key(session, h.rank));
         return;
       case SlotAction::unicast_syn:
         ++batch.counters.syn_replies;
         sw::add_to_counter(counted.syn_replies);
-        send_header(batch, sw::reply_header(slot, action, h, members->token), from);
+        send_header(batch, sw::reply_header(slot, action, h, members->token), from, reply_key(session, h.rank));
         return;
       case SlotAction::error_seq_ahead:
       case SlotAction::unicast_error:
       case SlotAction::unicast_mismatch:
         ++batch.counters.errors_sent;
-        send_header(batch, sw::reply_header(slot, action, h, members->token), from);
+        send_header(batch, sw::reply_header(slot, action, h, members->token), from, reply_key(session, h.rank));
         return;
       case SlotAction::multicast_error:
-        send_poisoned(slot, h, *members, thread, from, batch);
+        send_poisoned(session, slot, h, *members, thread, from, batch);
         return;
     }
   }
 
   // A round the ranks disagree on: every rank of the generation learns it (at the thread that
   // owns the slot), and the sender too under its own op_id when that differs from the round's.
-  void send_poisoned(const sw::SlotState& slot, const Header& request, const sw::Membership& members,
-                     std::uint32_t thread, const Endpoint& from, Batch& batch) {
+  void send_poisoned(const sw::Session& session, const sw::SlotState& slot, const Header& request,
+                     const sw::Membership& members, std::uint32_t thread, const Endpoint& from, Batch& batch) {
     const Header error = sw::reply_header(slot, sw::SlotAction::multicast_error, request, members.token);
     if (transport::TxBuffer* buffer = batch.next_buffer()) {
       protocol::encode(error, buffer->payload);
-      buffer->size = static_cast<std::uint32_t>(protocol::kHeaderSize);
-      std::vector<Endpoint>& to = batch.send_to(*buffer);
-      members.for_each_member([&](std::uint32_t r) {
-        ++batch.counters.errors_sent;
-        to.push_back(members.endpoints[r][thread]);
-      });
+      members.for_each_member([&](std::uint32_t) { ++batch.counters.errors_sent; });
+      send_to_members(batch, session, buffer, protocol::kHeaderSize, members, thread);
     }
     if (request.op_id != slot.op_id) {
       ++batch.counters.errors_sent;
       send_header(batch, sw::reply_header(slot, sw::SlotAction::unicast_error, request, members.token),
-                  from);
+                  from, reply_key(session, request.rank));
     }
+  }
+
+  // Sends the encoded packet in `buffer` (`bytes`) to every rank of the generation at the port of
+  // worker thread `thread`: one shared buffer (send_to_all never copies it), or in an
+  // authenticated session one sealed copy per rank.
+  void send_to_members(Batch& batch, const sw::Session& session, transport::TxBuffer* buffer, std::size_t bytes,
+                       const sw::Membership& members, std::uint32_t thread) {
+    if (session.tag_keys(0) == nullptr) {
+      buffer->size = static_cast<std::uint32_t>(bytes);
+      std::vector<Endpoint>& to = batch.send_to(*buffer);
+      members.for_each_member([&](std::uint32_t r) { to.push_back(members.endpoints[r][thread]); });
+      return;
+    }
+    std::array<std::uint8_t, protocol::kMaxWorld> ranks{};
+    std::array<Endpoint, protocol::kMaxWorld> to{};
+    std::size_t count = 0;
+    members.for_each_member([&](std::uint32_t r) {
+      ranks[count] = static_cast<std::uint8_t>(r);
+      to[count++] = members.endpoints[r][thread];
+    });
+    send_sealed_copies(batch, session, buffer, bytes, std::span(ranks.data(), count), std::span(to.data(), count));
   }
 
   // The result goes out in the request's own buffer when the transport allows (the request
@@ -692,18 +775,18 @@ class SwitchImpl {
     const std::span<const std::int32_t> values =
         slot.count == 0 ? std::span<const std::int32_t>{} : session.values(request.slot);
     const auto bytes = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * values.size());
-    transport::TxBuffer* buffer = batch.reply_buffer(packet, bytes);
+    const bool sealed = session.tag_keys(0) != nullptr;
+    const auto room = static_cast<std::uint32_t>(bytes + (sealed ? protocol::kTagSize : 0));
+    transport::TxBuffer* buffer = batch.reply_buffer(packet, room);
     if (buffer == nullptr) return;
     protocol::encode(sw::reply_header(slot, action, request, members.token), buffer->payload);
     quant::int32_to_wire(values.data(), values.size(), buffer->payload + protocol::kHeaderSize);
-    buffer->size = bytes;
     if (action != sw::SlotAction::multicast_result) {
+      finish_reply(*buffer, bytes, reply_key(session, request.rank));
       batch.send(*buffer, packet.from);
       return;
     }
-    // The multicast: one buffer for every rank (send_to_all shares it, never copies it).
-    std::vector<Endpoint>& to = batch.send_to(*buffer);
-    members.for_each_member([&](std::uint32_t r) { to.push_back(members.endpoints[r][thread]); });
+    send_to_members(batch, session, buffer, bytes, members, thread);
   }
 
   SwitchConfig config_;

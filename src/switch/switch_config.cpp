@@ -16,6 +16,7 @@
 #include "dpa/error.hpp"
 #include "dpa/host_port.hpp"
 #include "dpa/switch.hpp"
+#include "protocol/auth.hpp"
 #include "protocol/wire.hpp"
 #include "switch/metrics_text.hpp"
 #include "switch/session_memory.hpp"
@@ -82,6 +83,12 @@ const FieldReaders<SessionConfig>& session_readers() {
       {"workers",
        [](const json& value, const std::string& where, SessionConfig& session) {
          read_workers(value, where, session.workers);
+       }},
+      {"auth_key_file",
+       [](const json& value, const std::string& where, SessionConfig& session) {
+         std::string path;
+         read_json(value, where, path);
+         session.auth_key = protocol::read_auth_key_file(path, where);
        }},
   };
   return readers;

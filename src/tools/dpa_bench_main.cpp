@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 
 #include <CLI/CLI.hpp>
@@ -30,6 +31,7 @@
 #include "dpa/host_port.hpp"
 #include "dpa/job_sizing.hpp"
 #include "dpa/switch.hpp"
+#include "protocol/auth.hpp"
 #include "protocol/wire.hpp"
 #include "tools/command_line.hpp"
 #include "tools/bench/inputs.hpp"
@@ -89,6 +91,9 @@ struct Settings {
   std::string transport;  // udp, dpdk, shm; empty: chosen in main() (see --transport)
   std::string transport_config;  // JSON with a "udp", "dpdk" or "shm" section; "{rank}" becomes the rank
   std::string shm_fabric;        // --transport shm without a config: the run's fabric
+  bool auth = false;             // the embedded switch's sessions authenticate (protocol.md §6.6)
+  std::string auth_key_file;     // worker: this rank's key
+  std::string auth_key_directory;  // launcher: where the ranks' key files are
   // --ring-switch: rank 0 and a DPDK switch in this process, over net_ring (no --switch).
   bool ring_switch = false;
   std::string ring_cores = "1,0";  // the switch's core, then the worker thread's
@@ -162,7 +167,9 @@ dpa::ShmTransportConfig shm_transport(const Settings& s, const dpa::Config& conf
   if (given != nullptr) shm = *given;
   if (!s.shm_fabric.empty()) shm.fabric = s.shm_fabric;
   const std::uint32_t payload = config.payload != 0 ? config.payload : kDefaultPayload;
-  shm.max_payload = std::max<std::uint32_t>(64, static_cast<std::uint32_t>(dpa::protocol::kHeaderSize) + 4 * payload);
+  // Room for the tag of an authenticated session (--auth) after the payload.
+  shm.max_payload = std::max<std::uint32_t>(
+      64, static_cast<std::uint32_t>(dpa::protocol::kHeaderSize + dpa::protocol::kTagSize) + 4 * payload);
   if (given == nullptr) shm.buffers = static_cast<std::uint32_t>(std::clamp(4 * config.window + 32, 16, 65536));
   return shm;
 }
@@ -189,6 +196,7 @@ dpa::Config worker_config(const Settings& s) {
   if (s.timeout_ms) config.timeout = std::chrono::milliseconds(*s.timeout_ms);
   if (s.join_timeout_ms) config.join_timeout = std::chrono::milliseconds(*s.join_timeout_ms);
   if (s.payload) config.payload = *s.payload;
+  if (!s.auth_key_file.empty()) config.auth_key = dpa::protocol::read_auth_key_file(s.auth_key_file, "--auth-key-file");
   if (s.mode == "full") {
     config.k = 0;
   } else if (s.k) {
@@ -491,6 +499,9 @@ std::vector<std::string> worker_argv(const Settings& s, int ranks, int rank, con
   forward("--payload", s.payload);
   forward("--iterations", s.iterations);
   if (s.inject_wrong) argv.emplace_back("--inject-wrong");
+  if (!s.auth_key_directory.empty()) {
+    argv.insert(argv.end(), {"--auth-key-file", s.auth_key_directory + "/rank-" + std::to_string(rank) + ".key"});
+  }
   if (!s.sizing.empty()) argv.insert(argv.end(), {"--sizing", s.sizing});
   if (!s.transport_config.empty()) {
     argv.insert(argv.end(), {"--transport", s.transport, "--transport-config", s.transport_config});
@@ -503,6 +514,29 @@ std::vector<std::string> worker_argv(const Settings& s, int ranks, int rank, con
   return argv;
 }
 
+// --auth: the ranks' key files, in a directory only this user can read, removed with the object.
+class RankKeyFiles {
+ public:
+  RankKeyFiles() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "dpa-bench-keys-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("--auth: cannot create a key directory");
+    path_ = pattern;
+  }
+  RankKeyFiles(const RankKeyFiles&) = delete;
+  RankKeyFiles& operator=(const RankKeyFiles&) = delete;
+  ~RankKeyFiles() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  void write(int rank, const dpa::protocol::AuthKey& key) const {
+    std::ofstream(path_ + "/rank-" + std::to_string(rank) + ".key") << dpa::protocol::to_hex(key) << '\n';
+  }
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 std::vector<json> run_mode(const Settings& s, const std::string& mode) {
   if (s.ring_switch) {
 #ifdef DPA_HAVE_DPDK
@@ -514,18 +548,29 @@ std::vector<json> run_mode(const Settings& s, const std::string& mode) {
   Settings resolved = s;
   resolved.mode = mode;
   const dpa::Config config = worker_config(resolved);
+  std::optional<RankKeyFiles> auth_keys;  // outlives the workers
   std::unique_ptr<dpa::SoftwareSwitch> sw;
   std::string switch_address = config.switch_host + ":" + std::to_string(config.switch_port);
   if (!s.switch_address && !dpa::env_string("DPA_SWITCH")) {
     // The launcher sizes every run whose switch it starts (main()), as the PyTorch backend does.
-    const dpa::SwitchConfig switch_config = dpa::JobSizing::from_text(s.sizing).switch_config(
+    dpa::SwitchConfig switch_config = dpa::JobSizing::from_text(s.sizing).switch_config(
         config, small_config(resolved, config), std::chrono::microseconds(s.straggler_timeout_us));
+    if (s.auth) {
+      // One session key for the run; each rank gets only its own key, in a file of this run's.
+      const dpa::protocol::AuthKey session_key = dpa::protocol::random_auth_key();
+      for (dpa::SessionConfig& session : switch_config.sessions) session.auth_key = session_key;
+      auth_keys.emplace();
+      for (int rank = 0; rank < config.world_size; ++rank) {
+        auth_keys->write(rank, dpa::protocol::derive_rank_key(session_key, static_cast<std::uint32_t>(rank)));
+      }
+      resolved.auth_key_directory = auth_keys->path();
+    }
     sw = std::make_unique<dpa::SoftwareSwitch>(switch_config);
     switch_address = "127.0.0.1:" + std::to_string(sw->port());
   }
   std::vector<dpa::tools::Process> workers;
   for (int rank = 0; rank < config.world_size; ++rank) {
-    workers.emplace_back(worker_argv(s, config.world_size, rank, mode, switch_address));
+    workers.emplace_back(worker_argv(resolved, config.world_size, rank, mode, switch_address));
   }
   const auto codes = dpa::tools::wait_all(workers, Clock::now() + std::chrono::minutes(30));
   std::vector<json> lines;
@@ -671,6 +716,10 @@ int main(int argc, char** argv) {
                  "JSON file with the workers' \"udp\" or \"dpdk\" section (it replaces DPA_CONFIG's); "
                  "\"{rank}\" in its strings becomes the rank (see scripts/dpa-bench-memif.sh)")
       ->check(CLI::ExistingFile);
+  app.add_flag("--auth", s.auth,
+               "The switch started here authenticates every packet (docs/protocol.md §6.6): a random session "
+               "key, each rank's key in a file of this run's");
+  app.add_option("--auth-key-file", s.auth_key_file, "Worker: this rank's authentication key (DPA_AUTH_KEY_FILE)");
   app.add_option("--shm-fabric", s.shm_fabric,
                  "--transport shm: the fabric (shm.fabric) the workers and the switch share; default: "
                  "one of this run's own, or DPA_SHM_FABRIC / DPA_CONFIG's with --switch");

@@ -24,6 +24,7 @@
 
 #include "dpa/error.hpp"
 #include "dpa/host_port.hpp"
+#include "protocol/auth.hpp"
 #include "switch/control_secret.hpp"
 
 namespace {
@@ -239,6 +240,14 @@ int main(int argc, char** argv) {
   std::uint32_t ticks = 0;
   set_clock->add_option("ticks", ticks, "Clock value in ticks of 65.536 us")->required();
 
+  CLI::App* rank_key = app.add_subcommand(
+      "rank-key", "Print rank R's authentication key, derived from a session key file (docs/protocol.md §6.6); "
+                  "needs no switch");
+  std::string session_key_file;
+  std::uint32_t key_rank = 0;
+  rank_key->add_option("session_key_file", session_key_file, "The session's auth_key_file")->required();
+  rank_key->add_option("rank", key_rank, "The rank")->required()->check(CLI::Range(0, 63));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -248,6 +257,11 @@ int main(int argc, char** argv) {
 
   json request;
   try {
+    if (*rank_key) {
+      const dpa::protocol::AuthKey session_key = dpa::protocol::read_auth_key_file(session_key_file, "rank-key");
+      std::cout << dpa::protocol::to_hex(dpa::protocol::derive_rank_key(session_key, key_rank)) << '\n';
+      return 0;
+    }
     if (control.empty()) {
       const char* from_environment = std::getenv("DPA_SWITCH_CONTROL");
       if (from_environment == nullptr || *from_environment == '\0') {

@@ -945,7 +945,7 @@ TEST(SwitchCounters, AddAndPrint) {
     names.push_back(name);
     values[name] = value;
   }
-  EXPECT_EQ(names.size(), 23u);  // joins_contended and joins_rate_limited included
+  EXPECT_EQ(names.size(), 24u);  // joins_contended, joins_rate_limited and dropped_bad_tag included
   EXPECT_EQ(names.front(), "rx_packets");
   EXPECT_EQ(names.back(), "busy_ns");
   EXPECT_EQ(values["rx_packets"], 12u);

@@ -224,6 +224,10 @@ def load(config_text, defines_text):
     for i, spec in enumerate(_require(config, "sessions", "sessions", list)):
         path = "sessions[%d]" % i
         sid = _require(spec, "id", path + ".id", int)
+        if "auth_key_file" in spec:
+            raise ConfigError("%s.auth_key_file: the Tofino program cannot check packet tags (authenticated mode, "
+                              "docs/protocol.md section 6.6); it relies on ingress-port identity: run an "
+                              "authenticated session on dpa-switch" % path)
         if sid in result.sessions:
             raise ConfigError("%s.id: session %d is listed twice" % (path, sid))
         world = _range(_require(spec, "world_size", path + ".world_size", int), path + ".world_size", 1, MAX_WORLD)

@@ -478,6 +478,8 @@ class ConfigTest(unittest.TestCase):
                              "sessions[0].workers")
         self.assert_rejected(lambda c: c["sessions"][0].update(mgid=1), "sessions[0].mgid")
         self.assert_rejected(lambda c: c["sessions"][0].update(drop_rate=0.1), "sessions[0].drop_rate")
+        self.assert_rejected(lambda c: c["sessions"][0].update(auth_key_file="/etc/dpa/s1.key"),
+                             "sessions[0].auth_key_file")
         self.assert_rejected(lambda c: None, "dpa_config.p4", defines="#define DPA_TARGET 1\n")
 
     def test_not_json(self):

@@ -1,0 +1,449 @@
+// Authenticated mode (docs/protocol.md §6.6): the tag itself, the software switch's check of every
+// request and tag of every reply (raw packets from the test's own sockets, so a forgery comes from
+// a member's very address and port), and whole jobs of Contexts over UDP and shared memory.
+#include <gtest/gtest.h>
+#include <gmock/gmock.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dpa/config.hpp"
+#include "dpa/context.hpp"
+#include "dpa/error.hpp"
+#include "dpa/switch.hpp"
+#include "protocol/auth.hpp"
+#include "protocol/byte_order.hpp"
+#include "protocol/wire.hpp"
+#include "transport/send.hpp"
+#include "transport/socket/udp_device.hpp"
+
+namespace dpa {
+namespace {
+
+using namespace std::chrono_literals;
+using protocol::AuthKey;
+using protocol::ErrorCode;
+using protocol::Header;
+using testing::HasSubstr;
+namespace flag = protocol::flag;
+using Bytes = std::vector<std::byte>;
+
+#define SKIP_WITHOUT_SODIUM()                                                            \
+  if (!protocol::auth_available()) GTEST_SKIP() << "this build of dpa has no libsodium"
+
+Bytes packet_of(const Header& h, std::size_t payload_bytes) {
+  Bytes bytes(protocol::kHeaderSize + payload_bytes + protocol::kTagSize);
+  protocol::encode(h, bytes.data());
+  for (std::size_t i = 0; i < payload_bytes; ++i) bytes[protocol::kHeaderSize + i] = static_cast<std::byte>(i);
+  bytes.resize(protocol::kHeaderSize + payload_bytes);
+  return bytes;
+}
+
+// Seals `bytes` in place (room for the tag is made here).
+void seal(const protocol::TagKey& key, Bytes& bytes) {
+  const std::size_t size = bytes.size();
+  bytes.resize(size + protocol::kTagSize);
+  bytes.resize(protocol::seal(key, bytes.data(), size));
+}
+
+Header data_header(std::uint32_t seq = 1) {
+  Header h;
+  h.session = 1;
+  h.token = 0x5eed;
+  h.op_id = 3;
+  h.slot = 4;
+  h.seq = seq;
+  h.count = 4;
+  return h;
+}
+
+// ---- The tag --------------------------------------------------------------------------------------
+
+TEST(AuthTag, ASealedPacketVerifiesAndDecodesWithoutItsTag) {
+  SKIP_WITHOUT_SODIUM();
+  const protocol::RankTagKeys keys = protocol::tag_keys(protocol::random_auth_key());
+  Bytes packet = packet_of(data_header(), 16);
+  seal(keys.request, packet);
+  ASSERT_EQ(packet.size(), protocol::kHeaderSize + 16 + protocol::kTagSize);
+  EXPECT_TRUE(protocol::verify_tag(keys.request, packet));
+  Header h;
+  std::span<const std::byte> payload;
+  ASSERT_EQ(protocol::decode(packet, h, payload), protocol::DecodeStatus::ok);
+  EXPECT_TRUE(h.has(flag::kAuth));
+  EXPECT_EQ(payload.size(), 16u) << "the tag is no part of the payload";
+  // An AUTH packet too short for its tag is malformed.
+  const Bytes header_only(packet.begin(), packet.begin() + protocol::kHeaderSize + 4);
+  EXPECT_EQ(protocol::decode(header_only, h, payload), protocol::DecodeStatus::too_short);
+}
+
+TEST(AuthTag, EveryChangedByteAnotherKeyOrAnotherDirectionFails) {
+  SKIP_WITHOUT_SODIUM();
+  const AuthKey session = protocol::random_auth_key();
+  const protocol::RankTagKeys rank0 = protocol::tag_keys(protocol::derive_rank_key(session, 0));
+  const protocol::RankTagKeys rank1 = protocol::tag_keys(protocol::derive_rank_key(session, 1));
+  Bytes packet = packet_of(data_header(), 16);
+  seal(rank0.request, packet);
+  for (std::size_t i = 0; i < packet.size(); ++i) {
+    Bytes changed = packet;
+    changed[i] ^= std::byte{0x01};
+    EXPECT_FALSE(protocol::verify_tag(rank0.request, changed)) << "byte " << i;
+  }
+  EXPECT_FALSE(protocol::verify_tag(rank1.request, packet)) << "another rank's key";
+  EXPECT_FALSE(protocol::verify_tag(rank0.reply, packet)) << "a request reflected back is no reply";
+  EXPECT_NE(protocol::derive_rank_key(session, 0), protocol::derive_rank_key(session, 1));
+}
+
+TEST(AuthTag, AStaleTagOverANewRoundFails) {
+  SKIP_WITHOUT_SODIUM();
+  const protocol::TagKey key = protocol::tag_keys(protocol::random_auth_key()).request;
+  Bytes old_round = packet_of(data_header(1), 16);
+  seal(key, old_round);
+  Bytes new_round = packet_of(data_header(2), 16);
+  new_round.insert(new_round.end(), old_round.end() - protocol::kTagSize, old_round.end());
+  protocol::store_be16(new_round.data() + 2, static_cast<std::uint16_t>(flag::kAuth));
+  EXPECT_FALSE(protocol::verify_tag(key, new_round));
+}
+
+TEST(AuthTag, KeysParseFromHexAndBadKeysAreNamed) {
+  SKIP_WITHOUT_SODIUM();
+  const AuthKey key = protocol::random_auth_key();
+  EXPECT_EQ(protocol::parse_auth_key(" " + protocol::to_hex(key) + "\n", "test"), key);
+  EXPECT_THAT([] { (void)protocol::parse_auth_key("abcd", "sessions[0].auth_key_file"); },
+              testing::ThrowsMessage<ConfigError>(AllOf(HasSubstr("sessions[0].auth_key_file"), HasSubstr("64"))));
+  EXPECT_THROW((void)protocol::parse_auth_key(std::string(64, 'g'), "test"), ConfigError);
+  EXPECT_THAT([] { (void)protocol::read_auth_key_file("/nonexistent/rank-0.key", "DPA_AUTH_KEY_FILE"); },
+              testing::ThrowsMessage<ConfigError>(
+                  AllOf(HasSubstr("DPA_AUTH_KEY_FILE"), HasSubstr("/nonexistent/rank-0.key"))));
+}
+
+// A key file of this test, removed with it.
+class KeyFile {
+ public:
+  KeyFile(const std::string& name, const std::string& text)
+      : path_(std::filesystem::temp_directory_path() / ("dpa-auth-test-" + std::to_string(getpid()) + "-" + name)) {
+    std::ofstream(path_) << text;
+  }
+  KeyFile(const KeyFile&) = delete;
+  KeyFile& operator=(const KeyFile&) = delete;
+  ~KeyFile() { std::filesystem::remove(path_); }
+  [[nodiscard]] std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+TEST(AuthConfig, SessionAndWorkerKeyFilesAreReadAndBadOnesNamed) {
+  SKIP_WITHOUT_SODIUM();
+  const AuthKey key = protocol::random_auth_key();
+  const KeyFile good("good.key", protocol::to_hex(key));
+  const KeyFile short_key("short.key", "0123");
+  const std::string session = R"({"id": 7, "world_size": 2, "auth_key_file": ")";
+  EXPECT_EQ(SessionConfig::from_json(session + good.path() + "\"}", "test").auth_key, key);
+  EXPECT_THAT([&] { (void)SessionConfig::from_json(session + short_key.path() + "\"}", "sw.json"); },
+              testing::ThrowsMessage<ConfigError>(AllOf(HasSubstr("auth_key_file"), HasSubstr(short_key.path()))));
+  EXPECT_THAT([&] { (void)SessionConfig::from_json(session + "/nonexistent.key\"}", "sw.json"); },
+              testing::ThrowsMessage<ConfigError>(AllOf(HasSubstr("auth_key_file"), HasSubstr("/nonexistent.key"))));
+  ASSERT_EQ(setenv("DPA_AUTH_KEY_FILE", good.path().c_str(), 1), 0);
+  EXPECT_EQ(Config::from_env().auth_key, key);
+  ASSERT_EQ(setenv("DPA_AUTH_KEY_FILE", short_key.path().c_str(), 1), 0);
+  EXPECT_THAT([] { (void)Config::from_env(); }, testing::ThrowsMessage<ConfigError>(HasSubstr("DPA_AUTH_KEY_FILE")));
+  unsetenv("DPA_AUTH_KEY_FILE");
+}
+
+// ---- The software switch ----------------------------------------------------------------------------
+
+constexpr std::uint32_t kLoopback = 0x7f000001;
+constexpr std::uint32_t kPayload = 4;
+
+// A rank's thread-0 socket on 127.0.0.1 that sends raw datagrams and keeps the replies' bytes.
+class RawRank {
+ public:
+  RawRank() {
+    UdpTransportConfig options;
+    options.bind_host = "127.0.0.1";
+    options.batch = 16;
+    io_ = transport::socket::open_udp_queue(options);
+  }
+  [[nodiscard]] std::uint16_t port() const { return io_->local_endpoint().port; }
+  void send(const Bytes& datagram, const transport::Endpoint& to) {
+    ASSERT_TRUE(transport::send_datagram(*io_, datagram, to));
+  }
+  // The next datagram within `wait`.
+  std::optional<Bytes> receive(std::chrono::milliseconds wait = 2000ms) {
+    std::vector<transport::RxPacket> batch(1);
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (io_->receive(batch, 50ms) == 1) return Bytes(batch[0].data.begin(), batch[0].data.end());
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::unique_ptr<transport::Queue> io_;
+};
+
+Header decoded(const Bytes& datagram) {
+  Header h;
+  std::span<const std::byte> payload;
+  EXPECT_EQ(protocol::decode(datagram, h, payload), protocol::DecodeStatus::ok);
+  return h;
+}
+
+std::vector<std::int32_t> values_of(const Bytes& datagram) {
+  Header h;
+  std::span<const std::byte> payload;
+  EXPECT_EQ(protocol::decode(datagram, h, payload), protocol::DecodeStatus::ok);
+  std::vector<std::int32_t> values;
+  for (std::size_t i = 0; i + 4 <= payload.size(); i += 4) {
+    values.push_back(static_cast<std::int32_t>(protocol::load_be32(payload.data() + i)));
+  }
+  return values;
+}
+
+class AuthenticatedSwitch : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_SODIUM();
+    session_key_ = protocol::random_auth_key();
+    for (std::uint32_t r = 0; r < 2; ++r) keys_[r] = protocol::tag_keys(protocol::derive_rank_key(session_key_, r));
+    SwitchConfig config;
+    std::get<UdpTransportConfig>(config.transport).bind_port = 0;
+    SessionConfig session;
+    session.id = 1;
+    session.world_size = 2;
+    session.payload = kPayload;
+    session.pool_size = 64;
+    session.auth_key = session_key_;
+    config.sessions = {session};
+    switch_.emplace(config);
+    switch_endpoint_ = {kLoopback, switch_->port()};
+  }
+
+  Bytes join(int rank, const RawRank& socket, bool sealed = true) const {
+    protocol::JoinRequest request;
+    request.nonce = 0x1000u + static_cast<std::uint32_t>(rank);
+    request.world_size = 2;
+    request.threads = 1;
+    request.window = 4;
+    request.payload = kPayload;
+    request.ports[0] = socket.port();
+    Header h;
+    h.flags = flag::kJoin;
+    h.session = 1;
+    h.rank = static_cast<std::uint8_t>(rank);
+    h.count = static_cast<std::uint16_t>(request.words());
+    Bytes bytes(protocol::kHeaderSize + 4 * request.words());
+    protocol::encode(h, bytes.data());
+    protocol::encode(request, bytes.data() + protocol::kHeaderSize);
+    if (sealed) seal(keys_[rank].request, bytes);
+    return bytes;
+  }
+
+  Bytes data(int rank, std::uint32_t token, const std::vector<std::int32_t>& values) const {
+    Header h;
+    h.session = 1;
+    h.token = token;
+    h.op_id = 1;
+    h.slot = 0;
+    h.seq = 1;
+    h.count = static_cast<std::uint16_t>(values.size());
+    h.rank = static_cast<std::uint8_t>(rank);
+    Bytes bytes(protocol::kHeaderSize + 4 * values.size());
+    protocol::encode(h, bytes.data());
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      protocol::store_be32(bytes.data() + protocol::kHeaderSize + 4 * i, static_cast<std::uint32_t>(values[i]));
+    }
+    return bytes;
+  }
+
+  // Joins both ranks; returns the token.
+  std::uint32_t join_both() {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      ranks_[0].send(join(0, ranks_[0]), switch_endpoint_);
+      ranks_[1].send(join(1, ranks_[1]), switch_endpoint_);
+    }
+    std::uint32_t token = 0;
+    for (int r = 0; r < 2; ++r) {
+      const std::optional<Bytes> ack = ranks_[r].receive();
+      EXPECT_TRUE(ack.has_value()) << "no JOIN ack for rank " << r;
+      if (!ack) return 0;
+      EXPECT_TRUE(protocol::verify_tag(keys_[r].reply, *ack)) << "rank " << r << "'s ack carries its tag";
+      EXPECT_FALSE(protocol::verify_tag(keys_[1 - r].reply, *ack));
+      token = decoded(*ack).token;
+    }
+    return token;
+  }
+
+  // The switch's counters once `ready` holds (published once per batch), bounded.
+  template <class Ready>
+  SwitchCounters counters_when(Ready ready) const {
+    const auto deadline = std::chrono::steady_clock::now() + 2s;
+    SwitchCounters counters = switch_->counters();
+    while (!ready(counters) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+      counters = switch_->counters();
+    }
+    return counters;
+  }
+
+  AuthKey session_key_{};
+  protocol::RankTagKeys keys_[2];
+  std::optional<SoftwareSwitch> switch_;
+  transport::Endpoint switch_endpoint_;
+  RawRank ranks_[2];
+};
+
+TEST_F(AuthenticatedSwitch, AForgedContributionFromAMembersOwnSocketIsDroppedAndCounted) {
+  const std::uint32_t token = join_both();
+  ASSERT_NE(token, 0u);
+  // The on-path attacker of issue 22: the token, rank 0's address and port (here its very socket),
+  // but no key: no tag, another rank's tag, and a genuine packet's tag over changed values.
+  ranks_[0].send(data(0, token, {1000, 1000, 1000, 1000}), switch_endpoint_);
+  Bytes other_rank = data(0, token, {1000, 1000, 1000, 1000});
+  seal(keys_[1].request, other_rank);
+  ranks_[0].send(other_rank, switch_endpoint_);
+  Bytes genuine = data(0, token, {1, 2, 3, 4});
+  seal(keys_[0].request, genuine);
+  Bytes altered = genuine;
+  protocol::store_be32(altered.data() + protocol::kHeaderSize, 1000);
+  ranks_[0].send(altered, switch_endpoint_);
+  const SwitchCounters dropped = counters_when([](const SwitchCounters& c) { return c.dropped_bad_tag == 3; });
+  EXPECT_EQ(dropped.dropped_bad_tag, 3u);
+  EXPECT_EQ(dropped.aggregated, 0u) << "nothing forged reached a slot";
+
+  ranks_[0].send(genuine, switch_endpoint_);
+  Bytes second = data(1, token, {10, 20, 30, 40});
+  seal(keys_[1].request, second);
+  ranks_[1].send(second, switch_endpoint_);
+  for (int r = 0; r < 2; ++r) {
+    const std::optional<Bytes> result = ranks_[r].receive();
+    ASSERT_TRUE(result.has_value()) << "no result for rank " << r;
+    EXPECT_TRUE(protocol::verify_tag(keys_[r].reply, *result)) << "each rank's copy carries its own tag";
+    EXPECT_FALSE(protocol::verify_tag(keys_[1 - r].reply, *result));
+    EXPECT_EQ(decoded(*result).flags, flag::kResult | flag::kAuth);
+    EXPECT_EQ(values_of(*result), (std::vector<std::int32_t>{11, 22, 33, 44})) << "the forged values are not in";
+  }
+  for (const SessionStatus& status : switch_->session_status()) EXPECT_EQ(status.counters.dropped, 3u);
+}
+
+TEST_F(AuthenticatedSwitch, AJoinWithoutATagLearnsTheSessionAuthenticates) {
+  ranks_[0].send(join(0, ranks_[0], /*sealed=*/false), switch_endpoint_);
+  const std::optional<Bytes> reply = ranks_[0].receive();
+  ASSERT_TRUE(reply.has_value());
+  const Header h = decoded(*reply);
+  EXPECT_EQ(h.error, ErrorCode::auth_mismatch);
+  EXPECT_FALSE(h.has(flag::kAuth)) << "the switch shares no key with an unkeyed rank";
+  EXPECT_EQ(switch_->counters().dropped_bad_tag + switch_->counters().joins, 1u);
+}
+
+// ---- Whole jobs -------------------------------------------------------------------------------------
+
+enum class Wire { udp, shm };
+
+class AuthenticatedJob : public ::testing::TestWithParam<Wire> {};
+
+// Two ranks in threads of this process, each with its own key, against an authenticated session.
+TEST_P(AuthenticatedJob, SumsAreExactAndNoReplyIsRejected) {
+  SKIP_WITHOUT_SODIUM();
+  const AuthKey session_key = protocol::random_auth_key();
+  SwitchConfig switch_config;
+  Config worker;
+  if (GetParam() == Wire::shm) {
+    ShmTransportConfig shm;
+    shm.fabric = "dpa-auth-test-" + std::to_string(getpid());
+    shm.max_payload = 8192;
+    switch_config.transport = shm;
+    worker.transport = shm;
+  } else {
+    std::get<UdpTransportConfig>(switch_config.transport).bind_port = 0;
+  }
+  SessionConfig session;
+  session.id = 1;
+  session.world_size = 2;
+  session.payload = 256;
+  session.pool_size = 64;
+  session.auth_key = session_key;
+  switch_config.sessions = {session};
+  SoftwareSwitch sw(switch_config);
+  worker.switch_port = sw.port();
+  worker.world_size = 2;
+  worker.window = 8;
+  worker.timeout = 10s;
+  worker.join_timeout = 10s;
+
+  constexpr std::size_t kCount = 5000;
+  std::vector<std::int32_t> out[2];
+  OpStats stats[2];
+  std::string errors[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      try {
+        Config config = worker;
+        config.rank = r;
+        config.auth_key = protocol::derive_rank_key(session_key, static_cast<std::uint32_t>(r));
+        Context context(config);
+        std::vector<std::int32_t> in(kCount);
+        std::iota(in.begin(), in.end(), 1000 * r);
+        out[r].resize(kCount);
+        stats[r] = context.allreduce(std::span<const std::int32_t>(in), std::span<std::int32_t>(out[r]));
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (std::thread& rank : ranks) rank.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(errors[r], "") << "rank " << r;
+    for (std::size_t i = 0; i < kCount; ++i) {
+      ASSERT_EQ(out[r][i], static_cast<std::int32_t>(2 * i + 1000)) << "rank " << r << ", element " << i;
+    }
+    EXPECT_EQ(stats[r].replies_rejected, 0u);
+  }
+  EXPECT_EQ(sw.counters().dropped_bad_tag, 0u);
+}
+
+TEST_P(AuthenticatedJob, ARankWithoutAKeyOrWithAnotherRanksKeyGetsAClearError) {
+  SKIP_WITHOUT_SODIUM();
+  const AuthKey session_key = protocol::random_auth_key();
+  SwitchConfig switch_config;
+  Config worker;
+  if (GetParam() == Wire::shm) {
+    ShmTransportConfig shm;
+    shm.fabric = "dpa-auth-test-" + std::to_string(getpid());
+    switch_config.transport = shm;
+    worker.transport = shm;
+  } else {
+    std::get<UdpTransportConfig>(switch_config.transport).bind_port = 0;
+  }
+  SessionConfig session;
+  session.id = 1;
+  session.world_size = 1;
+  session.payload = 256;
+  session.pool_size = 64;
+  session.auth_key = session_key;
+  switch_config.sessions = {session};
+  SoftwareSwitch sw(switch_config);
+  worker.switch_port = sw.port();
+  worker.join_timeout = 500ms;
+  EXPECT_THAT([&] { Context context(worker); },
+              testing::ThrowsMessage<ConfigError>(AllOf(HasSubstr("authenticates"), HasSubstr("DPA_AUTH_KEY_FILE"))));
+  worker.auth_key = protocol::derive_rank_key(session_key, 1);  // rank 1's key for rank 0
+  EXPECT_THAT([&] { Context context(worker); }, testing::Throws<Error>());
+  EXPECT_GT(sw.counters().dropped_bad_tag, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Wires, AuthenticatedJob, ::testing::Values(Wire::udp, Wire::shm),
+                         [](const auto& instance) { return instance.param == Wire::udp ? "udp" : "shm"; });
+
+}  // namespace
+}  // namespace dpa
