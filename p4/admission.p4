@@ -3,7 +3,7 @@
 // in the first stage; one ternary table then applies §8.1's order in its entry priorities.
 //
 // Tables the controller writes (p4/controller/dpa_controller/admission.py):
-//   sessions    session id -> index, N, default K, timeout class, pool base, groups, generation
+//   sessions    session id -> index, N, default K, timeout ticks + 1, pool base, groups, generation
 //   tokens      (session, token) -> the generation's token, or the previous generation's
 //   endpoints   (session, ipv4.src, udp.src) -> a member endpoint of the generation
 //   identities  (session, ipv4.src, udp.src, rank, slot range of its thread) -> thread

@@ -2,6 +2,9 @@
 """Runs conformance cases against dpa-switch on loopback: one process per case file.
 
     run_conformance.py --switch build/src/tools/dpa-switch tests/conformance/cases/[FILE.json|DIR]...
+
+--tofino-payload P adapts every case to a Tofino compiled for P values (dpa_conformance/target.py)
+and runs what remains on dpa-switch: the cases a Tofino runs, checked where CI can run them.
 """
 
 import argparse
@@ -12,6 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from dpa_conformance import case as case_module  # noqa: E402
+from dpa_conformance import target as target_module  # noqa: E402
 from dpa_conformance.driver import CaseFailure, Timing, run_case  # noqa: E402
 from dpa_conformance.loopback import DataplaneError, LoopbackDataplane  # noqa: E402
 
@@ -23,6 +27,8 @@ def main() -> int:
                         help="seconds to wait for a step's expected replies")
     parser.add_argument("--grace", type=float, default=Timing.grace_s,
                         help="seconds after a step in which no other datagram may arrive")
+    parser.add_argument("--tofino-payload", type=int, metavar="P",
+                        help="adapt the cases to a Tofino with this P (and its N, S and clock limits)")
     parser.add_argument("--keep-logs", action="store_true", help="keep each case's switch config and log")
     parser.add_argument("paths", nargs="+", help="case files or directories of them")
     args = parser.parse_args()
@@ -34,6 +40,13 @@ def main() -> int:
     except case_module.CaseError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    skipped = []
+    if args.tofino_payload is not None:
+        if not 1 <= args.tofino_payload <= 256:
+            parser.error(f"--tofino-payload {args.tofino_payload}: P must be 1..256")
+        cases, skipped = target_module.adapt_all(cases, target_module.tofino(args.tofino_payload))
+        for skip in skipped:
+            print(f"skip {skip.case}: {skip.reason}", flush=True)
     timing = Timing(reply_timeout_s=args.reply_timeout, grace_s=args.grace)
     failed = 0
     for case in cases:
@@ -46,7 +59,7 @@ def main() -> int:
             print(f"FAIL {case.name} ({type(error).__name__})\n{error}", flush=True)
             continue
         print(f"ok   {case.name} ({len(case.steps)} steps, {time.monotonic() - started:.2f} s)", flush=True)
-    print(f"{len(cases) - failed} of {len(cases)} cases passed")
+    print(f"{len(cases) - failed} of {len(cases)} cases passed" + (f", {len(skipped)} skipped" if skipped else ""))
     return 1 if failed else 0
 
 

@@ -247,7 +247,11 @@ class Driver:
         elif "join_reply" in spec:
             join_reply = spec["join_reply"]
         elif "values" in spec:
-            payload = encoding.encode_values([self._resolve(v, "values") for v in spec["values"]])
+            # Zero-padded to the session's P, as sent values are: a case keeps its meaning on a
+            # target with a larger P (target.py).
+            values = [self._resolve(v, "values") for v in spec["values"]]
+            width = self._session(header.get("session", self.case.default_session.id)).payload
+            payload = encoding.encode_values(values + [0] * max(0, width - len(values)))
         else:
             payload = b""
         return [_Expected(endpoint=to, switch_index=switch_index, header=header, wildcards=wildcards,
