@@ -73,6 +73,7 @@ const FieldReaders<DpdkTransportConfig>& dpdk_readers() {
          }
        }},
       {"mtu", reader_for(&C::mtu)},
+      {"queues", reader_for(&C::queues)},
       {"rx_descriptors", reader_for(&C::rx_descriptors)},
       {"tx_descriptors", reader_for(&C::tx_descriptors)},
       {"mbufs", reader_for(&C::mbufs)},

@@ -164,6 +164,7 @@ class DpdkDevice final : public Device {
     state.local_ip = parse_ipv4(config.local_ip);
     state.base_port = config.local_port;
     state.queues = queues;
+    state.port_queues = std::max<std::uint16_t>(queues, config.queues);
     state.burst = config.burst;
     state.tx_flush_cycles = static_cast<std::uint64_t>(static_cast<double>(config.tx_flush.count()) * 1e-6 *
                                                        static_cast<double>(rte_get_tsc_hz()));
@@ -182,9 +183,10 @@ class DpdkDevice final : public Device {
         throw Error(fmt::format("dpdk.ports: port {} has no device information: {}", port_ids[i], rte_strerror(-status)));
       }
       const char* driver = info.driver_name != nullptr ? info.driver_name : "?";
-      if (info.max_rx_queues < queues || info.max_tx_queues < queues) {
-        throw ConfigError(fmt::format("dpdk.ports: port {} ({}) has {} RX and {} TX queues; {} requested (one per thread)",
-                                      port_ids[i], driver, info.max_rx_queues, info.max_tx_queues, queues));
+      if (info.max_rx_queues < state.port_queues || info.max_tx_queues < state.port_queues) {
+        throw ConfigError(fmt::format("dpdk.ports: port {} ({}) has {} RX and {} TX queues; {} requested (one per "
+                                      "thread, or dpdk.queues)",
+                                      port_ids[i], driver, info.max_rx_queues, info.max_tx_queues, state.port_queues));
       }
       state.checksum_offload = state.checksum_offload && (info.tx_offload_capa & kChecksums) == kChecksums;
       // net_ring hands mbufs over by pointer, so chains arrive intact without the capability bit.
@@ -204,7 +206,7 @@ class DpdkDevice final : public Device {
       state.inboxes.push_back(queue_inbox(port_ids[0], queue));
     }
     for (std::size_t i = 0; i < port_ids.size(); ++i) {
-      const std::uint64_t mac = start_port(port_ids[i], infos[i], config, queues);
+      const std::uint64_t mac = start_port(port_ids[i], infos[i], config, state.port_queues);
       state.link_of_port[port_ids[i]] = static_cast<std::int16_t>(i);
       state.links.push_back(PortState::Link{port_ids[i], mac});
     }
@@ -219,6 +221,8 @@ class DpdkDevice final : public Device {
       }
       state.hardware_steering = all_steered;
     }
+    state.shared_polling = queues > 1;
+    state.rx_claims = std::make_unique<PortState::RxClaim[]>(state.links.size() * state.port_queues);
     drain_receive_queues();
     if (config.monitor) {
       monitor_ = std::make_unique<NicMonitor>(state.links[0].port_id, config.monitor_interval, config.monitor_output);
@@ -260,7 +264,8 @@ class DpdkDevice final : public Device {
   }
 
  private:
-  // Configures, sets up and starts one port with `queues` queue pairs; returns its MAC.
+  // Configures, sets up and starts one port with `queues` queue pairs (RX queue q fills from
+  // the pool of thread q % threads); returns its MAC.
   std::uint64_t start_port(std::uint16_t port_id, const rte_eth_dev_info& info, const DpdkTransportConfig& config,
                            std::uint16_t queues) {
     const char* driver = info.driver_name != nullptr ? info.driver_name : "?";
@@ -283,7 +288,8 @@ class DpdkDevice final : public Device {
     for (std::uint16_t queue = 0; queue < queues; ++queue) {
       rte_eth_txconf txconf = info.default_txconf;
       txconf.offloads = conf.txmode.offloads;
-      if (const int status = rte_eth_rx_queue_setup(port_id, queue, rx_descriptors, socket, nullptr, pools_[queue]);
+      if (const int status = rte_eth_rx_queue_setup(port_id, queue, rx_descriptors, socket, nullptr,
+                                                         pools_[queue % pools_.size()]);
           status != 0) {
         throw Error(fmt::format("dpdk.rx_descriptors: port {} RX queue {} setup: {}", port_id, queue, rte_strerror(-status)));
       }
@@ -304,7 +310,7 @@ class DpdkDevice final : public Device {
   void drain_receive_queues() {
     std::array<rte_mbuf*, 64> stale{};
     for (const PortState::Link& link : state_->links) {
-      for (std::uint16_t queue = 0; queue < state_->queues; ++queue) {
+      for (std::uint16_t queue = 0; queue < state_->port_queues; ++queue) {
         while (const std::uint16_t n = rte_eth_rx_burst(link.port_id, queue, stale.data(), stale.size())) {
           rte_pktmbuf_free_bulk(stale.data(), n);
         }
