@@ -46,6 +46,7 @@ while (($#)); do
 done
 [[ -n "$dir" && -n "$prefix" && -n "$ip" ]] || dpa_usage_error "--dir, --prefix and --ip are required"
 
+# memif sizes its rings itself (rsize): the descriptor counts only size the pools' check.
 memif_args() {  # the devargs every memif port shares, after its role
   echo -n "id=0,socket-abstract=no,socket=$dir/rank$1.sock${bsize:+,bsize=$bsize}"
 }
@@ -65,7 +66,7 @@ case "$role" in
             "dpdk": {$(cores_key)"vdevs": [$vdevs], "no_huge": true, "memory_mb": $memory_mb,
                      "file_prefix": "$prefix", "eal_args": ["--no-pci", "--log-level=lib.eal:error"],
                      "ports": [$ports], "local_ip": "$ip", "local_port": ${port:-4242}, "mtu": $mtu,
-                     "mbufs": $mbufs, "queues": $queues}},
+                     "mbufs": $mbufs, "rx_descriptors": 256, "tx_descriptors": 256, "queues": $queues}},
  "sessions": [{"id": 1, "world_size": $ranks, "payload": $payload, "pool_size": $pool_size}]}
 JSON
     ;;
@@ -78,7 +79,8 @@ JSON
 {"dpdk": {"vdevs": ["net_memif0,role=client,$(memif_args "$rank")$zc"],
           $(cores_key)"no_huge": true, "memory_mb": $memory_mb, "file_prefix": "$prefix",
           "eal_args": [$eal], "ports": ["net_memif0"],
-          "local_ip": "$ip", "local_port": ${port:-5000}, "mtu": $mtu, "mbufs": $mbufs}}
+          "local_ip": "$ip", "local_port": ${port:-5000}, "mtu": $mtu, "mbufs": $mbufs,
+          "rx_descriptors": 256, "tx_descriptors": 256}}
 JSON
     ;;
   *) dpa_usage_error "the first argument is switch or worker, not '$role'" ;;

@@ -61,7 +61,7 @@ for dtype in int32 float32; do
 {"dpdk": {"vdevs": ["net_af_packet0,iface=veth_w,qpairs=$threads"], "no_huge": true, "memory_mb": 256,
           "file_prefix": "dpa-veth-$id-$rank", "eal_args": ["--no-pci", "--log-level=lib.eal:error"],
           "ports": ["net_af_packet0"], "local_ip": "10.98.0.1", "local_port": $((6000 + 100 * rank)),
-          "mbufs": 2047}}
+          "mbufs": 2047, "rx_descriptors": 256, "tx_descriptors": 256}}
 JSON
     ip netns exec "$ns_workers" "$worker_bin" --host 10.98.0.2 --port 4242 --rank "$rank" --world "$world" \
       --threads "$threads" --transport-config "$work/rank$rank.json" --dtype "$dtype" --count 20000 --iterations 3 \

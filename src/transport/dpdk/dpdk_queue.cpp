@@ -150,6 +150,11 @@ void DpdkQueue::classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& d
     rte_pktmbuf_free(mbuf);
     return;
   }
+  if (!checksums_hold(*mbuf, *ip, *udp, udp_bytes)) {
+    ++counters_.rx_bad_checksum;
+    rte_pktmbuf_free(mbuf);
+    return;
+  }
   const std::uint16_t destination = rte_be_to_cpu_16(udp->dst_port);
   if (destination != static_cast<std::uint16_t>(port_->base_port + queue_)) {
     // Another queue's packet (no hardware steering on this port): hand it over without a lock.
@@ -172,6 +177,16 @@ void DpdkQueue::classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& d
       std::span(rte_pktmbuf_mtod_offset(mbuf, std::byte*, kFrameHeaderBytes), udp_bytes - kUdpBytes),
       Endpoint{source_ip, rte_be_to_cpu_16(udp->src_port)}, &held_[held_count_]};
   ++held_count_;
+}
+
+bool DpdkQueue::checksums_hold(const rte_mbuf& mbuf, const rte_ipv4_hdr& ip, const rte_udp_hdr& udp,
+                               std::uint16_t udp_bytes) {
+  // The NIC's verdict where it gave one (the port's RX checksum offload), else computed here.
+  const std::uint64_t ip_flags = mbuf.ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
+  const std::uint64_t udp_flags = mbuf.ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
+  if (ip_flags == RTE_MBUF_F_RX_IP_CKSUM_BAD || udp_flags == RTE_MBUF_F_RX_L4_CKSUM_BAD) return false;
+  const bool ip_holds = ip_flags == RTE_MBUF_F_RX_IP_CKSUM_GOOD || ipv4_checksum_holds(ip);
+  return ip_holds && (udp_flags == RTE_MBUF_F_RX_L4_CKSUM_GOOD || udp_checksum_holds(ip, udp, udp_bytes));
 }
 
 void DpdkQueue::answer_arp(const rte_arp_hdr& arp, std::uint8_t link) {
