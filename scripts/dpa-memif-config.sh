@@ -66,7 +66,7 @@ case "$role" in
             "dpdk": {$(cores_key)"vdevs": [$vdevs], "no_huge": true, "memory_mb": $memory_mb,
                      "file_prefix": "$prefix", "eal_args": ["--no-pci", "--log-level=lib.eal:error"],
                      "ports": [$ports], "local_ip": "$ip", "local_port": ${port:-4242}, "mtu": $mtu,
-                     "mbufs": $mbufs, "rx_descriptors": 256, "tx_descriptors": 256, "queues": $queues}},
+                     "mbufs": $mbufs, "rx_descriptors": 64, "tx_descriptors": 64, "queues": $queues}},
  "sessions": [{"id": 1, "world_size": $ranks, "payload": $payload, "pool_size": $pool_size}]}
 JSON
     ;;
@@ -80,7 +80,7 @@ JSON
           $(cores_key)"no_huge": true, "memory_mb": $memory_mb, "file_prefix": "$prefix",
           "eal_args": [$eal], "ports": ["net_memif0"],
           "local_ip": "$ip", "local_port": ${port:-5000}, "mtu": $mtu, "mbufs": $mbufs,
-          "rx_descriptors": 256, "tx_descriptors": 256}}
+          "rx_descriptors": 64, "tx_descriptors": 64}}
 JSON
     ;;
   *) dpa_usage_error "the first argument is switch or worker, not '$role'" ;;

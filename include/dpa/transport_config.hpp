@@ -67,6 +67,9 @@ struct DpdkTransportConfig {
   std::chrono::microseconds tx_flush{20};  // longest a partial TX burst waits
   bool flow_steering = true;          // steer by UDP port with rte_flow when the port can
   bool checksum_offload = true;       // use the NIC's IPv4/UDP checksum when it has one
+  // Received UDP checksums checked (IPv4 header checksums always are). Off for af_packet on a
+  // veth with a kernel sender on the same host: its TX offload leaves UDP checksums partial.
+  bool check_udp_checksum = true;
 
   // NIC byte rates sampled to a CSV file (DPA_DPDK_MONITOR*), by a thread of the device.
   bool monitor = false;

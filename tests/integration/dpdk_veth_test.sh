@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # DPDK workers (net_af_packet) against a socket dpa-switch across a veth pair between two network
 # namespaces this test creates, with loss injected on the workers: results must still be exact.
+# The switch's kernel leaves its UDP checksums partial on the veth (TX offload), which af_packet
+# passes on as they are: the workers check IPv4 header checksums only (dpdk.check_udp_checksum).
 # With several worker threads each rank's port has that many queue pairs, among which the kernel
 # spreads the received packets by a hash of their addresses (af_packet's fanout), not by thread:
 # the threads hand each other's replies on in software.
@@ -61,7 +63,7 @@ for dtype in int32 float32; do
 {"dpdk": {"vdevs": ["net_af_packet0,iface=veth_w,qpairs=$threads"], "no_huge": true, "memory_mb": 256,
           "file_prefix": "dpa-veth-$id-$rank", "eal_args": ["--no-pci", "--log-level=lib.eal:error"],
           "ports": ["net_af_packet0"], "local_ip": "10.98.0.1", "local_port": $((6000 + 100 * rank)),
-          "mbufs": 2047, "rx_descriptors": 256, "tx_descriptors": 256}}
+          "mbufs": 2047, "rx_descriptors": 256, "tx_descriptors": 256, "check_udp_checksum": false}}
 JSON
     ip netns exec "$ns_workers" "$worker_bin" --host 10.98.0.2 --port 4242 --rank "$rank" --world "$world" \
       --threads "$threads" --transport-config "$work/rank$rank.json" --dtype "$dtype" --count 20000 --iterations 3 \

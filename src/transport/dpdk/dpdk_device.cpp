@@ -229,6 +229,7 @@ class DpdkDevice final : public Device {
                                                        static_cast<double>(rte_get_tsc_hz()));
     state.max_payload = config.mtu - kIpv4Bytes - kUdpBytes;
     state.checksum_offload = config.checksum_offload;
+    state.check_udp_checksum = config.check_udp_checksum;
     state.chained_transmit = true;
     if (static_cast<std::uint32_t>(config.local_port) + queues - 1 > 65535) {
       throw ConfigError(fmt::format("dpdk.local_port {} + {} queues exceeds port 65535", config.local_port, queues));

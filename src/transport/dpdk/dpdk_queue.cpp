@@ -150,7 +150,7 @@ void DpdkQueue::classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& d
     rte_pktmbuf_free(mbuf);
     return;
   }
-  if (!checksums_hold(*mbuf, *ip, *udp, udp_bytes)) {
+  if (!checksums_hold(*mbuf, *ip, *udp, udp_bytes, port_->check_udp_checksum)) {
     ++counters_.rx_bad_checksum;
     rte_pktmbuf_free(mbuf);
     return;
@@ -180,13 +180,14 @@ void DpdkQueue::classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& d
 }
 
 bool DpdkQueue::checksums_hold(const rte_mbuf& mbuf, const rte_ipv4_hdr& ip, const rte_udp_hdr& udp,
-                               std::uint16_t udp_bytes) {
+                               std::uint16_t udp_bytes, bool check_udp) {
   // The NIC's verdict where it gave one (the port's RX checksum offload), else computed here.
   const std::uint64_t ip_flags = mbuf.ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
   const std::uint64_t udp_flags = mbuf.ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
   if (ip_flags == RTE_MBUF_F_RX_IP_CKSUM_BAD || udp_flags == RTE_MBUF_F_RX_L4_CKSUM_BAD) return false;
   const bool ip_holds = ip_flags == RTE_MBUF_F_RX_IP_CKSUM_GOOD || ipv4_checksum_holds(ip);
-  return ip_holds && (udp_flags == RTE_MBUF_F_RX_L4_CKSUM_GOOD || udp_checksum_holds(ip, udp, udp_bytes));
+  return ip_holds &&
+         (!check_udp || udp_flags == RTE_MBUF_F_RX_L4_CKSUM_GOOD || udp_checksum_holds(ip, udp, udp_bytes));
 }
 
 void DpdkQueue::answer_arp(const rte_arp_hdr& arp, std::uint8_t link) {

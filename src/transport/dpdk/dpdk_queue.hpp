@@ -62,10 +62,10 @@ class DpdkQueue final : public Queue {
   bool send_one(const TxBuffer& buffer, const Endpoint& to);
   // Sorts one received frame: ours (appended to `out`), another queue's, ARP, or not for us.
   void classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& delivered);
-  // The IPv4 and UDP checksums of a frame whose lengths were checked: by the NIC's flags, else
-  // computed.
+  // The IPv4 and (with `check_udp`) UDP checksums of a frame whose lengths were checked: by the
+  // NIC's flags, else computed.
   static bool checksums_hold(const rte_mbuf& mbuf, const rte_ipv4_hdr& ip, const rte_udp_hdr& udp,
-                             std::uint16_t udp_bytes);
+                             std::uint16_t udp_bytes, bool check_udp);
   void answer_arp(const rte_arp_hdr& arp, std::uint8_t link);
   void request_arp(std::uint32_t ip);
   // Takes one frame into the link's TX burst; false when it is full and the port takes none.

@@ -30,6 +30,7 @@ struct PortState {
   std::uint16_t burst = 32;
   std::uint64_t tx_flush_cycles = 0;
   bool checksum_offload = false;
+  bool check_udp_checksum = true;  // received UDP checksums checked (dpdk.check_udp_checksum)
   bool hardware_steering = false;  // rte_flow rules put each port's packets on its queue
   bool chained_transmit = false;   // the port sends chained mbufs (zero-copy multicast)
   NeighbourTable neighbours;
