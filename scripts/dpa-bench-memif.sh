@@ -68,8 +68,12 @@ trap 'exit 129' HUP
 set -m  # background jobs in process groups of their own, killed as a whole by cleanup
 
 config="$root/scripts/dpa-memif-config.sh"
+# The memif server needs as many queue pairs as a worker has threads (dpa-bench's --threads).
+worker_threads=1
+args=("$@")
+for ((i = 0; i + 1 < ${#args[@]}; ++i)); do [[ "${args[$i]}" == --threads ]] && worker_threads=${args[$((i + 1))]}; done
 "$config" switch --dir "$work" --ranks "$ranks" --prefix "$prefix-switch" --ip 10.96.0.100 --port 4242 \
-  --core "$switch_core" --mtu "$mtu" --mbufs 16383 --memory-mb 512 --payload "$payload" --pool-size 8192 \
+  --queues "$worker_threads" --core "$switch_core" --mtu "$mtu" --mbufs 16383 --memory-mb 512 --payload "$payload" --pool-size 8192 \
   ${bsize:+--bsize "$bsize"} >"$work/switch.json"
 # {rank} is replaced by dpa-bench for every rank.
 "$config" worker --dir "$work" --rank '{rank}' --prefix "$prefix-{rank}" --ip '10.96.1.{rank}' --port 5000 \

@@ -10,7 +10,8 @@
 # Options: --port UDP_PORT (4242 switch, 5000 worker), --core CORES (dpdk.cores), --mtu MTU,
 # --mbufs N, --memory-mb MB, --bsize BYTES (memif packet buffer size, default the PMD's 2048),
 # --zero-copy (worker: the memif client sends and receives in its own mbufs, no copy),
-# switch only: --payload P (256), --pool-size SLOTS (1024).
+# switch only: --payload P (256), --pool-size SLOTS (1024), --threads T (1), --queues Q (dpdk.queues:
+# memif queue pairs per port, at least the most threads a worker has; default 4 or T if more).
 # R may be a placeholder such as {rank} (dpa-bench replaces it per rank); the socket path and
 # file prefix follow it.
 # Exit status: 0, or 2 for a usage error.
@@ -21,7 +22,7 @@ dpa_help_or_version "$@"
 role=${1:-}
 shift || true
 dir="" ranks=1 rank="" prefix="" ip="" port="" cores="" mtu=1500 mbufs=4095 memory_mb=256 bsize="" zero_copy=0
-payload=256 pool_size=1024
+payload=256 pool_size=1024 threads=1 queues=""
 while (($#)); do
   case "$1" in
     --dir) dir=$(dpa_option_value "$@"); shift 2 ;;
@@ -38,11 +39,14 @@ while (($#)); do
     --zero-copy) zero_copy=1; shift ;;
     --payload) payload=$(dpa_option_value "$@"); shift 2 ;;
     --pool-size) pool_size=$(dpa_option_value "$@"); shift 2 ;;
+    --threads) threads=$(dpa_option_value "$@"); shift 2 ;;
+    --queues) queues=$(dpa_option_value "$@"); shift 2 ;;
     *) dpa_usage_error "unknown option '$1'" ;;
   esac
 done
 [[ -n "$dir" && -n "$prefix" && -n "$ip" ]] || dpa_usage_error "--dir, --prefix and --ip are required"
 
+# memif sizes its rings itself (rsize): the descriptor counts only size the pools' check.
 memif_args() {  # the devargs every memif port shares, after its role
   echo -n "id=0,socket-abstract=no,socket=$dir/rank$1.sock${bsize:+,bsize=$bsize}"
 }
@@ -50,17 +54,19 @@ cores_key() { [[ -n "$cores" ]] && echo -n "\"cores\": \"$cores\", "; true; }
 
 case "$role" in
   switch)
+    # The memif server refuses a client with more queue pairs than it has ("Invalid ring index").
+    queues=${queues:-$((threads > 4 ? threads : 4))}
     vdevs="" ports=""
     for ((r = 0; r < ranks; ++r)); do
       vdevs+="${vdevs:+, }\"net_memif$r,role=server,$(memif_args "$r")\""
       ports+="${ports:+, }\"net_memif$r\""
     done
     cat <<JSON
-{"switch": {"threads": 1,
+{"switch": {"threads": $threads,
             "dpdk": {$(cores_key)"vdevs": [$vdevs], "no_huge": true, "memory_mb": $memory_mb,
                      "file_prefix": "$prefix", "eal_args": ["--no-pci", "--log-level=lib.eal:error"],
                      "ports": [$ports], "local_ip": "$ip", "local_port": ${port:-4242}, "mtu": $mtu,
-                     "mbufs": $mbufs}},
+                     "mbufs": $mbufs, "rx_descriptors": 64, "tx_descriptors": 64, "queues": $queues}},
  "sessions": [{"id": 1, "world_size": $ranks, "payload": $payload, "pool_size": $pool_size}]}
 JSON
     ;;
@@ -73,7 +79,8 @@ JSON
 {"dpdk": {"vdevs": ["net_memif0,role=client,$(memif_args "$rank")$zc"],
           $(cores_key)"no_huge": true, "memory_mb": $memory_mb, "file_prefix": "$prefix",
           "eal_args": [$eal], "ports": ["net_memif0"],
-          "local_ip": "$ip", "local_port": ${port:-5000}, "mtu": $mtu, "mbufs": $mbufs}}
+          "local_ip": "$ip", "local_port": ${port:-5000}, "mtu": $mtu, "mbufs": $mbufs,
+          "rx_descriptors": 64, "tx_descriptors": 64}}
 JSON
     ;;
   *) dpa_usage_error "the first argument is switch or worker, not '$role'" ;;

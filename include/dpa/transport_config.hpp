@@ -54,6 +54,10 @@ struct DpdkTransportConfig {
   std::uint16_t local_port = 5000;    // queue q receives on UDP local_port + q
   std::vector<DpdkNeighbour> neighbours;  // static ARP entries; others are resolved by ARP
   std::uint32_t mtu = 1500;           // IPv4 MTU; payloads up to mtu - 28 bytes
+  // RX/TX queue pairs per port; 0: one per thread. More than threads: thread t also polls RX
+  // queues t + threads, t + 2 * threads... (a memif server needs at least as many queue pairs
+  // as its client with the most threads, or refuses the connection).
+  std::uint16_t queues = 0;
 
   // Rings and batching.
   std::uint16_t rx_descriptors = 1024;
@@ -63,6 +67,9 @@ struct DpdkTransportConfig {
   std::chrono::microseconds tx_flush{20};  // longest a partial TX burst waits
   bool flow_steering = true;          // steer by UDP port with rte_flow when the port can
   bool checksum_offload = true;       // use the NIC's IPv4/UDP checksum when it has one
+  // Received UDP checksums checked (IPv4 header checksums always are). Off for af_packet on a
+  // veth with a kernel sender on the same host: its TX offload leaves UDP checksums partial.
+  bool check_udp_checksum = true;
 
   // NIC byte rates sampled to a CSV file (DPA_DPDK_MONITOR*), by a thread of the device.
   bool monitor = false;

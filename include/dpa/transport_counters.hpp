@@ -16,6 +16,7 @@ struct TransportCounters {
   std::uint64_t tx_bursts = 0;       // DPDK: rte_eth_tx_burst calls that sent (tx_packets / tx_bursts: burst fill)
   std::uint64_t tx_unresolved = 0;   // DPDK: no MAC known for the destination yet (ARP sent)
   std::uint64_t rx_dispatched = 0;   // DPDK: handed to another queue by destination port
+  std::uint64_t rx_bad_checksum = 0; // DPDK: IPv4 or UDP checksum wrong (NIC's verdict or computed); dropped
   // Time spent waiting with nothing to do: DPDK poll steps that found nothing, sockets blocked in
   // ppoll. A polling thread's busy time is its running time less this.
   std::uint64_t idle_ns = 0;

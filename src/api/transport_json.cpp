@@ -73,6 +73,7 @@ const FieldReaders<DpdkTransportConfig>& dpdk_readers() {
          }
        }},
       {"mtu", reader_for(&C::mtu)},
+      {"queues", reader_for(&C::queues)},
       {"rx_descriptors", reader_for(&C::rx_descriptors)},
       {"tx_descriptors", reader_for(&C::tx_descriptors)},
       {"mbufs", reader_for(&C::mbufs)},
@@ -80,6 +81,7 @@ const FieldReaders<DpdkTransportConfig>& dpdk_readers() {
       {"tx_flush_us", reader_for(&C::tx_flush)},
       {"flow_steering", reader_for(&C::flow_steering)},
       {"checksum_offload", reader_for(&C::checksum_offload)},
+      {"check_udp_checksum", reader_for(&C::check_udp_checksum)},
       {"monitor", reader_for(&C::monitor)},
       {"monitor_interval_us", reader_for(&C::monitor_interval)},
       {"monitor_output", reader_for(&C::monitor_output)},

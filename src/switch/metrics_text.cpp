@@ -34,6 +34,8 @@ constexpr std::array kTransportFields{
                    "DPDK: packets for a destination whose MAC address was not known yet"},
     TransportField{"rx_dispatched", &TransportCounters::rx_dispatched,
                    "DPDK: packets handed to another queue by destination port"},
+    TransportField{"rx_bad_checksum", &TransportCounters::rx_bad_checksum,
+                   "DPDK: frames dropped for a wrong IPv4 or UDP checksum"},
     TransportField{"idle_ns", &TransportCounters::idle_ns,
                    "Time spent waiting with nothing to do (blocked, or polls that found nothing)"},
     TransportField{"injected_drops", &TransportCounters::injected_drops, "Fault injection: packets dropped"},

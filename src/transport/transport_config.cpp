@@ -56,6 +56,7 @@ void DpdkTransportConfig::validate(const std::string& section) const {
     }
   }
   if (mtu < 576 || mtu > 9600) reject(section, "mtu", fmt::format("{} outside 576..9600", mtu));
+  if (queues > 1024) reject(section, "queues", fmt::format("{} outside 0..1024 (0: one per thread)", queues));
   if (rx_descriptors < 32 || tx_descriptors < 32) {
     reject(section, rx_descriptors < 32 ? "rx_descriptors" : "tx_descriptors", "must be at least 32");
   }

@@ -12,6 +12,7 @@ constexpr std::array kFields{
     &TransportCounters::rx_packets,     &TransportCounters::tx_packets,          &TransportCounters::tx_errors,
     &TransportCounters::rx_dropped,     &TransportCounters::rx_syscalls,         &TransportCounters::tx_syscalls,
     &TransportCounters::tx_bursts,      &TransportCounters::tx_unresolved,       &TransportCounters::rx_dispatched,
+    &TransportCounters::rx_bad_checksum,
     &TransportCounters::idle_ns,        &TransportCounters::injected_drops,      &TransportCounters::injected_duplicates,
     &TransportCounters::injected_reorders, &TransportCounters::injected_delays,
 };

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Workers and dpa-switch all on DPDK, over net_memif (--no-huge): the switch has one memif port
 # per rank (server), each rank one memif port (client). int32 results must be exact and fp32
-# results within the quantisation bound (dpa-test-worker checks both).
+# results within the quantisation bound (dpa-test-worker checks both). With several worker threads
+# every rank's memif port has that many queue pairs and the one-thread switch replies on its
+# queue 0 only: the workers' threads hand each other's replies on in software.
 #
-#   dpdk_memif_test.sh <dpa-switch> <dpa-test-worker> <world size>
+#   dpdk_memif_test.sh <dpa-switch> <dpa-test-worker> <world size> [worker threads]
 #
 # Every DPDK process has its own --file-prefix; processes, sockets and DPDK runtime directories
 # are removed on every exit path.
@@ -11,6 +13,7 @@ set -euo pipefail
 switch_bin=$1
 worker_bin=$2
 world=${3:-2}
+threads=${4:-1}
 
 # Runtime and work directories of earlier runs killed outright (a SIGKILL on timeout runs no trap)
 # carry the dead script's PID.
@@ -31,7 +34,7 @@ trap cleanup EXIT
 
 config="$(dirname "${BASH_SOURCE[0]}")/../../scripts/dpa-memif-config.sh"
 "$config" switch --dir "$work" --ranks "$world" --prefix "dpa-memif-$id-switch" --ip 10.97.0.100 --port 4242 \
-  --memory-mb 256 --mbufs 4095 --payload 256 --pool-size 1024 >"$work/switch.json"
+  --memory-mb 256 --mbufs 4095 --payload 256 --pool-size 1024 --queues "$threads" >"$work/switch.json"
 
 # One round: a fresh switch, the ranks run and then hold their (idle) contexts while the switch
 # stops, and only then exit. The memif PMD unmaps a connection's rings in its control thread when
@@ -52,7 +55,7 @@ run_round() {
     "$config" worker --dir "$work" --rank "$rank" --prefix "dpa-memif-$id-$rank" --ip "10.97.0.$((rank + 1))" \
       --port 5000 --memory-mb 128 --mbufs 2047 >"$work/rank$rank.json"
     mkfifo "$work/hold$rank.$dtype"
-    "$worker_bin" --host 10.97.0.100 --port 4242 --rank "$rank" --world "$world" --hold \
+    "$worker_bin" --host 10.97.0.100 --port 4242 --rank "$rank" --world "$world" --threads "$threads" --hold \
       --transport-config "$work/rank$rank.json" --dtype "$dtype" --count 30000 --iterations 3 \
       --timeout-ms 30000 --join-timeout-ms 30000 <"$work/hold$rank.$dtype" >"$work/rank$rank.$dtype.log" 2>&1 &
     worker_pids+=($!)
@@ -85,4 +88,4 @@ run_round int32 || status=1
 run_round float32 || status=1
 ((status == 0)) || exit 1
 grep -h '"iteration"' "$work"/rank*.log
-echo "PASS: $world workers and dpa-switch over net_memif, int32 exact and fp32 within bound"
+echo "PASS: $world workers of $threads threads and dpa-switch over net_memif, int32 exact and fp32 within bound"

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # DPDK workers (net_af_packet) against a socket dpa-switch across a veth pair between two network
 # namespaces this test creates, with loss injected on the workers: results must still be exact.
+# The switch's kernel leaves its UDP checksums partial on the veth (TX offload), which af_packet
+# passes on as they are: the workers check IPv4 header checksums only (dpdk.check_udp_checksum).
+# With several worker threads each rank's port has that many queue pairs, among which the kernel
+# spreads the received packets by a hash of their addresses (af_packet's fanout), not by thread:
+# the threads hand each other's replies on in software.
 #
-#   dpdk_veth_test.sh <dpa-switch> <dpa-test-worker> <world size>
+#   dpdk_veth_test.sh <dpa-switch> <dpa-test-worker> <world size> [worker threads]
 #
 # Exit 77 (skipped) without root or without the tools; everything it creates (namespaces, DPDK
 # runtime directories, processes, files) is removed on every exit path.
@@ -10,6 +15,7 @@ set -euo pipefail
 switch_bin=$1
 worker_bin=$2
 world=${3:-2}
+threads=${4:-1}
 
 if ((EUID != 0)); then echo "SKIP: network namespaces need root"; exit 77; fi
 command -v ip >/dev/null || { echo "SKIP: iproute2 (ip) is not installed"; exit 77; }
@@ -54,13 +60,13 @@ for dtype in int32 float32; do
   worker_pids=()
   for ((rank = 0; rank < world; ++rank)); do
     cat >"$work/rank$rank.json" <<JSON
-{"dpdk": {"vdevs": ["net_af_packet0,iface=veth_w,qpairs=1"], "no_huge": true, "memory_mb": 256,
+{"dpdk": {"vdevs": ["net_af_packet0,iface=veth_w,qpairs=$threads"], "no_huge": true, "memory_mb": 256,
           "file_prefix": "dpa-veth-$id-$rank", "eal_args": ["--no-pci", "--log-level=lib.eal:error"],
           "ports": ["net_af_packet0"], "local_ip": "10.98.0.1", "local_port": $((6000 + 100 * rank)),
-          "mbufs": 2047}}
+          "mbufs": 2047, "rx_descriptors": 256, "tx_descriptors": 256, "check_udp_checksum": false}}
 JSON
     ip netns exec "$ns_workers" "$worker_bin" --host 10.98.0.2 --port 4242 --rank "$rank" --world "$world" \
-      --transport-config "$work/rank$rank.json" --dtype "$dtype" --count 20000 --iterations 3 \
+      --threads "$threads" --transport-config "$work/rank$rank.json" --dtype "$dtype" --count 20000 --iterations 3 \
       --drop 0.01 --seed $((rank + 1)) --rto-us 2000 --timeout-ms 20000 --join-timeout-ms 20000 \
       >"$work/rank$rank.$dtype.log" 2>&1 &
     worker_pids+=($!)
@@ -74,5 +80,5 @@ JSON
   done
 done
 cat "$work"/rank*.log | grep '"iteration"' || true
-((status == 0)) && echo "PASS: $world DPDK (af_packet) workers, socket switch, int32 exact and fp32 within bound"
+((status == 0)) && echo "PASS: $world DPDK (af_packet) workers of $threads threads, socket switch, int32 exact and fp32 within bound"
 exit $status

@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
     config.local_ip = "10.99.0.2";
     config.local_port = 7000;
     config.mbufs = 2047;
+    config.rx_descriptors = 256;  // memif sizes its rings itself
+    config.tx_descriptors = 256;
     config.neighbours = {{"10.99.0.1", "02:00:00:00:00:01"}};
     const auto queues = static_cast<std::size_t>(std::stoul(argv[3]));
     auto device = dpa::transport::open_device(config, queues);

@@ -1,17 +1,21 @@
 #include "transport/dpdk/dpdk_device.hpp"
 
 #include <arpa/inet.h>
+#include <unistd.h>
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "api/logging.hpp"
 #include "dpa/error.hpp"
 #include "transport/dpdk/dpdk_queue.hpp"
 #include "transport/dpdk/eal.hpp"
@@ -23,6 +27,61 @@ namespace {
 
 constexpr unsigned kPoolCache = 256;
 constexpr unsigned kInboxSize = 4096;
+
+unsigned pool_cache(const DpdkTransportConfig& config) { return std::min(kPoolCache, config.mbufs / 4); }
+
+// A queue's pool fills its RX queues on every port (RX descriptors hold mbufs), its sent
+// packets wait in its TX queue of every port until the NIC is done, a per-core cache keeps some,
+// and the queue holds a received burst and a burst being built: fewer mbufs than that and the
+// port stops receiving once the rings are full, with no error anywhere.
+void check_pool_size(const DpdkTransportConfig& config, std::size_t ports, std::uint16_t rx_queues_per_thread) {
+  const std::uint64_t needed = ports * (std::uint64_t{rx_queues_per_thread} * config.rx_descriptors +
+                                        config.tx_descriptors) +
+                               pool_cache(config) + 2u * config.burst;
+  if (config.mbufs < needed) {
+    throw ConfigError(fmt::format(
+        "dpdk.mbufs {} is too few for {} port(s) x ({} RX queue(s) per thread x dpdk.rx_descriptors {} + "
+        "dpdk.tx_descriptors {}) + a cache of {} + 2 x dpdk.burst {} = {}: raise dpdk.mbufs, or lower the "
+        "descriptors (virtual devices such as net_memif and net_af_packet size their rings themselves)",
+        config.mbufs, ports, rx_queues_per_thread, config.rx_descriptors, config.tx_descriptors, pool_cache(config),
+        config.burst, needed));
+  }
+}
+
+// Why a port that would not start may have failed, for the drivers whose reasons are known.
+std::string start_failure_hint(std::uint16_t port_id, std::string_view driver, const DpdkTransportConfig& config) {
+  if (driver != "net_memif") return "";
+  char name[RTE_ETH_NAME_MAX_LEN]{};
+  rte_eth_dev_get_name_by_port(port_id, name);
+  std::string devargs;
+  for (const std::string& vdev : config.vdevs) {
+    if (vdev.starts_with(fmt::format("{},", name))) devargs = vdev;
+  }
+  const auto value_of = [&](std::string_view key) -> std::string {
+    const std::string field = fmt::format(",{}=", key);
+    const std::size_t at = devargs.find(field);
+    if (at == std::string::npos) return "";
+    const std::size_t start = at + field.size();
+    return devargs.substr(start, devargs.find(',', start) - start);
+  };
+  const std::string role = value_of("role").empty() ? "server" : value_of("role");
+  const std::string socket = value_of("socket").empty() ? "/run/memif.sock" : value_of("socket");
+  const bool abstract = value_of("socket-abstract") != "no";
+  if (role != "client") {
+    return fmt::format(" (memif server on socket {}{}: is its directory there and writable, and no other server "
+                       "listening on it?)",
+                       socket, abstract ? ", abstract" : "");
+  }
+  std::string why;
+  if (!abstract && ::access(socket.c_str(), F_OK) != 0) {
+    why = "the socket does not exist: start the server side (dpa-switch) first";
+  } else if (!abstract && ::access(socket.c_str(), R_OK | W_OK) != 0) {
+    why = fmt::format("no permission to connect to it ({})", std::strerror(errno));
+  } else {
+    why = "no memif server accepts it: is the server side (dpa-switch) running, with role=server on this socket?";
+  }
+  return fmt::format(" (memif client of socket {}{}: {})", socket, abstract ? ", abstract" : "", why);
+}
 
 std::uint32_t parse_ipv4(const std::string& text) {
   in_addr address{};
@@ -81,7 +140,7 @@ rte_mempool* queue_pool(std::uint16_t port_id, std::uint16_t queue, const DpdkTr
   // At least DPDK's default room: some drivers (af_packet) size their frames by it.
   const auto data_room = static_cast<std::uint16_t>(
       std::max<std::uint32_t>(RTE_MBUF_DEFAULT_BUF_SIZE, RTE_PKTMBUF_HEADROOM + kEthernetBytes + config.mtu));
-  const unsigned cache = std::min(kPoolCache, config.mbufs / 4);
+  const unsigned cache = pool_cache(config);
   const int socket = rte_eth_dev_socket_id(port_id);
   // Last in, first out behind the per-core caches: mbufs cross cores one way (a switch allocates
   // replies, the worker frees them), so each passes through the pool's common store, and a
@@ -164,11 +223,13 @@ class DpdkDevice final : public Device {
     state.local_ip = parse_ipv4(config.local_ip);
     state.base_port = config.local_port;
     state.queues = queues;
+    state.port_queues = std::max<std::uint16_t>(queues, config.queues);
     state.burst = config.burst;
     state.tx_flush_cycles = static_cast<std::uint64_t>(static_cast<double>(config.tx_flush.count()) * 1e-6 *
                                                        static_cast<double>(rte_get_tsc_hz()));
     state.max_payload = config.mtu - kIpv4Bytes - kUdpBytes;
     state.checksum_offload = config.checksum_offload;
+    state.check_udp_checksum = config.check_udp_checksum;
     state.chained_transmit = true;
     if (static_cast<std::uint32_t>(config.local_port) + queues - 1 > 65535) {
       throw ConfigError(fmt::format("dpdk.local_port {} + {} queues exceeds port 65535", config.local_port, queues));
@@ -182,9 +243,10 @@ class DpdkDevice final : public Device {
         throw Error(fmt::format("dpdk.ports: port {} has no device information: {}", port_ids[i], rte_strerror(-status)));
       }
       const char* driver = info.driver_name != nullptr ? info.driver_name : "?";
-      if (info.max_rx_queues < queues || info.max_tx_queues < queues) {
-        throw ConfigError(fmt::format("dpdk.ports: port {} ({}) has {} RX and {} TX queues; {} requested (one per thread)",
-                                      port_ids[i], driver, info.max_rx_queues, info.max_tx_queues, queues));
+      if (info.max_rx_queues < state.port_queues || info.max_tx_queues < state.port_queues) {
+        throw ConfigError(fmt::format("dpdk.ports: port {} ({}) has {} RX and {} TX queues; {} requested (one per "
+                                      "thread, or dpdk.queues)",
+                                      port_ids[i], driver, info.max_rx_queues, info.max_tx_queues, state.port_queues));
       }
       state.checksum_offload = state.checksum_offload && (info.tx_offload_capa & kChecksums) == kChecksums;
       // net_ring hands mbufs over by pointer, so chains arrive intact without the capability bit.
@@ -199,12 +261,13 @@ class DpdkDevice final : public Device {
       rte_eth_dev_get_name_by_port(port_ids[i], port_name);
       name_ += fmt::format("{}{} ({})", name_.empty() ? "dpdk " : ", ", port_name, driver);
     }
+    check_pool_size(config, port_ids.size(), static_cast<std::uint16_t>((state.port_queues + queues - 1) / queues));
     for (std::uint16_t queue = 0; queue < queues; ++queue) {
       pools_.push_back(queue_pool(port_ids[0], queue, config));
       state.inboxes.push_back(queue_inbox(port_ids[0], queue));
     }
     for (std::size_t i = 0; i < port_ids.size(); ++i) {
-      const std::uint64_t mac = start_port(port_ids[i], infos[i], config, queues);
+      const std::uint64_t mac = start_port(port_ids[i], infos[i], config, state.port_queues);
       state.link_of_port[port_ids[i]] = static_cast<std::int16_t>(i);
       state.links.push_back(PortState::Link{port_ids[i], mac});
     }
@@ -219,9 +282,11 @@ class DpdkDevice final : public Device {
       }
       state.hardware_steering = all_steered;
     }
+    state.shared_polling = queues > 1;
+    state.rx_claims = std::make_unique<PortState::RxClaim[]>(state.links.size() * state.port_queues);
     drain_receive_queues();
     if (config.monitor) {
-      monitor_ = std::make_unique<NicMonitor>(state.links[0].port_id, config.monitor_interval, config.monitor_output);
+      monitor_ = std::make_unique<NicMonitor>(port_ids, config.monitor_interval, config.monitor_output);
     }
   }
 
@@ -260,13 +325,17 @@ class DpdkDevice final : public Device {
   }
 
  private:
-  // Configures, sets up and starts one port with `queues` queue pairs; returns its MAC.
+  // Configures, sets up and starts one port with `queues` queue pairs (RX queue q fills from
+  // the pool of thread q % threads); returns its MAC.
   std::uint64_t start_port(std::uint16_t port_id, const rte_eth_dev_info& info, const DpdkTransportConfig& config,
                            std::uint16_t queues) {
     const char* driver = info.driver_name != nullptr ? info.driver_name : "?";
     rte_eth_conf conf{};
     if (state_->checksum_offload) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
     if ((info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+    // Received checksums checked by the NIC where it can (the mbuf's flags carry its verdict);
+    // the queues compute those it leaves unknown.
+    conf.rxmode.offloads |= info.rx_offload_capa & (RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM);
     int configured = rte_eth_dev_configure(port_id, queues, queues, &conf);
     if (configured == -EBUSY) {  // still started by an earlier device of this process
       rte_eth_dev_stop(port_id);
@@ -283,7 +352,8 @@ class DpdkDevice final : public Device {
     for (std::uint16_t queue = 0; queue < queues; ++queue) {
       rte_eth_txconf txconf = info.default_txconf;
       txconf.offloads = conf.txmode.offloads;
-      if (const int status = rte_eth_rx_queue_setup(port_id, queue, rx_descriptors, socket, nullptr, pools_[queue]);
+      if (const int status = rte_eth_rx_queue_setup(port_id, queue, rx_descriptors, socket, nullptr,
+                                                         pools_[queue % pools_.size()]);
           status != 0) {
         throw Error(fmt::format("dpdk.rx_descriptors: port {} RX queue {} setup: {}", port_id, queue, rte_strerror(-status)));
       }
@@ -291,9 +361,19 @@ class DpdkDevice final : public Device {
         throw Error(fmt::format("dpdk.tx_descriptors: port {} TX queue {} setup: {}", port_id, queue, rte_strerror(-status)));
       }
     }
-    rte_eth_dev_set_mtu(port_id, static_cast<std::uint16_t>(config.mtu));  // vdevs may not support it
+    // Virtual devices often cannot set an MTU (-ENOTSUP) and carry any frame anyway; a NIC that
+    // refuses it drops the larger frames, which the user must hear about.
+    if (const int status = rte_eth_dev_set_mtu(port_id, static_cast<std::uint16_t>(config.mtu));
+        status != 0 && status != -ENOTSUP) {
+      throw Error(fmt::format("dpdk.mtu: port {} ({}) refuses MTU {}: {} (its range: {}..{})", port_id, driver,
+                              config.mtu, rte_strerror(-status), info.min_mtu, info.max_mtu));
+    } else if (status == -ENOTSUP) {
+      detail::log().debug("dpdk: port {} ({}) cannot set its MTU; frames up to dpdk.mtu {} are sent as they are", port_id,
+                  driver, config.mtu);
+    }
     if (const int status = rte_eth_dev_start(port_id); status != 0) {
-      throw Error(fmt::format("dpdk.ports: port {} ({}): start: {}", port_id, driver, rte_strerror(-status)));
+      throw Error(fmt::format("dpdk.ports: port {} ({}): start: {}{}", port_id, driver, rte_strerror(-status),
+                              start_failure_hint(port_id, driver, config)));
     }
     rte_ether_addr mac{};
     rte_eth_macaddr_get(port_id, &mac);
@@ -304,7 +384,7 @@ class DpdkDevice final : public Device {
   void drain_receive_queues() {
     std::array<rte_mbuf*, 64> stale{};
     for (const PortState::Link& link : state_->links) {
-      for (std::uint16_t queue = 0; queue < state_->queues; ++queue) {
+      for (std::uint16_t queue = 0; queue < state_->port_queues; ++queue) {
         while (const std::uint16_t n = rte_eth_rx_burst(link.port_id, queue, stale.data(), stale.size())) {
           rte_pktmbuf_free_bulk(stale.data(), n);
         }

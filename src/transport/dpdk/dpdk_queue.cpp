@@ -23,7 +23,22 @@ std::byte* frame_of(rte_mbuf* mbuf) { return rte_pktmbuf_mtod(mbuf, std::byte*);
 }  // namespace
 
 DpdkQueue::DpdkQueue(std::shared_ptr<PortState> port, std::uint16_t queue, rte_mempool* pool)
-    : port_(std::move(port)), queue_(queue), pool_(pool), tx_(port_->links.size()) {}
+    : port_(std::move(port)), queue_(queue), pool_(pool), tx_(port_->links.size()) {
+  const bool shared = port_->shared_polling;
+  for (std::size_t link = 0; link < port_->links.size(); ++link) {
+    const std::uint16_t port_id = port_->links[link].port_id;
+    for (std::uint16_t rx_queue = 0; rx_queue < port_->port_queues; ++rx_queue) {
+      PortState::RxClaim* claim = shared ? &port_->claim_of(link, rx_queue) : nullptr;
+      if (rx_queue % port_->queues == queue_) {
+        own_rx_.push_back(RxSource{port_id, rx_queue, claim});
+      } else if (shared && (!port_->hardware_steering || rx_queue == 0)) {
+        // With rte_flow rules only RX queue 0 (where frames no rule matches land: ARP) needs
+        // others' polls.
+        others_rx_.push_back(RxSource{port_id, rx_queue, claim});
+      }
+    }
+  }
+}
 
 DpdkQueue::~DpdkQueue() {
   flush();
@@ -53,7 +68,6 @@ std::size_t DpdkQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds
   const std::uint64_t start = rte_rdtsc();
   const std::uint64_t wait = timeout.count() > 0 ? cycles_for(timeout) : 0;
   std::size_t delivered = 0;
-  const std::size_t links = port_->links.size();
   // One clock reading per poll step serves the flush timers, the bursts begun in this step, the
   // timeout and the idle time: a step that received nothing is idle from its start (or from the
   // end of the flush it did) to the next step.
@@ -66,11 +80,15 @@ std::size_t DpdkQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds
     // Packets other queues received for this one first: they have waited longest.
     std::size_t taken = rte_ring_sc_dequeue_burst(port_->inboxes[queue_], reinterpret_cast<void**>(rx_.data()),
                                                   static_cast<unsigned>(capacity), nullptr);
-    for (std::size_t i = 0; i < links && taken < capacity; ++i) {
-      const PortState::Link& link = port_->links[(next_link_ + i) % links];
-      taken += rte_eth_rx_burst(link.port_id, queue_, rx_.data() + taken, static_cast<std::uint16_t>(capacity - taken));
+    const std::size_t own = own_rx_.size();
+    for (std::size_t i = 0; i < own && taken < capacity; ++i) taken = poll(own_rx_[(next_own_ + i) % own], taken, capacity);
+    next_own_ = (next_own_ + 1) % own;  // no port starves the others when bursts are full
+    // Another thread's RX queue, in case its thread is not polling: what lands there for this
+    // thread (or any other) must not wait for that thread's next operation.
+    if (!others_rx_.empty() && taken < capacity) {
+      taken = poll(others_rx_[next_other_], taken, capacity);
+      next_other_ = (next_other_ + 1) % others_rx_.size();
     }
-    next_link_ = (next_link_ + 1) % links;  // no port starves the others when bursts are full
     // Nothing came in: no more work to batch with right now, so what is queued leaves. While
     // packets keep coming, bursts build up until full or due.
     if (taken == 0) {
@@ -92,6 +110,14 @@ std::size_t DpdkQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds
   if (idle_from != 0) idle_cycles_ += rte_rdtsc() - idle_from;
   counters_.rx_packets += delivered;
   return delivered;
+}
+
+std::size_t DpdkQueue::poll(const RxSource& source, std::size_t taken, std::size_t capacity) {
+  if (source.claim != nullptr && !source.claim->try_take()) return taken;  // another thread polls it now
+  taken += rte_eth_rx_burst(source.port_id, source.rx_queue, rx_.data() + taken,
+                            static_cast<std::uint16_t>(capacity - taken));
+  if (source.claim != nullptr) source.claim->give_back();
+  return taken;
 }
 
 void DpdkQueue::classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& delivered) {
@@ -124,6 +150,11 @@ void DpdkQueue::classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& d
     rte_pktmbuf_free(mbuf);
     return;
   }
+  if (!checksums_hold(*mbuf, *ip, *udp, udp_bytes, port_->check_udp_checksum)) {
+    ++counters_.rx_bad_checksum;
+    rte_pktmbuf_free(mbuf);
+    return;
+  }
   const std::uint16_t destination = rte_be_to_cpu_16(udp->dst_port);
   if (destination != static_cast<std::uint16_t>(port_->base_port + queue_)) {
     // Another queue's packet (no hardware steering on this port): hand it over without a lock.
@@ -146,6 +177,17 @@ void DpdkQueue::classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& d
       std::span(rte_pktmbuf_mtod_offset(mbuf, std::byte*, kFrameHeaderBytes), udp_bytes - kUdpBytes),
       Endpoint{source_ip, rte_be_to_cpu_16(udp->src_port)}, &held_[held_count_]};
   ++held_count_;
+}
+
+bool DpdkQueue::checksums_hold(const rte_mbuf& mbuf, const rte_ipv4_hdr& ip, const rte_udp_hdr& udp,
+                               std::uint16_t udp_bytes, bool check_udp) {
+  // The NIC's verdict where it gave one (the port's RX checksum offload), else computed here.
+  const std::uint64_t ip_flags = mbuf.ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
+  const std::uint64_t udp_flags = mbuf.ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
+  if (ip_flags == RTE_MBUF_F_RX_IP_CKSUM_BAD || udp_flags == RTE_MBUF_F_RX_L4_CKSUM_BAD) return false;
+  const bool ip_holds = ip_flags == RTE_MBUF_F_RX_IP_CKSUM_GOOD || ipv4_checksum_holds(ip);
+  return ip_holds &&
+         (!check_udp || udp_flags == RTE_MBUF_F_RX_L4_CKSUM_GOOD || udp_checksum_holds(ip, udp, udp_bytes));
 }
 
 void DpdkQueue::answer_arp(const rte_arp_hdr& arp, std::uint8_t link) {

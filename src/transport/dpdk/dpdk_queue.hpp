@@ -62,6 +62,10 @@ class DpdkQueue final : public Queue {
   bool send_one(const TxBuffer& buffer, const Endpoint& to);
   // Sorts one received frame: ours (appended to `out`), another queue's, ARP, or not for us.
   void classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& delivered);
+  // The IPv4 and (with `check_udp`) UDP checksums of a frame whose lengths were checked: by the
+  // NIC's flags, else computed.
+  static bool checksums_hold(const rte_mbuf& mbuf, const rte_ipv4_hdr& ip, const rte_udp_hdr& udp,
+                             std::uint16_t udp_bytes, bool check_udp);
   void answer_arp(const rte_arp_hdr& arp, std::uint8_t link);
   void request_arp(std::uint32_t ip);
   // Takes one frame into the link's TX burst; false when it is full and the port takes none.
@@ -92,8 +96,21 @@ class DpdkQueue final : public Queue {
   // the pool: most packets then skip a mempool put and get (last in, first out: still in cache).
   std::array<rte_mbuf*, kMaxBurst> recycled_{};
   std::size_t recycled_count_ = 0;
+  // One RX queue of one port that this queue polls: its own (every port's RX queues that no
+  // thread of its own polls first), or, with shared polling, another thread's.
+  struct RxSource {
+    std::uint16_t port_id = 0;
+    std::uint16_t rx_queue = 0;
+    PortState::RxClaim* claim = nullptr;  // null: polled by this queue alone
+  };
+  // Polls one source into rx_[taken..capacity); returns how many it received.
+  std::size_t poll(const RxSource& source, std::size_t taken, std::size_t capacity);
+
   std::vector<TxBurst> tx_;  // one per link
-  std::size_t next_link_ = 0;  // RX polls the links in turn, starting here
+  std::vector<RxSource> own_rx_;
+  std::vector<RxSource> others_rx_;  // polled one per poll step, in turn
+  std::size_t next_own_ = 0;    // RX polls its sources in turn, starting here
+  std::size_t next_other_ = 0;
   std::uint64_t last_arp_request_ = 0;
   std::uint64_t poll_step_tsc_ = 0;  // TSC read at the start of the latest poll step
   std::array<CachedHeader, kHeaderCacheSize> headers_{};

@@ -73,6 +73,21 @@ inline void write_frame_header(std::byte* frame, const FrameAddresses& to, std::
   }
 }
 
+// Whether a received frame's IPv4 header checksum and UDP checksum (0: none, valid for IPv4) hold,
+// computed here: for ports whose driver does not check them (the mbuf's flags say unknown).
+// `udp_bytes` is the UDP length, already checked against the frame.
+inline bool ipv4_checksum_holds(const rte_ipv4_hdr& ip) { return rte_raw_cksum(&ip, kIpv4Bytes) == 0xffff; }
+
+inline bool udp_checksum_holds(const rte_ipv4_hdr& ip, const rte_udp_hdr& udp, std::uint16_t udp_bytes) {
+  if (udp.dgram_cksum == 0) return true;
+  // One's-complement sum over the pseudo-header, the UDP header (checksum included) and the
+  // payload: all ones when it holds.
+  std::uint32_t sum = std::uint32_t{rte_ipv4_phdr_cksum(&ip, 0)} + rte_raw_cksum(&udp, udp_bytes);
+  sum = (sum & 0xffff) + (sum >> 16);
+  sum = (sum & 0xffff) + (sum >> 16);
+  return sum == 0xffff;
+}
+
 // Marks an mbuf whose first segment starts with the frame header for the NIC's checksums.
 inline void request_checksum_offload(rte_mbuf* mbuf) {
   mbuf->l2_len = kEthernetBytes;
