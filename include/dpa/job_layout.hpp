@@ -15,9 +15,13 @@ namespace dpa {
 
 // Header bytes in front of a packet's payload on an IPv4 path: IPv4 (20), UDP (8), dpa (48).
 inline constexpr std::uint32_t kPacketOverheadBytes = 20 + 8 + 48;
-// Values per packet that a path of `mtu` bytes carries unfragmented: 356 at MTU 1500.
-[[nodiscard]] constexpr std::uint32_t payload_for_mtu(std::uint32_t mtu) {
-  return mtu > kPacketOverheadBytes + 4 ? (mtu - kPacketOverheadBytes) / 4 : 1;
+// The tag after the payload of an authenticated session's packets (protocol.md §6.6).
+inline constexpr std::uint32_t kAuthTagBytes = 8;
+// Values per packet that a path of `mtu` bytes carries unfragmented: 356 at MTU 1500, 354 in an
+// authenticated session.
+[[nodiscard]] constexpr std::uint32_t payload_for_mtu(std::uint32_t mtu, bool authenticated = false) {
+  const std::uint32_t overhead = kPacketOverheadBytes + (authenticated ? kAuthTagBytes : 0);
+  return mtu > overhead + 4 ? (mtu - overhead) / 4 : 1;
 }
 
 // What one rank tells the others about where it runs.
@@ -42,8 +46,9 @@ struct RankPlacement {
   // usually rank 0's): the route to it gives the path MTU. Empty, or no route to it: a
   // conservative MTU of 1500.
   // `shm_directory`: the shared-memory directory this rank would use (DPA_SHM_DIR or /dev/shm).
+  // `authenticated`: the job's packets carry a tag (protocol.md §6.6), which max_payload leaves room for.
   static RankPlacement probe(const Config& config, const std::string& toward,
-                             const std::string& shm_directory);
+                             const std::string& shm_directory, bool authenticated = false);
   [[nodiscard]] bool same_host(const RankPlacement& other) const { return host_key == other.host_key; }
 
   // One line; the hostname last (it holds no space). from_text throws Error on a malformed line.

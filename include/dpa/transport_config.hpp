@@ -105,4 +105,12 @@ using TransportConfig = std::variant<UdpTransportConfig, DpdkTransportConfig, Sh
 void validate_transport(const TransportConfig& transport, int threads, const std::string& prefix,
                         const std::string& port_variable, const std::string& threads_variable);
 
+// The largest dpa packet (a UDP payload, or a shared-memory buffer) the transport carries, and the
+// setting that limits it, named with `prefix` as validate_transport names sections.
+struct PacketLimit {
+  std::uint32_t bytes = 0;
+  std::string setting;  // e.g. "switch.dpdk.mtu 1500 (UDP payloads of up to 1472 bytes)"
+};
+[[nodiscard]] PacketLimit packet_limit(const TransportConfig& transport, const std::string& prefix);
+
 }  // namespace dpa

@@ -22,7 +22,7 @@ std::string read_key(c10d::Store& store, const std::string& key,
 }
 
 std::unique_ptr<SoftwareSwitch> start_switch(const Config& wide, const std::optional<Config>& small,
-                                             const AgreedJob& job) {
+                                             const AgreedJob& job, const std::optional<AuthKey>& session_key) {
   wide.validate();  // the sessions below are sized from threads and window
   if (small) small->validate();
   SwitchConfig switch_config =
@@ -33,6 +33,8 @@ std::unique_ptr<SoftwareSwitch> start_switch(const Config& wide, const std::opti
     udp.bind_host = job.switch_bind->host;
     udp.bind_port = job.switch_bind->port;
   }
+  // One key for the job's sessions: each tag covers the session id, so no packet passes in the other.
+  for (SessionConfig& session : switch_config.sessions) session.auth_key = session_key;
   try {
     switch_config.validate();
   } catch (const ConfigError& error) {
@@ -48,6 +50,10 @@ std::unique_ptr<SoftwareSwitch> start_switch(const Config& wide, const std::opti
 std::unique_ptr<SoftwareSwitch> place_switch(Config& config, std::optional<Config>& small,
                                              const AgreedJob& job, c10d::Store& store,
                                              std::chrono::milliseconds timeout) {
+  const auto use_rank_key = [&](const AuthKey& rank_key) {
+    config.auth_key = rank_key;
+    if (small) small->auth_key = rank_key;
+  };
   const auto point_at = [&](const HostPort& address) {
     config.switch_host = address.host;
     config.switch_port = address.port;
@@ -59,7 +65,14 @@ std::unique_ptr<SoftwareSwitch> place_switch(Config& config, std::optional<Confi
   if (config.rank == 0) {
     std::unique_ptr<SoftwareSwitch> embedded;
     try {
-      embedded = start_switch(config, small, job);
+      std::optional<AuthKey> session_key;
+      if (job.authenticate) {
+        session_key = random_auth_key();
+        use_rank_key(derive_rank_key(*session_key, 0));
+      }
+      embedded = start_switch(config, small, job, session_key);
+      // Before the address, which the other ranks wait for.
+      if (session_key) hand_out_rank_keys(store, *session_key, config.world_size);
     } catch (const std::exception& error) {
       // The other ranks wait for the address: they get the reason instead.
       const std::string text = kErrorPrefix + std::string(error.what());
@@ -84,6 +97,7 @@ std::unique_ptr<SoftwareSwitch> place_switch(Config& config, std::optional<Confi
                 address.substr(std::string(kErrorPrefix).size()));
   }
   point_at(parse_host_port(address, "the switch address rank 0 published in the store, ", 0));
+  if (job.authenticate) use_rank_key(receive_rank_key(store, config.rank, timeout));
   return nullptr;
 }
 

@@ -19,7 +19,8 @@ namespace dpa::torch_backend {
 
 // Starts the embedded switch on rank 0 with the job's sessions (the wide one of `config` and,
 // if given, the small one) where `job` says, and points `config` and `small` at it. Returns the
-// switch on the rank that runs it. A rank 0 that cannot start it tells every rank why. Only for
+// switch on the rank that runs it. If job.authenticate, the sessions get a fresh key, and
+// `config` and `small` this rank's key of it (job_auth.hpp). A rank 0 that cannot start it tells every rank why. Only for
 // jobs with no configured switch (switch_configured() false).
 std::unique_ptr<SoftwareSwitch> place_switch(Config& config, std::optional<Config>& small,
                                              const AgreedJob& job, c10d::Store& store,

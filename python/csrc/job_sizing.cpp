@@ -91,9 +91,10 @@ SwitchAddress choose_switch_address(const JobLayout& layout, const std::vector<R
 
 // Rank 0: the job's layout and sizing from every rank's placement.
 AgreedJob lay_out_job(const std::vector<RankPlacement>& placements, const Config& from_env,
-                      const std::string& toward) {
+                      const std::string& toward, bool authenticate) {
   AgreedJob job;
   job.placements = placements;
+  job.authenticate = authenticate;
   JobLayout layout = JobLayout::of(placements);
   if (layout.spans_hosts() || env_string("DPA_SWITCH_BIND")) {
     layout.switch_on_network = true;
@@ -115,7 +116,7 @@ AgreedJob lay_out_job(const std::vector<RankPlacement>& placements, const Config
     // Replies leave rank 0's host by the interface the switch listens on.
     const std::uint32_t mtu = interface_mtu(address.published);
     if (mtu != 0) {
-      const std::uint32_t limit = payload_for_mtu(mtu);
+      const std::uint32_t limit = payload_for_mtu(mtu, authenticate);
       layout.max_payload = layout.max_payload == 0 ? limit : std::min(layout.max_payload, limit);
     }
   }
@@ -157,10 +158,14 @@ std::string describe_ranks(const std::vector<int>& ranks, const std::vector<Rank
   return text;
 }
 
-AgreedJob agree_job(c10d::Store& store, const Config& from_env, std::chrono::milliseconds timeout) {
+AgreedJob agree_job(c10d::Store& store, const Config& from_env, AuthRequest auth,
+                    std::chrono::milliseconds timeout) {
   const std::string toward = store_host(store);
+  // The request first: rank 0 reads it once it has every rank's placement.
+  publish_auth_request(store, from_env.rank, auth);
+  const bool authenticate = auth == AuthRequest::embedded;
   write_text(store, kPlacementKey + std::to_string(from_env.rank),
-             RankPlacement::probe(from_env, toward, shm_directory()).to_text());
+             RankPlacement::probe(from_env, toward, shm_directory(), authenticate).to_text());
   if (from_env.rank != 0) {
     store.wait({kSizingKey}, timeout);
     const std::string text = read_text(store, kSizingKey);
@@ -169,13 +174,16 @@ AgreedJob agree_job(c10d::Store& store, const Config& from_env, std::chrono::mil
                         text.substr(std::string(kErrorPrefix).size()));
     }
     AgreedJob job;
+    job.authenticate = authenticate;
     job.sizing = JobSizing::from_text(text);
     job.sizing.apply_overrides(from_env);
     if (job.sizing.payload <= job.sizing.small_payload) job.sizing.small_payload = 0;
     return job;
   }
   try {
-    AgreedJob job = lay_out_job(read_placements(store, from_env), from_env, toward);
+    const std::vector<RankPlacement> placements = read_placements(store, from_env);
+    AgreedJob job =
+        lay_out_job(placements, from_env, toward, check_auth_requests(store, from_env.world_size, placements));
     write_text(store, kSizingKey, job.sizing.to_text());
     return job;
   } catch (const std::exception& error) {

@@ -15,6 +15,7 @@
 #include "dpa/host_port.hpp"
 #include "dpa/job_layout.hpp"
 #include "dpa/job_sizing.hpp"
+#include "job_auth.hpp"
 
 namespace dpa::torch_backend {
 
@@ -27,10 +28,14 @@ struct AgreedJob {
   std::optional<HostPort> switch_bind;
   std::string switch_published_host;
   std::vector<RankPlacement> placements;  // rank 0 only: every rank's, for messages
+  // DPA_AUTH=1 on every rank: rank 0's switch authenticates, and packets leave room for the tag.
+  bool authenticate = false;
 };
 
-// Every rank calls this with its Config::from_env() (its rank and world size set).
-AgreedJob agree_job(c10d::Store& store, const Config& from_env, std::chrono::milliseconds timeout);
+// Every rank calls this with its Config::from_env() (its rank and world size set) and its
+// auth_request(); a rank whose request differs from the others' fails on every rank.
+AgreedJob agree_job(c10d::Store& store, const Config& from_env, AuthRequest auth,
+                    std::chrono::milliseconds timeout);
 
 // `ranks` as "rank 2 (host b)" or "ranks 2, 3 (host b), 5 (host c)": with the host each runs on
 // where `placements` has one per rank (empty: the numbers alone).

@@ -91,7 +91,8 @@ PYBIND11_MODULE(_C, module) {
       .def("payload_for", &ProcessGroupDpa::payload_for, py::arg("elements"))
       .def_property_readonly("sizing", &ProcessGroupDpa::sizing)
       .def_property_readonly("switch_address", &ProcessGroupDpa::switch_address)
-      .def_property_readonly("embeds_switch", &ProcessGroupDpa::embeds_switch);
+      .def_property_readonly("embeds_switch", &ProcessGroupDpa::embeds_switch)
+      .def_property_readonly("authenticated", &ProcessGroupDpa::authenticated);
 
   module.def("close_all", &ProcessGroupDpa::close_all, py::call_guard<py::gil_scoped_release>());
 

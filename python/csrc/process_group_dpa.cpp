@@ -11,6 +11,7 @@
 #include "cuda_arch_check.hpp"
 #include "embedded_switch.hpp"
 #include "fastest_k.hpp"
+#include "job_auth.hpp"
 #include "job_sizing.hpp"
 #include "session_join.hpp"
 #include "tensor_allreduce.hpp"
@@ -56,10 +57,11 @@ ProcessGroupDpa::ProcessGroupDpa(const c10::intrusive_ptr<c10d::Store>& store, i
   config_.rank = rank;
   config_.world_size = size;
   check_same_chunking_on_all_ranks(timeout);
+  const AuthRequest auth = auth_request(config_);
   std::optional<Config> small;
   std::vector<RankPlacement> placements;
   if (!switch_configured()) {
-    AgreedJob job = agree_job(*store_, config_, timeout);
+    AgreedJob job = agree_job(*store_, config_, auth, timeout);
     sizing_ = job.sizing.to_text();
     job.sizing.configure_wide(config_);
     if (job.sizing.small_payload > 0) small = job.sizing.small_config(config_);

@@ -43,6 +43,8 @@ class ProcessGroupDpa final : public BackendBase {
   [[nodiscard]] std::string sizing() const { return sizing_; }
   [[nodiscard]] std::string switch_address() const;
   [[nodiscard]] bool embeds_switch() const { return embedded_switch_ != nullptr; }
+  // Whether this rank tags its packets and checks the switch's (DPA_AUTH, DPA_AUTH_KEY_FILE).
+  [[nodiscard]] bool authenticated() const { return config_.auth_key.has_value(); }
 
   const std::string getBackendName() const override { return "dpa"; }
 

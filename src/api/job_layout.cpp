@@ -67,7 +67,7 @@ struct Fd {
 }  // namespace
 
 RankPlacement RankPlacement::probe(const Config& config, const std::string& toward,
-                                   const std::string& shm_directory) {
+                                   const std::string& shm_directory, bool authenticated) {
   RankPlacement placement;
   placement.hostname = host_name();
   // Without a boot id the hostname stands in for the kernel: the initial network namespace has
@@ -85,7 +85,7 @@ RankPlacement RankPlacement::probe(const Config& config, const std::string& towa
   placement.address = route.local_address;
   if (std::holds_alternative<DpdkTransportConfig>(config.transport)) placement.transport = "dpdk";
   if (std::holds_alternative<ShmTransportConfig>(config.transport)) placement.transport = "shm";
-  placement.max_payload = payload_for_mtu(route.mtu != 0 ? route.mtu : kConservativeMtu);
+  placement.max_payload = payload_for_mtu(route.mtu != 0 ? route.mtu : kConservativeMtu, authenticated);
   return placement;
 }
 

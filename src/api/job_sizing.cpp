@@ -18,7 +18,6 @@ namespace {
 
 constexpr int kWorkerBufferRequest = 16 << 20;  // what libdpa asks for per worker socket
 constexpr std::uint32_t kHeaderBytes = 48;       // protocol 2's header; protocol 1's is smaller
-constexpr std::uint32_t kTagBytes = 8;           // after the payload in an authenticated session
 // On loopback a datagram may carry up to 64 KB: libdpa's largest payload fits.
 constexpr std::uint32_t kLoopbackPayload = 16000;
 constexpr std::uint32_t kSmallPayload = 2048;
@@ -61,7 +60,7 @@ bool is_set(const char* name) { return env_string(name).has_value(); }
 // segment layout of libdpa's shm transport, rounded up).
 std::uint64_t shm_queue_bytes(int buffers, std::uint32_t payload) {
   const std::uint64_t kInbox = std::uint64_t{ShmTransportConfig{}.ring} * 16 + 8192;
-  return kInbox + static_cast<std::uint64_t>(buffers) * (64 + kHeaderBytes + 4 * std::uint64_t{payload} + 63) / 64 * 64;
+  return kInbox + static_cast<std::uint64_t>(buffers) * (64 + kHeaderBytes + kAuthTagBytes + 4 * std::uint64_t{payload} + 63) / 64 * 64;
 }
 
 std::uint64_t free_bytes(const std::string& directory) {
@@ -244,7 +243,7 @@ void JobSizing::configure_wide(Config& config) const {
   }
   if (auto* shm = std::get_if<ShmTransportConfig>(&config.transport)) {
     if (shm_buffers > 0) shm->buffers = static_cast<std::uint32_t>(shm_buffers);
-    shm->max_payload = std::max<std::uint32_t>(4096, kHeaderBytes + kTagBytes + 4 * payload);
+    shm->max_payload = std::max<std::uint32_t>(4096, kHeaderBytes + kAuthTagBytes + 4 * payload);
   }
 }
 
@@ -262,7 +261,7 @@ Config JobSizing::small_config(const Config& wide) const {
     dpdk->local_port = static_cast<std::uint16_t>(dpdk->local_port + wide.threads);
   } else if (auto* shm = std::get_if<ShmTransportConfig>(&small.transport)) {
     if (shm->base_port != 0) shm->base_port = static_cast<std::uint16_t>(shm->base_port + wide.threads);
-    shm->max_payload = std::max<std::uint32_t>(4096, kHeaderBytes + kTagBytes + 4 * small_payload);
+    shm->max_payload = std::max<std::uint32_t>(4096, kHeaderBytes + kAuthTagBytes + 4 * small_payload);
   }
   return small;
 }

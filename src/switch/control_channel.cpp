@@ -54,6 +54,7 @@ json session_json(const SessionStatus& session) {
               {"pool_size", config.pool_size},
               {"straggler_timeout_us", config.straggler_timeout.count()},
               {"idle_timeout_ms", config.idle_timeout.count()},
+              {"authenticated", config.auth_key.has_value()},
               {"generation", session.generation},
               {"joined", ranks},
               {"counters", counters_json(session.counters, kSessionCounterFields)}};

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "dpa/error.hpp"
+#include "protocol/auth.hpp"
+#include "protocol/wire.hpp"
 #include "switch/session.hpp"
 #include "switch/slot.hpp"
 
@@ -15,11 +17,24 @@ std::uint64_t session_memory_bytes(const SessionConfig& config) {
 
 std::uint64_t memory_budget_bytes(const SwitchConfig& config) { return config.max_memory_mb << 20; }
 
+std::uint64_t largest_packet_bytes(const SessionConfig& session) {
+  return protocol::kHeaderSize + 4 * std::uint64_t{session.payload} + (session.auth_key ? protocol::kTagSize : 0);
+}
+
 void check_admission(const SwitchConfig& limits, std::size_t sessions_held, std::uint64_t bytes_held,
                      const SessionConfig& session) {
   if (sessions_held >= limits.max_sessions) {
     throw ConfigError(fmt::format("session {}: the switch already holds max_sessions {} sessions", session.id,
                                   limits.max_sessions));
+  }
+  const PacketLimit limit = packet_limit(limits.transport, "switch.");
+  if (const std::uint64_t packet = largest_packet_bytes(session); packet > limit.bytes) {
+    throw ConfigError(fmt::format(
+        "session {}: payload {} needs {}-byte packets ({}-byte header, {} bytes of values{}), but {} carries at "
+        "most {} bytes: lower the session's payload or raise the transport's limit",
+        session.id, session.payload, packet, protocol::kHeaderSize, 4 * std::uint64_t{session.payload},
+        session.auth_key ? fmt::format(", {}-byte tag", protocol::kTagSize) : std::string(), limit.setting,
+        limit.bytes));
   }
   const std::uint64_t needed = session_memory_bytes(session);
   const std::uint64_t budget = memory_budget_bytes(limits);

@@ -1,5 +1,6 @@
 // What a session costs the switch in memory, so that sessions can be admitted against the
-// switch's budget (SwitchConfig::max_memory_mb) before anything is allocated.
+// switch's budget (SwitchConfig::max_memory_mb) before anything is allocated, and whether its
+// packets fit the switch's transport.
 #pragma once
 
 #include <cstddef>
@@ -16,8 +17,13 @@ std::uint64_t session_memory_bytes(const SessionConfig& config);
 // Bytes in SwitchConfig::max_memory_mb.
 std::uint64_t memory_budget_bytes(const SwitchConfig& config);
 
+// The largest data packet of the session: header, payload and, when it authenticates, the tag.
+std::uint64_t largest_packet_bytes(const SessionConfig& session);
+
 // Throws ConfigError, naming max_sessions or max_memory_mb and the session's pool_size and
-// payload, unless `session` fits next to `sessions_held` sessions that hold `bytes_held` bytes.
+// payload, unless `session` fits next to `sessions_held` sessions that hold `bytes_held` bytes;
+// or naming the session, its packet size and the transport's limit if its largest packet does
+// not fit the transport's buffers (it would be dropped on every send).
 void check_admission(const SwitchConfig& limits, std::size_t sessions_held, std::uint64_t bytes_held,
                      const SessionConfig& session);
 

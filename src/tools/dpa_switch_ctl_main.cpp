@@ -231,6 +231,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> workers;
   add->add_option("--workers", workers, "Worker addresses (ip or ip:port), one per rank or one for all (workers)")
       ->delimiter(',');
+  std::optional<std::string> auth_key_file;
+  add->add_option("--auth-key-file", auth_key_file,
+                  "The session key's file, read by dpa-switch on its host (a relative path from its working "
+                  "directory): the session authenticates its packets (auth_key_file)");
 
   CLI::App* remove = app.add_subcommand("remove-session", "Remove a session");
   std::uint32_t remove_id = 0;
@@ -307,6 +311,7 @@ int main(int argc, char** argv) {
       if (straggler_timeout_us) session["straggler_timeout_us"] = *straggler_timeout_us;
       if (idle_timeout_ms) session["idle_timeout_ms"] = *idle_timeout_ms;
       if (!workers.empty()) session["workers"] = workers;
+      if (auth_key_file) session["auth_key_file"] = *auth_key_file;
       if (!session.contains("id") || !session.contains("world_size")) {
         throw dpa::ConfigError("add-session: give at least --id and --world-size (or both keys in --from-json)");
       }

@@ -22,6 +22,7 @@
 #include "dpa/error.hpp"
 #include "dpa/host_port.hpp"
 #include "dpa/switch.hpp"
+#include "protocol/auth.hpp"
 #include "protocol/wire.hpp"
 #include "tools/command_line.hpp"
 
@@ -129,6 +130,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--workers", workers, "Worker addresses (ip or ip:port), one per rank or one for all")
       ->delimiter(',');
+  std::string auth_key_file;
+  app.add_option("--auth-key-file", auth_key_file,
+                 "The session's key, 64 hex digits: every packet then carries its rank's tag (auth_key_file, "
+                 "docs/protocol.md §6.6)");
   if (const auto exit_code = dpa::tools::parse_command_line(app, "dpa-switch", argc, argv)) return *exit_code;
 
   try {
@@ -184,8 +189,13 @@ int main(int argc, char** argv) {
       session.straggler_timeout = std::chrono::microseconds(straggler_timeout_us);
       session.idle_timeout = std::chrono::milliseconds(idle_timeout_ms);
       session.workers = parse_workers(workers);
+      if (!auth_key_file.empty()) session.auth_key = dpa::protocol::read_auth_key_file(auth_key_file, "--auth-key-file");
       std::erase_if(config.sessions, [&](const dpa::SessionConfig& s) { return s.id == session.id; });
       config.sessions.push_back(session);
+    }
+    if (world_size == 0 && !auth_key_file.empty()) {
+      throw dpa::ConfigError("--auth-key-file: applies to the session given by flags (--world-size); a config "
+                             "file's session takes \"auth_key_file\"");
     }
     const bool has_control = !control_socket.empty() || control_port >= 0;
     if (config.sessions.empty() && !has_control) {

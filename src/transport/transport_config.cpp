@@ -113,4 +113,17 @@ void validate_transport(const TransportConfig& transport, int threads, const std
   }
 }
 
+PacketLimit packet_limit(const TransportConfig& transport, const std::string& prefix) {
+  if (const auto* udp = std::get_if<UdpTransportConfig>(&transport)) {
+    return {udp->max_payload, fmt::format("{}udp.max_payload {}", prefix, udp->max_payload)};
+  }
+  if (const auto* shm = std::get_if<ShmTransportConfig>(&transport)) {
+    return {shm->max_payload, fmt::format("{}shm.max_payload {}", prefix, shm->max_payload)};
+  }
+  const auto& dpdk = std::get<DpdkTransportConfig>(transport);
+  constexpr std::uint32_t kIpv4AndUdpBytes = 20 + 8;
+  const std::uint32_t bytes = dpdk.mtu > kIpv4AndUdpBytes ? dpdk.mtu - kIpv4AndUdpBytes : 0;
+  return {bytes, fmt::format("{}dpdk.mtu {} (UDP payloads of up to {} bytes)", prefix, dpdk.mtu, bytes)};
+}
+
 }  // namespace dpa

@@ -3,9 +3,10 @@
 # per rank (server), each rank one memif port (client). int32 results must be exact and fp32
 # results within the quantisation bound (dpa-test-worker checks both). With several worker threads
 # every rank's memif port has that many queue pairs and the one-thread switch replies on its
-# queue 0 only: the workers' threads hand each other's replies on in software.
+# queue 0 only: the workers' threads hand each other's replies on in software. With "auth" the
+# session authenticates every packet (protocol.md §6.6): a random session key, each rank its own.
 #
-#   dpdk_memif_test.sh <dpa-switch> <dpa-test-worker> <world size> [worker threads]
+#   dpdk_memif_test.sh <dpa-switch> <dpa-test-worker> <world size> [worker threads] [auth]
 #
 # Every DPDK process has its own --file-prefix; processes, sockets and DPDK runtime directories
 # are removed on every exit path.
@@ -14,6 +15,7 @@ switch_bin=$1
 worker_bin=$2
 world=${3:-2}
 threads=${4:-1}
+auth=${5:-}
 
 # Runtime and work directories of earlier runs killed outright (a SIGKILL on timeout runs no trap)
 # carry the dead script's PID.
@@ -35,6 +37,20 @@ trap cleanup EXIT
 config="$(dirname "${BASH_SOURCE[0]}")/../../scripts/dpa-memif-config.sh"
 "$config" switch --dir "$work" --ranks "$world" --prefix "dpa-memif-$id-switch" --ip 10.97.0.100 --port 4242 \
   --memory-mb 256 --mbufs 4095 --payload 256 --pool-size 1024 --queues "$threads" >"$work/switch.json"
+if [[ "$auth" == auth ]]; then
+  (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/session.key")
+  python3 - "$work/switch.json" "$work/session.key" <<'PY'
+import json, sys
+path, key = sys.argv[1], sys.argv[2]
+config = json.load(open(path))
+for session in config["sessions"]:
+    session["auth_key_file"] = key
+json.dump(config, open(path, "w"))
+PY
+  for ((rank = 0; rank < world; ++rank)); do
+    (umask 077; "$(dirname "$switch_bin")/dpa-switch-ctl" rank-key "$work/session.key" "$rank" >"$work/rank$rank.key")
+  done
+fi
 
 # One round: a fresh switch, the ranks run and then hold their (idle) contexts while the switch
 # stops, and only then exit. The memif PMD unmaps a connection's rings in its control thread when
@@ -57,7 +73,7 @@ run_round() {
     mkfifo "$work/hold$rank.$dtype"
     "$worker_bin" --host 10.97.0.100 --port 4242 --rank "$rank" --world "$world" --threads "$threads" --hold \
       --transport-config "$work/rank$rank.json" --dtype "$dtype" --count 30000 --iterations 3 \
-      --timeout-ms 30000 --join-timeout-ms 30000 <"$work/hold$rank.$dtype" >"$work/rank$rank.$dtype.log" 2>&1 &
+      --timeout-ms 30000 --join-timeout-ms 30000 ${auth:+--auth-key-file "$work/rank$rank.key"} <"$work/hold$rank.$dtype" >"$work/rank$rank.$dtype.log" 2>&1 &
     worker_pids+=($!)
     pids+=($!)
     local fd
@@ -88,4 +104,12 @@ run_round int32 || status=1
 run_round float32 || status=1
 ((status == 0)) || exit 1
 grep -h '"iteration"' "$work"/rank*.log
-echo "PASS: $world workers of $threads threads and dpa-switch over net_memif, int32 exact and fp32 within bound"
+if [[ "$auth" == auth ]]; then
+  # Every packet carried its rank's tag: the switches dropped none for a bad one.
+  if grep -h '^dropped_bad_tag ' "$work"/switch.*.log | grep -qv '^dropped_bad_tag 0$'; then
+    echo "the switch dropped packets with bad tags:"; grep -h '^dropped_bad_tag ' "$work"/switch.*.log; exit 1
+  fi
+  [[ $(grep -h '^dropped_bad_tag 0$' "$work"/switch.*.log | wc -l) -eq 2 ]] || {
+    echo "no dropped_bad_tag counter in the switches' logs"; exit 1; }
+fi
+echo "PASS: $world workers of $threads threads and dpa-switch over net_memif${auth:+ (authenticated)}, int32 exact and fp32 within bound"

@@ -31,6 +31,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using testing::AllOf;
 using testing::HasSubstr;
 using namespace std::chrono_literals;
 
@@ -173,6 +174,43 @@ TEST(SwitchCtl, ListsAddsAndRemovesSessionsWithExitCodes) {
 
 // dpa-switch-ctl run as uid 65534, with no supplementary groups.
 const std::vector<std::string> kAsNobody{"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
+
+// Authenticated sessions (protocol.md §6.6) by flag and by add-session: the key file is read by
+// the switch, the session lists as authenticated, and an unreadable key file is refused by name.
+TEST(SwitchCtl, AuthKeyFileAuthenticatesAFlagSessionAndAnAddedOne) {
+  const dpa::test::ScratchDirectory scratch;
+  const std::string key_file = (scratch.path() / "session.key").string();
+  std::ofstream(key_file) << std::string(64, 'c') << "\n";
+  const std::string socket_path = (scratch.path() / "control.sock").string();
+  RunningSwitch sw({"--world-size", "2", "--auth-key-file", key_file, "--control", socket_path});
+  ASSERT_EQ(sw.control_socket(), "unix:" + socket_path) << sw.output();
+  const std::string control = sw.control_socket();
+
+  const CtlRun added = run_ctl({"-c", control, "add-session", "--id", "7", "--world-size", "2", "--pool-base", "4096",
+                                "--pool-size", "64", "--auth-key-file", key_file});
+  EXPECT_EQ(added.code, 0) << added.output;
+  const CtlRun plain = run_ctl({"-c", control, "add-session", "--id", "8", "--world-size", "2", "--pool-base", "8192",
+                                "--pool-size", "64"});
+  EXPECT_EQ(plain.code, 0) << plain.output;
+  const CtlRun listed = run_ctl({"--json", "-c", control, "sessions"});
+  ASSERT_EQ(listed.code, 0) << listed.output;
+  const nlohmann::json sessions = nlohmann::json::parse(listed.output).at("sessions");
+  ASSERT_EQ(sessions.size(), 3u) << listed.output;
+  EXPECT_EQ(sessions[0].at("authenticated"), true);
+  EXPECT_EQ(sessions[1].at("authenticated"), true);
+  EXPECT_EQ(sessions[2].at("authenticated"), false);
+
+  const CtlRun missing = run_ctl({"-c", control, "add-session", "--id", "9", "--world-size", "2", "--pool-base",
+                                  "12288", "--pool-size", "64", "--auth-key-file", "/nonexistent/session.key"});
+  EXPECT_EQ(missing.code, 1) << missing.output;
+  EXPECT_THAT(missing.output, AllOf(HasSubstr("auth_key_file"), HasSubstr("/nonexistent/session.key")));
+
+  dpa::tools::Process without_session({"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", kTools + "dpa-switch", "--port", "0",
+                                       "--auth-key-file", key_file, "--control",
+                                       (scratch.path() / "other.sock").string()});
+  EXPECT_EQ(without_session.wait_until(Clock::now() + 30s), 2) << without_session.output();
+  EXPECT_THAT(without_session.output(), HasSubstr("--auth-key-file: applies to the session given by flags"));
+}
 
 TEST(SwitchCtl, AnotherUserCannotRemoveTheOwnersSession) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to run dpa-switch-ctl as uid 65534 (setpriv)";

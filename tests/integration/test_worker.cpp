@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dpa/context.hpp"
+#include "protocol/auth.hpp"
 #include "quant/quant.hpp"
 
 namespace {
@@ -187,6 +188,9 @@ int main(int argc, char** argv) {
   app.add_option("--transport-config", transport_config,
                  "JSON file whose \"udp\" or \"dpdk\" section replaces the transport")
       ->check(CLI::ExistingFile);
+  std::string auth_key_file;
+  app.add_option("--auth-key-file", auth_key_file, "This rank's authentication key (DPA_AUTH_KEY_FILE)")
+      ->check(CLI::ExistingFile);
   app.add_option("--session", c.session);
   app.add_option("--rank", c.rank)->required();
   app.add_option("--world", c.world_size)->required();
@@ -220,6 +224,7 @@ int main(int argc, char** argv) {
   app.add_option("--dtype-override-rank", o.dtype_override_rank);
   CLI11_PARSE(app, argc, argv);
   if (!transport_config.empty()) c.transport = dpa::Config::from_json_file(transport_config).transport;
+  if (!auth_key_file.empty()) c.auth_key = dpa::protocol::read_auth_key_file(auth_key_file, "--auth-key-file");
   c.retransmit_timeout = std::chrono::microseconds(rto_us);
   c.max_retransmit_timeout = std::max(c.max_retransmit_timeout, c.retransmit_timeout);
   c.timeout = std::chrono::milliseconds(timeout_ms);

@@ -159,6 +159,52 @@ TEST(AuthConfig, SessionAndWorkerKeyFilesAreReadAndBadOnesNamed) {
   unsetenv("DPA_AUTH_KEY_FILE");
 }
 
+// A session whose largest packet (header, values, tag) does not fit the switch's transport is
+// refused when the config loads and when it is added, naming the session, the sizes and the setting.
+TEST(AuthConfig, ASessionWhosePacketsDoNotFitTheTransportIsRefused) {
+  SKIP_WITHOUT_SODIUM();
+  SwitchConfig config;
+  UdpTransportConfig udp = SwitchConfig::udp_defaults();
+  udp.bind_port = 0;
+  udp.max_payload = 48 + 4 * 256 + 8;  // exactly an authenticated packet of 256 values
+  config.transport = udp;
+  SessionConfig session;
+  session.id = 3;
+  session.world_size = 2;
+  session.payload = 256;
+  session.auth_key = protocol::random_auth_key();
+  config.sessions = {session};
+  EXPECT_NO_THROW(config.validate());
+  config.sessions[0].payload = 257;
+  EXPECT_THAT([&] { config.validate(); },
+              testing::ThrowsMessage<ConfigError>(AllOf(HasSubstr("session 3: payload 257 needs 1084-byte packets"),
+                                                        HasSubstr("8-byte tag"),
+                                                        HasSubstr("switch.udp.max_payload 1080"))));
+  config.sessions[0].payload = 258;
+  config.sessions[0].auth_key.reset();  // 48 + 1032 bytes without a tag
+  EXPECT_NO_THROW(config.validate());
+
+  DpdkTransportConfig dpdk;
+  dpdk.local_ip = "10.0.0.1";
+  dpdk.mtu = 1500;
+  config.transport = dpdk;
+  config.sessions[0].payload = 356;
+  config.sessions[0].auth_key = session.auth_key;
+  EXPECT_THAT([&] { config.validate(); },
+              testing::ThrowsMessage<ConfigError>(AllOf(HasSubstr("session 3: payload 356 needs 1480-byte packets"),
+                                                        HasSubstr("switch.dpdk.mtu 1500 (UDP payloads of up to 1472"))));
+
+  config.transport = udp;
+  config.sessions.clear();
+  SoftwareSwitch running(config);
+  session.payload = 300;
+  EXPECT_THAT([&] { running.add_session(session); },
+              testing::ThrowsMessage<ConfigError>(AllOf(HasSubstr("session 3: payload 300 needs 1256-byte packets"),
+                                                        HasSubstr("switch.udp.max_payload 1080"))));
+  session.payload = 256;
+  EXPECT_NO_THROW(running.add_session(session));
+}
+
 // ---- The software switch ----------------------------------------------------------------------------
 
 constexpr std::uint32_t kLoopback = 0x7f000001;

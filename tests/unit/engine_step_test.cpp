@@ -23,6 +23,7 @@
 #include "engine/join.hpp"
 #include "engine/operation.hpp"
 #include "engine/worker_engine.hpp"
+#include "protocol/auth.hpp"
 #include "protocol/byte_order.hpp"
 #include "protocol/wire.hpp"
 #include "quant/quant.hpp"
@@ -181,7 +182,9 @@ class Harness {
   }
   // A datagram arrives now (then the engine polls, as a runner does after each batch).
   void arrive(const Header& h, std::span<const std::int32_t> values = {}, Endpoint from = kSwitch) {
-    std::vector<std::byte> bytes = encode_packet(h, values);
+    arrive_bytes(encode_packet(h, values), from);
+  }
+  void arrive_bytes(std::vector<std::byte> bytes, Endpoint from = kSwitch) {
     engine.on_packet({std::span<std::byte>(bytes), from}, now_);
     engine.poll(now_);
     flush();
@@ -362,6 +365,73 @@ TEST_F(EngineStep, RepliesFromAStrangerOrUndecodableAreIgnored) {
   EXPECT_TRUE(h.engine.busy());
   const std::vector<std::int32_t> sums = h.answer_int(p);
   (void)result_of(*job.op);
+  expect_int_block(job, 0, sums);
+}
+
+// §6.6: in an authenticated session the engine seals its requests, and a RESULT with the right
+// token from the switch's address but without this rank's reply tag (none, a wrong one, the
+// request key's, or a tag over other values) is a forgery: dropped before it is looked at,
+// counted in replies_rejected, and the genuine result still completes the operation.
+TEST_F(EngineStep, ForgedResultsAreDroppedAndCountedInAnAuthenticatedSession) {
+  if (!protocol::auth_available()) GTEST_SKIP() << "this build of dpa has no libsodium";
+  const protocol::AuthKey session_key = protocol::random_auth_key();
+  const protocol::RankTagKeys keys = protocol::tag_keys(protocol::derive_rank_key(session_key, 0));
+  const protocol::RankTagKeys other_rank_keys = protocol::tag_keys(protocol::derive_rank_key(session_key, 1));
+  session.token = 0x5eed;
+  session.tag_keys = keys;
+  Harness& h = engine();
+  auto job = int_job(kPayload);
+  h.start(*job.op);
+
+  const Sent request = h.take([](const Sent& s) { return !s.h.has(flag::kSyn); }, "data packet");
+  ASSERT_TRUE(request.h.has(flag::kAuth));
+  ASSERT_EQ(request.bytes.size(), protocol::kHeaderSize + 4 * kPayload + protocol::kTagSize);
+  EXPECT_TRUE(protocol::verify_tag(keys.request, request.bytes));
+  EXPECT_EQ(request.h.token, session.token);
+
+  std::vector<std::int32_t> sums(kPayload);
+  for (std::size_t i = 0; i < kPayload; ++i) sums[i] = job.in[i] + other_rank(i);
+  Header reply = result_for(request);
+  reply.token = session.token;
+  reply.flags = static_cast<std::uint16_t>(reply.flags | flag::kAuth);
+  // A reply sealed with `key`, after `tamper` changed its bytes.
+  const auto sealed = [&](const protocol::TagKey& key, std::span<const std::int32_t> values,
+                          const std::function<void(std::vector<std::byte>&)>& tamper = {}) {
+    std::vector<std::byte> bytes = encode_packet(reply, values);
+    bytes.resize(bytes.size() + protocol::kTagSize);
+    protocol::seal(key, bytes.data(), bytes.size() - protocol::kTagSize);
+    if (tamper) tamper(bytes);
+    return bytes;
+  };
+  const std::vector<std::int32_t> forged(kPayload, 999);
+  Header untagged = result_for(request);
+  untagged.token = session.token;
+
+  struct Forgery {
+    const char* what;
+    std::vector<std::byte> bytes;
+  };
+  const std::vector<Forgery> forgeries = {
+      {"no tag, no AUTH flag", encode_packet(untagged, forged)},
+      {"AUTH flag, tag of zeros", sealed(keys.reply, forged, [](auto& b) {
+         std::fill(b.end() - protocol::kTagSize, b.end(), std::byte{0});
+       })},
+      {"the rank's request key (a reflected request)", sealed(keys.request, forged)},
+      {"another rank's reply key", sealed(other_rank_keys.reply, forged)},
+      {"the right tag over the real sums, then one value changed",
+       sealed(keys.reply, sums, [](auto& b) { b[protocol::kHeaderSize + 3] ^= std::byte{1}; })},
+  };
+  for (const Forgery& forgery : forgeries) {
+    SCOPED_TRACE(forgery.what);
+    h.arrive_bytes(forgery.bytes);
+    EXPECT_TRUE(h.engine.busy());
+    EXPECT_FALSE(job.op->complete());
+  }
+  EXPECT_TRUE(std::all_of(job.out.begin(), job.out.end(), [](std::int32_t v) { return v == kIntSentinel; }));
+
+  h.arrive_bytes(sealed(keys.reply, sums));
+  const OpStats stats = result_of(*job.op);
+  EXPECT_EQ(stats.replies_rejected, forgeries.size());
   expect_int_block(job, 0, sums);
 }
 

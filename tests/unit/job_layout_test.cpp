@@ -67,6 +67,21 @@ TEST(JobLayout, PayloadForMtuLeavesRoomForTheHeaders) {
   EXPECT_EQ(dpa::payload_for_mtu(40), 1u);
 }
 
+// An authenticated session's packets end with an 8-byte tag (protocol.md §6.6): two values fewer,
+// so that header, values and tag still fit the MTU.
+TEST(JobLayout, PayloadForMtuLeavesRoomForTheTagWhenAuthenticated) {
+  for (const std::uint32_t mtu : {1500u, 9000u, 1280u, 1503u}) {
+    SCOPED_TRACE("MTU " + std::to_string(mtu));
+    const std::uint32_t payload = dpa::payload_for_mtu(mtu, true);
+    EXPECT_LE(20 + 8 + 48 + 4 * payload + dpa::kAuthTagBytes, mtu);
+    EXPECT_GT(20 + 8 + 48 + 4 * (payload + 1) + dpa::kAuthTagBytes, mtu);  // the largest that fits
+  }
+  EXPECT_EQ(dpa::payload_for_mtu(1500, true), 354u);  // 1500 - 20 - 8 - 48 - 8 = 4 x 354
+  EXPECT_EQ(dpa::payload_for_mtu(40, true), 1u);
+  const dpa::Config config;
+  EXPECT_EQ(RankPlacement::probe(config, "", "/dev/shm", true).max_payload, 354u);  // no route known: MTU 1500
+}
+
 TEST(JobLayout, RanksOfOtherHostsAndTheSmallestPath) {
   const dpa::JobLayout layout = dpa::JobLayout::of(
       {placement("1", 200), placement("1", 200), placement("2", 356), placement("2", 356), placement("3", 301)});
