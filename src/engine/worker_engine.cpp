@@ -6,6 +6,8 @@
 #include <limits>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "dpa/error.hpp"
 #include "engine/float_blocks.hpp"
 #include "quant/quant.hpp"
@@ -194,6 +196,7 @@ void WorkerEngine::start_entry(std::uint32_t e, std::uint64_t now) {
   entry.probing = false;
   entry.exponent = protocol::kExpZero;
   entry.last_reply_ns = now;
+  entry.unaccepted_replies = 0;
   if (entry.blocks == 0) return;
   entry.active = true;
   ++active_entries_;
@@ -447,7 +450,13 @@ void WorkerEngine::handle_packet(const transport::RxPacket& packet, std::uint64_
 void WorkerEngine::apply(std::uint32_t e, const ReplyAction& action, const Header& h,
                          std::span<const std::byte> payload, std::uint64_t now) {
   Entry& entry = entries_[e];
-  if (action.accepted()) entry.last_reply_ns = now;
+  if (action.accepted()) {
+    entry.last_reply_ns = now;
+    entry.unaccepted_replies = 0;
+  } else {
+    ++entry.unaccepted_replies;
+    entry.last_unaccepted = h;
+  }
   const std::uint64_t round = action.round;
   switch (action.kind) {
     case ReplyKind::ignore:
@@ -584,8 +593,19 @@ void WorkerEngine::throw_timeout(std::uint32_t e, std::uint64_t now) const {
                 where + ": other ranks did not send theirs; are"
           : "no reply from " + switch_at + " for " + waited + where +
                 ": is dpa-switch running, and are";
+  // Replies that kept coming but did not fit the round: the switch answers, about another state.
+  std::string unaccepted;
+  if (entry.unaccepted_replies != 0) {
+    const Header& last = entry.last_unaccepted;
+    unaccepted = " (" + std::to_string(entry.unaccepted_replies) +
+                 " replies about this slot did not fit the round; the last: operation " +
+                 std::to_string(last.op_id) + ", slot " + std::to_string(last.slot) + ", round " +
+                 std::to_string(last.seq) + ", flags " + fmt::format("{:#06x}", last.flags) +
+                 ", error " + std::string(protocol::to_string(last.error)) + ", contributors " +
+                 std::to_string(last.contributors) + ")";
+  }
   throw TimeoutError("rank " + std::to_string(config_.rank) + ": " + cause +
-                     " all ranks alive and running the same operations?");
+                     " all ranks alive and running the same operations?" + unaccepted);
 }
 
 void WorkerEngine::throw_error_reply(const Header& h) const {

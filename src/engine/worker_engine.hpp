@@ -86,6 +86,10 @@ class WorkerEngine {
     std::uint64_t data_send = 0;  // this thread's data-send count when the round's data went out
     bool loss_probed = false;     // rounds sent after this one completed first: probed once
     std::uint64_t counted_reply_ns = 0;  // last probe reply saying "counted, still open" (0: none)
+    // Replies about this entry's slots since the last accepted one that it did not accept, and
+    // the last of them: a give-up then names what the switch kept answering.
+    std::uint32_t unaccepted_replies = 0;
+    protocol::Header last_unaccepted{};
     transport::TxBuffer packet;   // the current data packet (or the skip-forward SYN probe)
     transport::TxBuffer probe;    // header-only retransmission probe for the current round
     bool probe_built = false;     // `probe` holds the current round's probe

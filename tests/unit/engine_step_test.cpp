@@ -667,6 +667,7 @@ TEST_F(EngineStep, GiveUpTimeoutNamesTheSwitchOrTheOtherRanks) {
     std::string name;
     std::uint64_t answer_probes_until_ms;  // answer "counted, still open" until then
     std::string expected;
+    bool stale_answers = false;  // answer with an earlier operation's result instead (ignored)
   };
   const std::vector<Case> cases = {
       {"never answered", 0,
@@ -677,6 +678,12 @@ TEST_F(EngineStep, GiveUpTimeoutNamesTheSwitchOrTheOtherRanks) {
        "but the round stayed open for 300 ms (operation 5, thread 0, "
        "slot 100, round 1): other ranks did not send theirs"},
       {"answered, then silent", 200, "no reply from the switch"},
+      {"answered about an earlier operation", 1000,
+       "no reply from the switch at 127.0.0.1:4242 for 300 ms (operation 5, thread 0, slot 100, "
+       "round 1): is dpa-switch running, and are all ranks alive and running the same "
+       "operations? (38 replies about this slot did not fit the round; the last: operation 4, "
+       "slot 100, round 1, flags 0x0001, error none, contributors 2)",
+       true},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -692,7 +699,8 @@ TEST_F(EngineStep, GiveUpTimeoutNamesTheSwitchOrTheOtherRanks) {
       if (!h.engine.busy()) break;
       probe_times.push_back((h.take_probe(slot_of(0, 0), 1).at - kStart) / kMs);
       if (now - kStart < c.answer_probes_until_ms * kMs) {
-        h.arrive(make_header(flag::kSyn, slot_of(0, 0), 1, 0, 0, 1, 0b01));
+        h.arrive(c.stale_answers ? make_header(flag::kResult, slot_of(0, 0), 1, 0, 0, 2, 0b11, kOpId - 1)
+                                 : make_header(flag::kSyn, slot_of(0, 0), 1, 0, 0, 1, 0b01));
       }
     }
     EXPECT_EQ(now - kStart, 302 * kMs);
