@@ -280,7 +280,7 @@ TEST_F(ControlChannelTest, SessionStatusDescribesEachSessionAndCounters) {
   EXPECT_EQ(sessions[1]["counters"]["completed_full"], 0);
   // Every switch counter, by name.
   const json counters = client.request(R"({"op":"counters"})")["counters"];
-  EXPECT_EQ(counters.size(), 23u);
+  EXPECT_EQ(counters.size(), 24u);
   EXPECT_EQ(counters["busy_ns"], 0);
 }
 

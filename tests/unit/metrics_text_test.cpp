@@ -101,14 +101,14 @@ TEST(MetricsText, EveryCounterPerThreadAndPerSessionInTheExpositionFormat) {
   }
   EXPECT_EQ(e.types.at("dpa_switch_rx_packets_total"), "counter");
   EXPECT_EQ(e.types.at("dpa_switch_session_world_size"), "gauge");
-  // 23 switch and 14 transport counters per thread, 12 counters and 7 gauges per session.
-  EXPECT_EQ(e.samples.size(), 2 * (23 + 14) + 1 + 2 * (12 + 7));
+  // 24 switch and 15 transport counters per thread, 12 counters and 7 gauges per session.
+  EXPECT_EQ(e.samples.size(), 2 * (24 + 15) + 1 + 2 * (12 + 7));
 }
 
 TEST(MetricsText, NoThreadsAndNoSessionsStillDescribeEveryMetric) {
   const Exposition e = parse(dpa::sw::metrics_text({}, {}));
   EXPECT_EQ(e.samples.size(), 1u);  // dpa_switch_sessions 0
-  EXPECT_EQ(e.types.size(), 23u + 14u + 1u + 12u + 7u);
+  EXPECT_EQ(e.types.size(), 24u + 15u + 1u + 12u + 7u);
 }
 
 TEST(MetricsAddress, PortAloneIsLoopbackAndEverythingElseNamesTheSource) {
