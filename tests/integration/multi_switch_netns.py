@@ -112,7 +112,9 @@ def main():
             for host, (switch, log) in zip(SWITCH_HOSTS, switches):
                 switch.send_signal(signal.SIGTERM)
                 switch.wait(timeout=START_TIMEOUT_S)
-                if sum(completed_rounds(log)) == 0:
+                rounds = sum(completed_rounds(log))
+                print(f"switch on host{host}: {rounds} rounds completed")
+                if rounds == 0:
                     failures.append(f"the switch on host{host} completed no round:\n" + open(log).read())
     finally:
         processes.stop()
