@@ -141,7 +141,8 @@ class ContextImpl {
   // as two: refuse it as the config does for equal text.
   void resolve_switches() {
     for (const HostPort& address : config_.switches) {
-      const transport::Endpoint endpoint = transport::Endpoint::resolve(address.host, address.port, "switch");
+      const transport::Endpoint endpoint =
+          transport::Endpoint::resolve(address.host, address.port, "switch (DPA_SWITCH)");
       const auto same = std::ranges::find(switch_endpoints_, endpoint);
       if (same != switch_endpoints_.end()) {
         const HostPort& other = config_.switches[static_cast<std::size_t>(same - switch_endpoints_.begin())];

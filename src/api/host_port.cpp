@@ -31,7 +31,9 @@ HostPort parse_host_port(std::string_view text, std::string_view source, std::ui
 // Two entries naming the same server would make it serve two threads' shares of a job as if it
 // were two servers: a mistake in the list, so an error.
 void require_distinct(const std::vector<HostPort>& addresses, std::string_view origin) {
-  if (addresses.empty()) throw ConfigError(fmt::format("{}: no address given (expected host[:port][,host[:port]...])", origin));
+  if (addresses.empty()) {
+    throw ConfigError(fmt::format("{}: no address given (expected host[:port][,host[:port]...])", origin));
+  }
   for (std::size_t i = 0; i < addresses.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
       if (addresses[i] == addresses[j]) {

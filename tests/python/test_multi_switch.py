@@ -71,7 +71,8 @@ def test_one_job_over_two_switch_servers():
             switch.send_signal(signal.SIGTERM)
             assert switch.wait(timeout=STEP_TIMEOUT_S) == 0, log.read_text()
             completed = re.search(r"completed_full\D*(\d+)", log.read_text())
-            assert completed and int(completed.group(1)) > 0, f"the switch on port {port} served nothing:\n{log.read_text()}"
+            assert completed and int(completed.group(1)) > 0, \
+                f"the switch on port {port} served nothing:\n{log.read_text()}"
     finally:
         for switch, _, _ in switches:
             if switch.poll() is None:
