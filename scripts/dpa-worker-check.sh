@@ -5,7 +5,8 @@
 #
 #   PCI_ADDRESS        a NIC for DPDK (0000:3b:00.0): it must be bound to a DPDK driver
 #   --dpdk             the DPDK transport will be used: its checks become required
-#   --switch HOST:PORT the switch (default: $DPA_SWITCH): route, MTU of the route's interface
+#   --switch HOST:PORT the switch (default: $DPA_SWITCH; several servers comma-separated): route to
+#                      each, MTU of the first one's route's interface
 #   --interface IF     the data interface (default: the route's to --switch)
 #   --payload P        values per packet (default: $DPA_PAYLOAD, else 256; 0 counts as 256) for the MTU check
 #   --python PY        the interpreter that runs the PyTorch backend: `import dpa` is required
@@ -143,25 +144,29 @@ else
     "ulimit -l unlimited (or memlock in /etc/security/limits.conf; docker run --ulimit memlock=-1)"
 fi
 
-# --- The switch: a route to it, and the interface that route takes.
+# --- The switch servers (a comma-separated list, as DPA_SWITCH takes): a route to each, and the
+# interface the first one's route takes.
 if [[ -n "$switch" ]]; then
-  host="${switch%:*}"
-  [[ "$switch" == *:* ]] || host="$switch"
-  host="${host#[}" host="${host%]}"
-  if route=$(ip route get "$host" 2>&1); then
-    via=$(awk '{for (i = 1; i < NF; ++i) if ($i == "dev") print $(i + 1)}' <<<"$route" | head -1)
-    report switch required pass "$switch: routed via ${via:-?}"
-    [[ -z "$interface" ]] && interface="$via"
-    if command -v ping >/dev/null; then
-      if ping -c 1 -W 1 "$host" >/dev/null 2>&1; then
-        report switch-ping optional pass "$host answers ping"
-      else
-        report switch-ping optional info "$host does not answer ping (a Tofino's dpa address need not)"
+  IFS=, read -ra servers <<<"$switch"
+  for server in "${servers[@]}"; do
+    host="${server%:*}"
+    [[ "$server" == *:* ]] || host="$server"
+    host="${host#[}" host="${host%]}"
+    if route=$(ip route get "$host" 2>&1); then
+      via=$(awk '{for (i = 1; i < NF; ++i) if ($i == "dev") print $(i + 1)}' <<<"$route" | head -1)
+      report switch required pass "$server: routed via ${via:-?}"
+      [[ -z "$interface" ]] && interface="$via"
+      if command -v ping >/dev/null; then
+        if ping -c 1 -W 1 "$host" >/dev/null 2>&1; then
+          report switch-ping optional pass "$host answers ping"
+        else
+          report switch-ping optional info "$host does not answer ping (a Tofino's dpa address need not)"
+        fi
       fi
+    else
+      report switch required fail "$server: no route (${route//$'\n'/ })" "check the address (DPA_SWITCH) and this host's routes"
     fi
-  else
-    report switch required fail "$switch: no route (${route//$'\n'/ })" "check the address (DPA_SWITCH) and this host's routes"
-  fi
+  done
 else
   report switch optional info "no switch given (--switch or DPA_SWITCH): route and MTU not checked"
 fi

@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "dpa/host_port.hpp"
 #include "dpa/transport_config.hpp"
 
 namespace dpa {
@@ -29,8 +31,10 @@ struct Config {
   int rank = 0;
   int world_size = 1;
 
-  std::string switch_host = "127.0.0.1";
-  std::uint16_t switch_port = 4242;
+  // The switch servers of the job (DPA_SWITCH "host:port,host:port"). With several, worker thread
+  // t talks to server t mod S (switch_of_thread): every server holds the same session and
+  // aggregates the slots of its threads, so one job's aggregation spreads over S servers.
+  std::vector<HostPort> switches{{"127.0.0.1", 4242}};
   std::uint32_t session = 1;
 
   int threads = 1;         // worker threads, one socket and one slot range each
@@ -66,7 +70,8 @@ struct Config {
 
   // Reads a JSON object whose keys are the field names above (durations in the unit of the
   // key's suffix: retransmit_timeout_us, max_retransmit_timeout_us, timeout_ms,
-  // join_timeout_ms; "switch" as "host:port"). Unknown keys are a ConfigError.
+  // join_timeout_ms; "switch" as "host:port", a comma-separated list of them, or an array of
+  // them). Unknown keys are a ConfigError.
   static Config from_json_file(const std::string& path);
   // Starts from DPA_CONFIG (a JSON file) if set, then applies the DPA_* variables.
   // RANK / WORLD_SIZE (torchrun) are used when DPA_RANK / DPA_WORLD_SIZE are absent.
@@ -74,6 +79,9 @@ struct Config {
 
   // Throws ConfigError naming the first invalid setting.
   void validate() const;
+
+  // The server worker thread `thread` talks to: switches[thread mod switches.size()].
+  [[nodiscard]] const HostPort& switch_of_thread(int thread) const;
 
   // Switch slots the session must have for these workers (SessionConfig::pool_size at least):
   // two per window entry of every thread, 2 x threads x window.

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <type_traits>
+#include <vector>
 
 #include "dpa/block_float.hpp"
 #include "dpa/config.hpp"
@@ -119,6 +120,9 @@ class Context {
   // The transport counters of the context's threads, summed, as of the end of their latest
   // operation parts: read them between operations (TransportCounters::since gives a difference).
   [[nodiscard]] TransportCounters transport_counters() const;
+  // The switch server each worker thread talks to, [t] for thread t (Config::switch_of_thread):
+  // which servers serve this context's operations.
+  [[nodiscard]] std::vector<HostPort> thread_switches() const;
 
  private:
   template <typename T>

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dpa {
 
@@ -23,5 +24,17 @@ struct HostPort {
 // "DPA_SWITCH=" for a variable, "config.json: switch: " for a key, "--switch " for an option.
 HostPort parse_host_port(std::string_view text, std::string_view source, std::uint16_t default_port,
                          std::uint16_t min_port = 1);
+
+// Reads a comma-separated list of them, "host[:port][,host[:port]...]" (several switch servers),
+// each entry as parse_host_port reads it. An empty entry or an address listed twice is a
+// ConfigError naming `source` and the text.
+std::vector<HostPort> parse_host_port_list(std::string_view text, std::string_view source,
+                                           std::uint16_t default_port, std::uint16_t min_port = 1);
+
+// Throws ConfigError "<origin>: ..." when `addresses` is empty or names an address twice.
+void require_distinct(const std::vector<HostPort>& addresses, std::string_view origin);
+
+// "host:port,host:port", what parse_host_port_list reads.
+std::string to_string(const std::vector<HostPort>& addresses);
 
 }  // namespace dpa

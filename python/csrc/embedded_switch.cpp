@@ -55,12 +55,8 @@ std::unique_ptr<SoftwareSwitch> place_switch(Config& config, std::optional<Confi
     if (small) small->auth_key = rank_key;
   };
   const auto point_at = [&](const HostPort& address) {
-    config.switch_host = address.host;
-    config.switch_port = address.port;
-    if (small) {
-      small->switch_host = config.switch_host;
-      small->switch_port = config.switch_port;
-    }
+    config.switches = {address};
+    if (small) small->switches = {address};
   };
   if (config.rank == 0) {
     std::unique_ptr<SoftwareSwitch> embedded;
@@ -80,7 +76,7 @@ std::unique_ptr<SoftwareSwitch> place_switch(Config& config, std::optional<Confi
       throw;
     }
     point_at({job.switch_bind ? job.switch_published_host : "127.0.0.1", embedded->port()});
-    const std::string address = HostPort{config.switch_host, config.switch_port}.to_string();
+    const std::string address = config.switches.front().to_string();
     store.set(kSwitchKey, std::vector<std::uint8_t>(address.begin(), address.end()));
     return embedded;
   }

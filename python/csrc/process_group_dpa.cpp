@@ -143,7 +143,7 @@ std::uint32_t ProcessGroupDpa::payload_for(std::size_t elements) const {
 }
 
 std::string ProcessGroupDpa::switch_address() const {
-  return HostPort{config_.switch_host, config_.switch_port}.to_string();
+  return to_string(config_.switches);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allreduce(std::vector<at::Tensor>& tensors,

@@ -49,7 +49,7 @@ std::string verdict(c10d::Store& store, const Config& config, const SoftwareSwit
   }
   if (failed.empty() && silent.empty()) return kOk;
 
-  const std::string address = HostPort{config.switch_host, config.switch_port}.to_string();
+  const std::string address = to_string(config.switches);
   std::string text = "the ranks could not join session " + std::to_string(config.session) + " at " + address +
                      " within the join timeout of " + std::to_string(config.join_timeout.count()) +
                      " ms (DPA_JOIN_TIMEOUT_MS): ";

@@ -97,11 +97,22 @@ const FieldReaders<Config>& config_readers() {
       {"world_size", reader_for(&Config::world_size)},
       {"switch",
        [](const json& value, const std::string& where, Config& config) {
-         std::string text;
-         read_json(value, where, text);
-         const HostPort address = parse_host_port(text, where + ": ", protocol::kDefaultPort);
-         config.switch_host = address.host;
-         config.switch_port = address.port;
+         if (!value.is_array()) {
+           std::string text;
+           read_json(value, where, text);
+           config.switches =
+               parse_host_port_list(text, where + ": ", protocol::kDefaultPort, kSwitchPorts.min);
+           return;
+         }
+         config.switches.clear();
+         for (std::size_t i = 0; i < value.size(); ++i) {
+           const std::string entry_where = fmt::format("{}[{}]", where, i);
+           std::string text;
+           read_json(value[i], entry_where, text);
+           config.switches.push_back(
+               parse_host_port(text, entry_where + ": ", protocol::kDefaultPort, kSwitchPorts.min));
+         }
+         require_distinct(config.switches, where);
        }},
       {"session", reader_for(&Config::session)},
       {"threads", reader_for(&Config::threads)},
@@ -343,9 +354,7 @@ Config Config::from_env() {
     apply_env("WORLD_SIZE", config.world_size, kWorldSizes);
   }
   if (const auto text = env_string("DPA_SWITCH")) {
-    const HostPort address = parse_host_port(*text, "DPA_SWITCH=", protocol::kDefaultPort, kSwitchPorts.min);
-    config.switch_host = address.host;
-    config.switch_port = address.port;
+    config.switches = parse_host_port_list(*text, "DPA_SWITCH=", protocol::kDefaultPort, kSwitchPorts.min);
   }
   apply_env("DPA_SESSION", config.session, kSessions);
   apply_env("DPA_THREADS", config.threads, kThreads);
@@ -377,6 +386,10 @@ Config Config::from_env() {
   return config;
 }
 
+const HostPort& Config::switch_of_thread(int thread) const {
+  return switches[static_cast<std::size_t>(thread) % switches.size()];
+}
+
 std::uint32_t Config::pool_slots() const {
   const std::uint64_t slots = protocol::SlotLayout::pool_slots(static_cast<std::uint64_t>(std::max(threads, 0)),
                                                                static_cast<std::uint64_t>(std::max(window, 0)));
@@ -387,10 +400,17 @@ void Config::validate() const {
   require_in(kWorldSizes, world_size, "world_size", "DPA_WORLD_SIZE");
   require(rank >= 0 && rank < world_size, "rank {} out of range for world_size {} (DPA_RANK, DPA_WORLD_SIZE)", rank,
           world_size);
-  require(!switch_host.empty(), "switch: host is empty (DPA_SWITCH)");
-  require(switch_port != 0, "switch: port must not be 0 (DPA_SWITCH)");
+  for (const HostPort& address : switches) {
+    require(!address.host.empty(), "switch: host is empty (DPA_SWITCH)");
+    require(address.port != 0, "switch: port must not be 0 (DPA_SWITCH)");
+  }
+  require_distinct(switches, "invalid dpa config: switch (DPA_SWITCH)");
   require_in(kSessions, session, "session", "DPA_SESSION");
   require_in(kThreads, threads, "threads", "DPA_THREADS");
+  require(threads >= static_cast<int>(switches.size()),
+          "threads {} is fewer than the {} switch servers: each server needs at least one worker thread (DPA_THREADS, "
+          "DPA_SWITCH)",
+          threads, switches.size());
   require_in(kWindows, window, "window", "DPA_WINDOW");
   require(kPayloads.contains(payload), "payload {} out of range: 0 (the session's) or [1, {}] (DPA_PAYLOAD)", payload,
           kPayloads.max);

@@ -1,5 +1,6 @@
 #include "dpa/context.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <limits>
 #include <string>
@@ -23,18 +24,20 @@ class ContextImpl {
  public:
   ContextImpl(const Config& config, SubmitOrder order) : config_(config), order_(std::move(order)) {
     config_.validate();
-    switch_endpoint_ =
-        transport::Endpoint::resolve(config_.switch_host, config_.switch_port, "switch_host");
-    connect(/*rejoining=*/nullptr);
-    log().info("rank {}/{} joined session {} (payload {}, {} thread(s), window {})", config_.rank,
-               config_.world_size, config_.session, session_.payload, config_.threads,
-               config_.window);
+    resolve_switches();
+    connect(/*rejoining=*/{});
+    log().info("rank {}/{} joined session {} at {} switch server(s) (payload {}, {} thread(s), window {})",
+               config_.rank, config_.world_size, config_.session, switch_endpoints_.size(),
+               sessions_[0].payload, config_.threads, config_.window);
   }
 
   ~ContextImpl() {
     for (auto& engine : engines_) engine->stop();
-    // Frees the session for the next job now rather than after the switch's idle timeout.
-    if (!engines_.empty()) leave_session(config_, session_, engines_[0]->queue(), switch_endpoint_);
+    // Frees the session for the next job now rather than after the switches' idle timeout.
+    if (engines_.empty()) return;
+    for (std::size_t s = 0; s < switch_endpoints_.size(); ++s) {
+      leave_session(config_, sessions_[s], engines_[0]->queue(), switch_endpoints_[s]);
+    }
   }
 
   // The turn makes this thread the only one submitting to this context (it belongs to one order).
@@ -96,7 +99,7 @@ class ContextImpl {
                         std::string(to_string(type)));
     }
     if (options.block_exponents == nullptr) return;
-    const std::size_t blocks = (count + session_.payload - 1) / session_.payload;
+    const std::size_t blocks = (count + payload() - 1) / payload();
     for (std::size_t j = 0; j < blocks; ++j) {
       if (!block_float::is_exponent(options.block_exponents[j])) {
         throw ConfigError("allreduce: block_exponents[" + std::to_string(j) + "] = " +
@@ -107,7 +110,13 @@ class ContextImpl {
   }
 
   [[nodiscard]] const Config& config() const { return config_; }
-  [[nodiscard]] std::uint32_t payload() const { return session_.payload; }
+  // Every server agreed on the session's parameters (connect() checks), so server 0's stand.
+  [[nodiscard]] std::uint32_t payload() const { return sessions_[0].payload; }
+  [[nodiscard]] std::vector<HostPort> thread_switches() const {
+    std::vector<HostPort> servers;
+    for (int t = 0; t < config_.threads; ++t) servers.push_back(config_.switch_of_thread(t));
+    return servers;
+  }
   [[nodiscard]] TransportCounters transport_counters() const {
     TransportCounters total;
     for (const auto& engine : engines_) total += engine->counters();
@@ -128,9 +137,46 @@ class ContextImpl {
     }
   }
 
-  // Opens the device (one queue per thread), joins the session through thread 0's queue and
-  // starts the engines. A rejoin opens the device afresh: its queues went with the old engines.
-  void connect(const SessionInfo* rejoining) {
+  // Two entries that resolve to one address (a name and its IP) would be one server serving
+  // as two: refuse it as the config does for equal text.
+  void resolve_switches() {
+    for (const HostPort& address : config_.switches) {
+      const transport::Endpoint endpoint =
+          transport::Endpoint::resolve(address.host, address.port, "switch (DPA_SWITCH)");
+      const auto same = std::ranges::find(switch_endpoints_, endpoint);
+      if (same != switch_endpoints_.end()) {
+        const HostPort& other = config_.switches[static_cast<std::size_t>(same - switch_endpoints_.begin())];
+        throw ConfigError("switch: " + other.to_string() + " and " + address.to_string() + " are the same server " +
+                          endpoint.to_string() + " (DPA_SWITCH): list each server once");
+      }
+      switch_endpoints_.push_back(endpoint);
+    }
+  }
+
+  // Each server answers JOIN with its own generation, token and pool, but the parameters the
+  // engines share (payload, world size, K, straggler timeout) must be one session's.
+  void require_same_session(std::size_t s) const {
+    const SessionInfo& first = sessions_[0];
+    const SessionInfo& other = sessions_[s];
+    const auto differ = [&](const std::string& what, auto a, auto b) {
+      throw ConfigError("session " + std::to_string(config_.session) + " differs between the switch servers " +
+                        config_.switches[0].to_string() + " (" + what + " " + std::to_string(a) + ") and " +
+                        config_.switches[s].to_string() + " (" + what + " " + std::to_string(b) +
+                        "): configure the session alike on every server of DPA_SWITCH");
+    };
+    if (other.payload != first.payload) differ("payload", first.payload, other.payload);
+    if (other.world_size != first.world_size) differ("world size", first.world_size, other.world_size);
+    if (other.k_default != first.k_default) differ("default K", first.k_default, other.k_default);
+    if (other.straggler_timeout != first.straggler_timeout) {
+      differ("straggler timeout (us)", first.straggler_timeout.count(), other.straggler_timeout.count());
+    }
+  }
+
+  // Opens the device (one queue per thread), joins the session at every switch server through
+  // thread 0's queue (where each server sends its acknowledgement) and starts the engines, thread
+  // t with server t mod S's answer. A rejoin opens the device afresh: its queues went with the
+  // old engines. `rejoining` holds the previous generation per server (empty for a first join).
+  void connect(const std::vector<SessionInfo>& rejoining) {
     device_.reset();
     device_ = transport::open_device(config_.transport, static_cast<std::size_t>(config_.threads));
     std::vector<std::unique_ptr<transport::Queue>> queues;
@@ -140,7 +186,7 @@ class ContextImpl {
       ports.push_back(queue->local_endpoint().port);
       transport::FaultOptions faults = config_.faults;
       faults.seed = config_.faults.seed + static_cast<std::uint64_t>(config_.rank) * 1000 +
-                    static_cast<std::uint64_t>(t) + 100 * session_.generation;
+                    static_cast<std::uint64_t>(t) + 100 * (sessions_.empty() ? 0 : sessions_[0].generation);
       queues.push_back(transport::with_faults(std::move(queue), faults));
     }
 
@@ -148,15 +194,22 @@ class ContextImpl {
     const std::uint32_t max_packet = properties.max_payload;
     waiter_may_run_ = config_.waiter_runs && properties.any_thread_may_poll;
     if (config_.payload != 0) require_packet_fits(config_.payload, max_packet);
-    session_ = join_session(config_, *queues[0], switch_endpoint_, ports, rejoining);
-    if (session_.world_size != config_.world_size) {
-      throw ConfigError("world_size " + std::to_string(config_.world_size) +
-                        " differs from the session's " + std::to_string(session_.world_size));
+    sessions_.clear();
+    // One server after the other, in the same order on every rank, so each completes its join.
+    for (std::size_t s = 0; s < switch_endpoints_.size(); ++s) {
+      sessions_.push_back(join_session(config_, *queues[0], switch_endpoints_[s], ports,
+                                       rejoining.empty() ? nullptr : &rejoining[s]));
+      require_same_session(s);
     }
-    require_packet_fits(session_.payload, max_packet);
+    if (sessions_[0].world_size != config_.world_size) {
+      throw ConfigError("world_size " + std::to_string(config_.world_size) +
+                        " differs from the session's " + std::to_string(sessions_[0].world_size));
+    }
+    require_packet_fits(sessions_[0].payload, max_packet);
     for (int t = 0; t < config_.threads; ++t) {
+      const SessionInfo& session = sessions_[static_cast<std::size_t>(t) % sessions_.size()];
       engines_.push_back(std::make_shared<EngineRunner>(static_cast<std::uint32_t>(t), config_,
-                                                        session_, std::move(queues[t]), *device_));
+                                                        session, std::move(queues[t]), *device_));
       log().debug("rank {}: thread {} runs on {}", config_.rank, t, engines_.back()->where());
     }
   }
@@ -169,20 +222,20 @@ class ContextImpl {
     while (last_op_ && !last_op_->wait_for(std::chrono::milliseconds(100))) {
     }
     last_op_.reset();
-    const SessionInfo previous = session_;
+    const std::vector<SessionInfo> previous = sessions_;
     engines_.clear();
     rejoin_needed_.store(false, std::memory_order_relaxed);
     log().info("rank {}: rejoining session {} after a failed operation", config_.rank,
                config_.session);
-    connect(&previous);
+    connect(previous);
   }
 
   Config config_;
   // Op ids and queue order must match across ranks: submissions happen one at a time, in turns.
   SubmitOrder order_;
-  transport::Endpoint switch_endpoint_;
+  std::vector<transport::Endpoint> switch_endpoints_;  // Config::switches, resolved
   std::unique_ptr<transport::Device> device_;  // outlives the engines and their queues
-  SessionInfo session_;
+  std::vector<SessionInfo> sessions_;  // each server's JOIN answer, in switch_endpoints_ order
   std::vector<std::shared_ptr<EngineRunner>> engines_;
   bool waiter_may_run_ = false;  // Config::waiter_runs, on a device any thread may poll
   std::uint32_t next_op_id_ = 1;
@@ -241,6 +294,7 @@ int Context::rank() const { return impl_->config().rank; }
 int Context::world_size() const { return impl_->config().world_size; }
 std::uint32_t Context::payload() const { return impl_->payload(); }
 TransportCounters Context::transport_counters() const { return impl_->transport_counters(); }
+std::vector<HostPort> Context::thread_switches() const { return impl_->thread_switches(); }
 const Config& Context::config() const { return impl_->config(); }
 const SubmitOrder& Context::submit_order() const { return impl_->order(); }
 

@@ -251,6 +251,8 @@ Config JobSizing::small_config(const Config& wide) const {
   Config small = wide;
   small.session = wide.session + 1;
   small.threads = 1;
+  // One thread talks to one server: the first of several (Config::switch_of_thread).
+  small.switches = {wide.switches.front()};
   small.window = small_window;
   small.payload = small_payload;
   small.busy_poll = small_busy_poll;

@@ -181,9 +181,7 @@ dpa::Config worker_config(const Settings& s) {
   if (s.ranks) config.world_size = *s.ranks;
   if (s.rank) config.rank = *s.rank;
   if (s.switch_address) {
-    const dpa::HostPort address = dpa::parse_host_port(*s.switch_address, "--switch ", config.switch_port);
-    config.switch_host = address.host;
-    config.switch_port = address.port;
+    config.switches = dpa::parse_host_port_list(*s.switch_address, "--switch ", config.switches.front().port);
   }
   if (!s.sizing.empty()) dpa::JobSizing::from_text(s.sizing).configure_wide(config);
   if (s.threads) config.threads = *s.threads;
@@ -256,6 +254,13 @@ int launcher_ranks(const Settings& s, const dpa::Config& from_env) {
 std::size_t iterations_for(const Settings& s, std::size_t bytes) {
   if (s.iterations) return static_cast<std::size_t>(*s.iterations);
   return std::clamp<std::size_t>((std::size_t{256} << 20) / std::max<std::size_t>(bytes, 1), 20, 500);
+}
+
+// The switch server of each worker thread, "host:port" for [t]: which servers served.
+json thread_switch_names(const dpa::Context& context) {
+  json names = json::array();
+  for (const dpa::HostPort& address : context.thread_switches()) names.push_back(address.to_string());
+  return names;
 }
 
 // One rank: every size in both views (docs/benchmark-tools.md), one JSON line per size to `out`
@@ -362,6 +367,7 @@ int run_rank(const Settings& s, const dpa::Config& config, std::ostream& out, co
     json line = {{"rank", rank},
                  {"mode", s.mode},
                  {"threads", used.threads},
+                 {"switches", thread_switch_names(session)},
                  {"window", used.window},
                  {"timeout_ms", config.timeout.count()},
                  {"bytes", count * 4},
@@ -465,8 +471,7 @@ std::vector<json> run_ring_mode(const Settings& s, const std::string& mode) {
   worker_port.local_ip = "10.96.1.1";
   worker_port.local_port = 5000;
   config.transport = worker_port;
-  config.switch_host = switch_port.local_ip;
-  config.switch_port = sw.port();
+  config.switches = {{switch_port.local_ip, sw.port()}};
   config.validate();
   std::ostringstream output;
   run_rank(resolved, config, output, &sw);  // wrong results are in its lines
@@ -550,7 +555,7 @@ std::vector<json> run_mode(const Settings& s, const std::string& mode) {
   const dpa::Config config = worker_config(resolved);
   std::optional<RankKeyFiles> auth_keys;  // outlives the workers
   std::unique_ptr<dpa::SoftwareSwitch> sw;
-  std::string switch_address = config.switch_host + ":" + std::to_string(config.switch_port);
+  std::string switch_address = dpa::to_string(config.switches);
   if (!s.switch_address && !dpa::env_string("DPA_SWITCH")) {
     // The launcher sizes every run whose switch it starts (main()), as the PyTorch backend does.
     dpa::SwitchConfig switch_config = dpa::JobSizing::from_text(s.sizing).switch_config(
@@ -654,7 +659,8 @@ int main(int argc, char** argv) {
   Settings s;
   app.add_option("-n,--ranks", s.ranks, "Ranks, local worker processes (DPA_WORLD_SIZE; default 2)");
   app.add_option("--switch", s.switch_address,
-                 "Use the switch at host:port instead of starting one (DPA_SWITCH)");
+                 "Use the switch at host:port instead of starting one; host:port,host:port,... spreads the "
+                 "job over several switch servers, thread t on server t mod S (DPA_SWITCH)");
   app.add_option("--sizes", s.sizes, "Tensor sizes (B, KiB, MiB, GiB)")->delimiter(',')->capture_default_str();
   app.add_option("--dtype", s.dtype)->check(CLI::IsMember({"float32", "int32"}))->capture_default_str();
   app.add_option("--iterations", s.iterations,
@@ -803,6 +809,14 @@ int main(int argc, char** argv) {
                                             std::to_string(s.straggler_delay_ms) + " ms per operation").c_str()
                                          : "");
     if (!s.sizing.empty()) std::printf("# sizing: %s\n", s.sizing.c_str());
+    // The wide session's threads (a small-packet session has one thread on the first server).
+    const auto widest = std::ranges::max_element(
+        all, {}, [](const json& line) { return line["switches"].size(); });
+    if (widest != all.end()) {
+      std::string servers;
+      for (const json& server : (*widest)["switches"]) servers += " " + server.get<std::string>();
+      std::printf("# switch servers of threads 0..%zu:%s\n", (*widest)["switches"].size() - 1, servers.c_str());
+    }
     bench::print_table(report);
     if (!s.json_path.empty()) {
       std::ofstream file(s.json_path);

@@ -174,7 +174,7 @@ void reduce_both_ways(int rank, int world, std::uint16_t port, std::size_t count
   dpa::Config config;
   config.rank = rank;
   config.world_size = world;
-  config.switch_port = port;
+  config.switches = {{"127.0.0.1", port}};
   config.threads = 2;
   config.window = 4;
   dpa::Context context(config);
@@ -224,7 +224,7 @@ TEST(Integration, CallerBlockExponentsAndWireResultReproduceTheHostResultBitForB
 TEST(Integration, CallerBlockFloatOptionsAreCheckedAtSubmission) {
   dpa::SoftwareSwitch sw(switch_config(session_config(1)));
   dpa::Config config;
-  config.switch_port = sw.port();
+  config.switches = {{"127.0.0.1", sw.port()}};
   dpa::Context context(config);
   std::vector<float> values(600, 1.0f);
   std::vector<std::int8_t> exponents{1, -100, 1};  // -100 < kExpMin

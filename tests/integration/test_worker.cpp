@@ -161,6 +161,7 @@ int run(dpa::Context& context, const Options& o, Input input) {
                            {"syn_probes", stats.syn_probes},
                            {"seconds", stats.seconds},
                            {"errors", errors}};
+    for (const dpa::HostPort& server : context.thread_switches()) line["switches"].push_back(server.to_string());
     std::cout << line.dump() << std::endl;
   }
   return failures;
@@ -175,8 +176,13 @@ int main(int argc, char** argv) {
   std::int64_t rto_us = c.retransmit_timeout.count();
   std::int64_t timeout_ms = c.timeout.count();
   std::int64_t join_timeout_ms = c.join_timeout.count();
-  app.add_option("--port", c.switch_port)->required();
-  app.add_option("--host", c.switch_host);
+  std::string switch_host = "127.0.0.1";
+  std::uint16_t switch_port = 0;
+  std::string switch_list;
+  auto* port_option = app.add_option("--port", switch_port, "The switch's port (with --host)");
+  app.add_option("--host", switch_host);
+  app.add_option("--switch", switch_list, "Several switch servers, host:port,host:port (DPA_SWITCH syntax)")
+      ->excludes(port_option);
   auto& udp = std::get<dpa::UdpTransportConfig>(c.transport);
   app.add_option("--local-host", udp.bind_host);
   app.add_option("--local-port", udp.bind_port);
@@ -223,6 +229,12 @@ int main(int argc, char** argv) {
   app.add_option("--count-override", o.count_override);
   app.add_option("--dtype-override-rank", o.dtype_override_rank);
   CLI11_PARSE(app, argc, argv);
+  if (switch_list.empty() && switch_port == 0) {
+    std::cerr << "dpa-test-worker: give --port (with --host) or --switch\n";
+    return 2;
+  }
+  c.switches = switch_list.empty() ? std::vector<dpa::HostPort>{{switch_host, switch_port}}
+                                   : dpa::parse_host_port_list(switch_list, "--switch ", 4242);
   if (!transport_config.empty()) c.transport = dpa::Config::from_json_file(transport_config).transport;
   if (!auth_key_file.empty()) c.auth_key = dpa::protocol::read_auth_key_file(auth_key_file, "--auth-key-file");
   c.retransmit_timeout = std::chrono::microseconds(rto_us);

@@ -224,6 +224,8 @@ assert checks["gpu"]["level"] == "optional" and checks["gpu"]["status"] in ("pas
 assert all(check["status"] in ("pass", "fail", "warn", "info") for check in report["checks"])
 PY
 expect "worker-check: loopback's MTU fits P = 2048" 0 "PASS  mtu" "$check" --interface lo --payload 2048
+expect "worker-check: every server of a switch list needs a route" 1 "FAIL  switch     (required) no-such-host.invalid:4243: no route" \
+  "$check" --switch 127.0.0.1:4242,no-such-host.invalid:4243
 
 [[ $failures -eq 0 ]] || { echo "$failures failure(s)"; exit 1; }
 echo "all script checks passed"

@@ -420,7 +420,7 @@ TEST_P(AuthenticatedJob, SumsAreExactAndNoReplyIsRejected) {
   session.auth_key = session_key;
   switch_config.sessions = {session};
   SoftwareSwitch sw(switch_config);
-  worker.switch_port = sw.port();
+  worker.switches = {{"127.0.0.1", sw.port()}};
   worker.world_size = 2;
   worker.window = 8;
   worker.timeout = 10s;
@@ -479,7 +479,7 @@ TEST_P(AuthenticatedJob, ARankWithoutAKeyOrWithAnotherRanksKeyGetsAClearError) {
   session.auth_key = session_key;
   switch_config.sessions = {session};
   SoftwareSwitch sw(switch_config);
-  worker.switch_port = sw.port();
+  worker.switches = {{"127.0.0.1", sw.port()}};
   worker.join_timeout = 500ms;
   EXPECT_THAT([&] { Context context(worker); },
               testing::ThrowsMessage<ConfigError>(AllOf(HasSubstr("authenticates"), HasSubstr("DPA_AUTH_KEY_FILE"))));

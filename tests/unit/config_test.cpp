@@ -91,8 +91,7 @@ TEST(WorkerJson, ReadsEveryKey) {
   })");
   EXPECT_EQ(config.rank, 2);
   EXPECT_EQ(config.world_size, 8);
-  EXPECT_EQ(config.switch_host, "10.0.0.9");
-  EXPECT_EQ(config.switch_port, 5000);
+  EXPECT_EQ(config.switches, (std::vector<dpa::HostPort>{{"10.0.0.9", 5000}}));
   EXPECT_EQ(config.session, 7u);
   EXPECT_EQ(config.threads, 4);
   EXPECT_EQ(config.window, 64);
@@ -121,8 +120,7 @@ TEST(WorkerJson, EmptyObjectKeepsDefaults) {
   const dpa::Config defaults;
   EXPECT_EQ(config.rank, defaults.rank);
   EXPECT_EQ(config.world_size, defaults.world_size);
-  EXPECT_EQ(config.switch_host, defaults.switch_host);
-  EXPECT_EQ(config.switch_port, defaults.switch_port);
+  EXPECT_EQ(config.switches, defaults.switches);
   EXPECT_EQ(config.window, defaults.window);
   EXPECT_EQ(config.retransmit_timeout, defaults.retransmit_timeout);
   EXPECT_FALSE(config.faults.enabled());
@@ -130,8 +128,7 @@ TEST(WorkerJson, EmptyObjectKeepsDefaults) {
 
 TEST(WorkerJson, SwitchWithoutPortUsesDefaultPort) {
   const dpa::Config config = worker_from_json(R"({"switch": "switch.local"})");
-  EXPECT_EQ(config.switch_host, "switch.local");
-  EXPECT_EQ(config.switch_port, dpa::protocol::kDefaultPort);
+  EXPECT_EQ(config.switches, (std::vector<dpa::HostPort>{{"switch.local", dpa::protocol::kDefaultPort}}));
 }
 
 TEST(WorkerJson, FloatsAcceptIntegers) {
@@ -231,8 +228,8 @@ TEST(WorkerValidate, EachInvalidSettingIsNamed) {
       {"rank 4 out of range for world_size 4 (DPA_RANK, DPA_WORLD_SIZE)",
        [](dpa::Config& c) { c.world_size = 4; c.rank = 4; }},
       {"rank -1 out of range for world_size 1", [](dpa::Config& c) { c.rank = -1; }},
-      {"switch: host is empty (DPA_SWITCH)", [](dpa::Config& c) { c.switch_host.clear(); }},
-      {"switch: port must not be 0 (DPA_SWITCH)", [](dpa::Config& c) { c.switch_port = 0; }},
+      {"switch: host is empty (DPA_SWITCH)", [](dpa::Config& c) { c.switches.front().host.clear(); }},
+      {"switch: port must not be 0 (DPA_SWITCH)", [](dpa::Config& c) { c.switches.front().port = 0; }},
       {"session 0 out of range [1, 4294967295] (DPA_SESSION)", [](dpa::Config& c) { c.session = 0; }},
       {"threads 0 out of range [1, 64] (DPA_THREADS)", [](dpa::Config& c) { c.threads = 0; }},
       {"threads 65 out of range [1, 64]", [](dpa::Config& c) { c.threads = 65; }},
@@ -347,7 +344,7 @@ TEST_F(EnvTest, NothingSetGivesDefaults) {
   const dpa::Config defaults;
   EXPECT_EQ(config.rank, defaults.rank);
   EXPECT_EQ(config.world_size, defaults.world_size);
-  EXPECT_EQ(config.switch_host, defaults.switch_host);
+  EXPECT_EQ(config.switches, defaults.switches);
   EXPECT_EQ(config.timeout, defaults.timeout);
   EXPECT_EQ(config.preemptive, defaults.preemptive);
 }
@@ -380,8 +377,7 @@ TEST_F(EnvTest, ReadsEveryVariable) {
   const dpa::Config config = dpa::Config::from_env();
   EXPECT_EQ(config.rank, 3);
   EXPECT_EQ(config.world_size, 6);
-  EXPECT_EQ(config.switch_host, "10.1.1.1");
-  EXPECT_EQ(config.switch_port, 4300);
+  EXPECT_EQ(config.switches, (std::vector<dpa::HostPort>{{"10.1.1.1", 4300}}));
   EXPECT_EQ(config.session, 12u);
   EXPECT_EQ(config.threads, 2);
   EXPECT_EQ(config.window, 48);
@@ -408,8 +404,64 @@ TEST_F(EnvTest, ReadsEveryVariable) {
 TEST_F(EnvTest, SwitchWithoutPortUsesDefaultPort) {
   set("DPA_SWITCH", "tor-switch");
   const dpa::Config config = dpa::Config::from_env();
-  EXPECT_EQ(config.switch_host, "tor-switch");
-  EXPECT_EQ(config.switch_port, dpa::protocol::kDefaultPort);
+  EXPECT_EQ(config.switches, (std::vector<dpa::HostPort>{{"tor-switch", dpa::protocol::kDefaultPort}}));
+}
+
+// Several switch servers: thread t talks to entry t mod S.
+TEST_F(EnvTest, SwitchListNamesEveryServerInOrder) {
+  set("DPA_SWITCH", "hostA:4242,hostB,10.0.0.3:5000");
+  set("DPA_THREADS", "4");
+  const dpa::Config config = dpa::Config::from_env();
+  const std::vector<dpa::HostPort> expected{
+      {"hostA", 4242}, {"hostB", dpa::protocol::kDefaultPort}, {"10.0.0.3", 5000}};
+  EXPECT_EQ(config.switches, expected);
+  EXPECT_EQ(config.switch_of_thread(0), expected[0]);
+  EXPECT_EQ(config.switch_of_thread(2), expected[2]);
+  EXPECT_EQ(config.switch_of_thread(3), expected[0]);
+  EXPECT_NO_THROW(config.validate());
+}
+
+TEST_F(EnvTest, SwitchListRejectsEmptyEntriesDuplicatesAndBadAddresses) {
+  const std::vector<std::pair<const char*, const char*>> cases{
+      {"hostA:4242,,hostB", "DPA_SWITCH=\"hostA:4242,,hostB\": entry 2 of the list is empty"},
+      {"hostA:4242,", "DPA_SWITCH=\"hostA:4242,\": entry 2 of the list is empty"},
+      {",hostA", "DPA_SWITCH=\",hostA\": entry 1 of the list is empty"},
+      {"hostA,hostA:4242", "DPA_SWITCH=\"hostA,hostA:4242\": hostA:4242 is listed twice (entries 1 and 2)"},
+      {"hostA:4242,hostB:http", "DPA_SWITCH=\"hostB:http\": expected host or host:port with a port in [1, 65535]"},
+      {"hostA:4242,hostB:0", "DPA_SWITCH=\"hostB:0\": expected host or host:port with a port in [1, 65535]"},
+  };
+  for (const auto& [value, expected] : cases) {
+    set("DPA_SWITCH", value);
+    EXPECT_THAT(config_error([] { dpa::Config::from_env(); }), HasSubstr(expected)) << value;
+  }
+}
+
+TEST(WorkerConfig, FewerThreadsThanSwitchServersIsAnErrorNamingBoth) {
+  dpa::Config config;
+  config.switches = {{"hostA", 4242}, {"hostB", 4242}, {"hostC", 4242}};
+  config.threads = 2;
+  const std::string error = config_error([&] { config.validate(); });
+  EXPECT_THAT(error, HasSubstr("threads 2 is fewer than the 3 switch servers"));
+  EXPECT_THAT(error, HasSubstr("DPA_THREADS"));
+  EXPECT_THAT(error, HasSubstr("DPA_SWITCH"));
+  config.threads = 3;
+  EXPECT_NO_THROW(config.validate());
+  config.switches.push_back({"hostA", 4242});
+  config.threads = 4;
+  EXPECT_THAT(config_error([&] { config.validate(); }),
+              HasSubstr("switch (DPA_SWITCH): hostA:4242 is listed twice (entries 1 and 4)"));
+  config.switches.clear();
+  EXPECT_THAT(config_error([&] { config.validate(); }), HasSubstr("switch (DPA_SWITCH): no address given"));
+}
+
+TEST(WorkerJson, SwitchTakesAListOrAnArray) {
+  const std::vector<dpa::HostPort> expected{{"10.0.0.1", 4242}, {"10.0.0.2", 4243}};
+  EXPECT_EQ(worker_from_json(R"({"threads": 2, "switch": "10.0.0.1,10.0.0.2:4243"})").switches, expected);
+  EXPECT_EQ(worker_from_json(R"({"threads": 2, "switch": ["10.0.0.1", "10.0.0.2:4243"]})").switches, expected);
+  EXPECT_THAT(worker_json_error(R"({"switch": ["10.0.0.1", 7]})"), HasSubstr("switch[1]: expected a string"));
+  EXPECT_THAT(worker_json_error(R"({"switch": ["10.0.0.1", "10.0.0.1:4242"]})"),
+              HasSubstr("switch: 10.0.0.1:4242 is listed twice"));
+  EXPECT_THAT(worker_json_error(R"({"switch": []})"), HasSubstr("switch: no address given"));
 }
 
 TEST_F(EnvTest, TorchrunVariablesAreTheFallback) {
@@ -451,7 +503,7 @@ TEST_F(EnvTest, ConfigPathAndValuesTakeTheRank) {
   set("LOCAL_RANK", "1");
   const dpa::Config config = dpa::Config::from_env();
   EXPECT_EQ(config.rank, 3);
-  EXPECT_EQ(config.switch_host, "10.0.0.1");
+  EXPECT_EQ(config.switches.front().host, "10.0.0.1");
   const auto& dpdk = std::get<dpa::DpdkTransportConfig>(config.transport);
   EXPECT_EQ(dpdk.local_ip, "10.1.0.3");
   EXPECT_EQ(dpdk.file_prefix, "dpa1");
@@ -693,8 +745,7 @@ TEST(SwitchJson, ShippedConfigsParseAndValidate) {
   EXPECT_NO_THROW(worker.validate());
   EXPECT_EQ(worker.rank, 0);
   EXPECT_EQ(worker.world_size, 4);
-  EXPECT_EQ(worker.switch_host, "127.0.0.1");
-  EXPECT_EQ(worker.switch_port, 4242);
+  EXPECT_EQ(worker.switches, (std::vector<dpa::HostPort>{{"127.0.0.1", 4242}}));
   EXPECT_EQ(worker.session, 1u);
   EXPECT_EQ(worker.window, 32);
   EXPECT_EQ(worker.payload, 0u);

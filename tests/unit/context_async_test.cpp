@@ -37,7 +37,7 @@ dpa::Config worker(const dpa::SoftwareSwitch& sw, int rank, int world_size) {
   dpa::Config config;
   config.rank = rank;
   config.world_size = world_size;
-  config.switch_port = sw.port();
+  config.switches = {{"127.0.0.1", sw.port()}};
   config.transport = dpa::UdpTransportConfig{.bind_host = "127.0.0.1"};
   config.timeout = 300ms;
   config.join_timeout = 20s;

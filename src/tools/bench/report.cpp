@@ -72,7 +72,7 @@ json result_row(const std::vector<json>& rank_lines, int world, const std::strin
               {"threads", first["threads"]},
               {"window", first["window"]}};
   dpa.update(counters);
-  for (const char* name : {"switch_rx_packets", "switch_tx_packets", "switch_busy_ns"}) {
+  for (const char* name : {"switches", "switch_rx_packets", "switch_tx_packets", "switch_busy_ns"}) {
     if (first.contains(name)) dpa[name] = first[name];
   }
   dpa["ranks"] = ranks;
