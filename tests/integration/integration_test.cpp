@@ -30,6 +30,7 @@
 #include "quant/quant.hpp"
 #include "switch/control_channel.hpp"
 #include "tools/process.hpp"
+#include "worker_results.hpp"
 #include "transport/send.hpp"
 #include "transport/socket/udp_device.hpp"
 
@@ -44,13 +45,6 @@ struct Scenario {
   std::vector<std::vector<std::string>> rank_args;  // extra, per rank (optional)
   std::chrono::seconds deadline{90};
 };
-
-struct RankResult {
-  std::optional<int> exit_code;
-  std::vector<nlohmann::json> lines;
-};
-
-std::string worker_path() { return std::string(DPA_BINARY_DIR) + "/tests/integration/dpa-test-worker"; }
 
 dpa::SessionConfig session_config(int world, std::uint32_t payload = 256) {
   dpa::SessionConfig session;
@@ -81,16 +75,7 @@ std::vector<RankResult> run_workers(std::uint16_t port, const Scenario& scenario
     }
     processes.emplace_back(argv);
   }
-  const auto codes = dpa::tools::wait_all(processes, Clock::now() + scenario.deadline);
-  std::vector<RankResult> results(processes.size());
-  for (std::size_t r = 0; r < processes.size(); ++r) {
-    results[r].exit_code = codes[r];
-    std::istringstream lines(processes[r].output());
-    for (std::string line; std::getline(lines, line);) {
-      if (!line.empty()) results[r].lines.push_back(nlohmann::json::parse(line));
-    }
-  }
-  return results;
+  return collect_results(processes, Clock::now() + scenario.deadline);
 }
 
 void expect_all_succeeded(const std::vector<RankResult>& results) {

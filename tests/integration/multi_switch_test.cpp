@@ -17,16 +17,12 @@
 #include "dpa/error.hpp"
 #include "dpa/switch.hpp"
 #include "tools/process.hpp"
+#include "worker_results.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using testing::HasSubstr;
-
-struct RankResult {
-  std::optional<int> exit_code;
-  std::vector<nlohmann::json> lines;
-};
 
 dpa::SessionConfig session_config(int world, std::uint32_t payload = 256) {
   dpa::SessionConfig session;
@@ -52,23 +48,14 @@ std::vector<RankResult> run_workers(const std::string& switches, int world, cons
                                     const std::vector<std::string>& last_rank_args = {}) {
   std::vector<dpa::tools::Process> processes;
   for (int rank = 0; rank < world; ++rank) {
-    std::vector<std::string> argv = {std::string(DPA_BINARY_DIR) + "/tests/integration/dpa-test-worker",
+    std::vector<std::string> argv = {worker_path(),
                                      "--switch", switches, "--rank", std::to_string(rank), "--world",
                                      std::to_string(world)};
     argv.insert(argv.end(), args.begin(), args.end());
     if (rank == world - 1) argv.insert(argv.end(), last_rank_args.begin(), last_rank_args.end());
     processes.emplace_back(argv);
   }
-  const auto codes = dpa::tools::wait_all(processes, Clock::now() + std::chrono::seconds(120));
-  std::vector<RankResult> results(processes.size());
-  for (std::size_t r = 0; r < processes.size(); ++r) {
-    results[r].exit_code = codes[r];
-    std::istringstream lines(processes[r].output());
-    for (std::string line; std::getline(lines, line);) {
-      if (!line.empty()) results[r].lines.push_back(nlohmann::json::parse(line));
-    }
-  }
-  return results;
+  return collect_results(processes, Clock::now() + std::chrono::seconds(120));
 }
 
 void expect_all_succeeded(const std::vector<RankResult>& results, std::size_t lines) {
