@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -395,32 +396,42 @@ TEST_F(AuthenticatedSwitch, AJoinWithoutATagLearnsTheSessionAuthenticates) {
 
 enum class Wire { udp, shm };
 
-class AuthenticatedJob : public ::testing::TestWithParam<Wire> {};
+class AuthenticatedJob : public ::testing::TestWithParam<Wire> {
+ protected:
+  // An authenticated session of `world_size` ranks on a switch of this test's wire, and the
+  // workers' config pointing at it (without a rank key: each test hands out its own).
+  void start_switch(int world_size, std::uint32_t shm_max_payload = ShmTransportConfig{}.max_payload) {
+    SwitchConfig switch_config;
+    if (GetParam() == Wire::shm) {
+      ShmTransportConfig shm;
+      shm.fabric = "dpa-auth-test-" + std::to_string(getpid());
+      shm.max_payload = shm_max_payload;
+      switch_config.transport = shm;
+      worker.transport = shm;
+    } else {
+      std::get<UdpTransportConfig>(switch_config.transport).bind_port = 0;
+    }
+    session_key = protocol::random_auth_key();  // after the libsodium check of the test
+    SessionConfig session;
+    session.id = 1;
+    session.world_size = world_size;
+    session.payload = 256;
+    session.pool_size = 64;
+    session.auth_key = session_key;
+    switch_config.sessions = {session};
+    sw = std::make_unique<SoftwareSwitch>(switch_config);
+    worker.switches = {{"127.0.0.1", sw->port()}};
+  }
+
+  AuthKey session_key{};
+  std::unique_ptr<SoftwareSwitch> sw;
+  Config worker;
+};
 
 // Two ranks in threads of this process, each with its own key, against an authenticated session.
 TEST_P(AuthenticatedJob, SumsAreExactAndNoReplyIsRejected) {
   SKIP_WITHOUT_SODIUM();
-  const AuthKey session_key = protocol::random_auth_key();
-  SwitchConfig switch_config;
-  Config worker;
-  if (GetParam() == Wire::shm) {
-    ShmTransportConfig shm;
-    shm.fabric = "dpa-auth-test-" + std::to_string(getpid());
-    shm.max_payload = 8192;
-    switch_config.transport = shm;
-    worker.transport = shm;
-  } else {
-    std::get<UdpTransportConfig>(switch_config.transport).bind_port = 0;
-  }
-  SessionConfig session;
-  session.id = 1;
-  session.world_size = 2;
-  session.payload = 256;
-  session.pool_size = 64;
-  session.auth_key = session_key;
-  switch_config.sessions = {session};
-  SoftwareSwitch sw(switch_config);
-  worker.switches = {{"127.0.0.1", sw.port()}};
+  start_switch(2, 8192);
   worker.world_size = 2;
   worker.window = 8;
   worker.timeout = 10s;
@@ -455,37 +466,18 @@ TEST_P(AuthenticatedJob, SumsAreExactAndNoReplyIsRejected) {
     }
     EXPECT_EQ(stats[r].replies_rejected, 0u);
   }
-  EXPECT_EQ(sw.counters().dropped_bad_tag, 0u);
+  EXPECT_EQ(sw->counters().dropped_bad_tag, 0u);
 }
 
 TEST_P(AuthenticatedJob, ARankWithoutAKeyOrWithAnotherRanksKeyGetsAClearError) {
   SKIP_WITHOUT_SODIUM();
-  const AuthKey session_key = protocol::random_auth_key();
-  SwitchConfig switch_config;
-  Config worker;
-  if (GetParam() == Wire::shm) {
-    ShmTransportConfig shm;
-    shm.fabric = "dpa-auth-test-" + std::to_string(getpid());
-    switch_config.transport = shm;
-    worker.transport = shm;
-  } else {
-    std::get<UdpTransportConfig>(switch_config.transport).bind_port = 0;
-  }
-  SessionConfig session;
-  session.id = 1;
-  session.world_size = 1;
-  session.payload = 256;
-  session.pool_size = 64;
-  session.auth_key = session_key;
-  switch_config.sessions = {session};
-  SoftwareSwitch sw(switch_config);
-  worker.switches = {{"127.0.0.1", sw.port()}};
+  start_switch(1);
   worker.join_timeout = 500ms;
   EXPECT_THAT([&] { Context context(worker); },
               testing::ThrowsMessage<ConfigError>(AllOf(HasSubstr("authenticates"), HasSubstr("DPA_AUTH_KEY_FILE"))));
   worker.auth_key = protocol::derive_rank_key(session_key, 1);  // rank 1's key for rank 0
   EXPECT_THAT([&] { Context context(worker); }, testing::Throws<Error>());
-  EXPECT_GT(sw.counters().dropped_bad_tag, 0u);
+  EXPECT_GT(sw->counters().dropped_bad_tag, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Wires, AuthenticatedJob, ::testing::Values(Wire::udp, Wire::shm),
