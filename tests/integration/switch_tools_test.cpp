@@ -37,6 +37,19 @@ using namespace std::chrono_literals;
 
 const std::string kTools = std::string(DPA_BINARY_DIR) + "/src/tools/";
 
+// dpa-switch (one session of 2 ranks by flags) plus `arguments` must refuse to start: status 2
+// and `expected` in what it printed.
+void expect_refused_at_start(const std::vector<std::string>& arguments, const std::string& expected) {
+  std::vector<std::string> argv{"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", kTools + "dpa-switch", "--port", "0",
+                                "--world-size", "2"};
+  argv.insert(argv.end(), arguments.begin(), arguments.end());
+  dpa::tools::Process process(argv);
+  const auto code = process.wait_until(Clock::now() + 20s);
+  ASSERT_TRUE(code.has_value()) << expected << ": dpa-switch still runs";
+  EXPECT_EQ(*code, 2) << process.output();
+  EXPECT_THAT(process.output(), HasSubstr(expected));
+}
+
 // dpa-switch on ephemeral ports with the given flags, stopped (SIGTERM, then killed by Process)
 // at the end.
 class RunningSwitch {
@@ -266,14 +279,7 @@ TEST(SwitchCtl, OverTcpOnlyTheSecretAddsOrRemoves) {
            {{"--control-port", "0", "--control-secret-file", readable},
             "--control-secret-file " + readable + ": mode 0644 lets its group or others read the secret"},
            {{"--control-secret-file", secret}, "--control-secret-file: give --control PATH or --control-port"}}) {
-    std::vector<std::string> argv{"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", kTools + "dpa-switch", "--port", "0",
-                                  "--world-size", "2"};
-    argv.insert(argv.end(), arguments.begin(), arguments.end());
-    dpa::tools::Process process(argv);
-    const auto code = process.wait_until(Clock::now() + 20s);
-    ASSERT_TRUE(code.has_value()) << expected << ": dpa-switch still runs";
-    EXPECT_EQ(*code, 2) << process.output();
-    EXPECT_THAT(process.output(), HasSubstr(expected));
+    expect_refused_at_start(arguments, expected);
   }
 
   RunningSwitch sw({"--world-size", "2", "--control-port", "0", "--control-secret-file", secret});
@@ -427,14 +433,7 @@ TEST(SwitchMetrics, AddressErrorsNameTheFlagOrKey) {
            {{"--metrics", "localhost"}, "--metrics \"localhost\": expected host:port or a port"},
            {{"--metrics", "10.255.255.1:0"}, "cannot serve metrics on 10.255.255.1:0"},
            {{"--metrics", "example:1"}, "metrics host \"example\" is not an IPv4 address"}}) {
-    std::vector<std::string> argv{"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", kTools + "dpa-switch", "--port", "0",
-                                  "--world-size", "2"};
-    argv.insert(argv.end(), arguments.begin(), arguments.end());
-    dpa::tools::Process process(argv);
-    const auto code = process.wait_until(Clock::now() + 20s);
-    ASSERT_TRUE(code.has_value()) << expected << ": dpa-switch still runs";
-    EXPECT_EQ(*code, 2) << process.output();
-    EXPECT_THAT(process.output(), HasSubstr(expected));
+    expect_refused_at_start(arguments, expected);
   }
 }
 
