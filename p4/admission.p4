@@ -6,7 +6,8 @@
 //   sessions    session id -> index, N, default K, timeout ticks + 1, pool base, groups, generation
 //   tokens      (session, token) -> the generation's token, or the previous generation's
 //   endpoints   (session, ipv4.src, udp.src) -> a member endpoint of the generation
-//   identities  (session, ipv4.src, udp.src, rank, slot range of its thread) -> thread
+//   identities  (session, ipv4.src, udp.src, rank, slot range of its thread, ingress dev port)
+//               -> thread: the dev port is the one the config puts the rank's host behind
 //   pools       (session, slot range [base, base + T*2W)) -> slot in the generation's slots
 //   hosts       (session, ipv4.src ternary) -> a registered worker host (mask 0: any host)
 //   k_limits    (session, k range [0, N]) -> k is valid
@@ -63,7 +64,11 @@ control Admission(inout headers_t hdr,
     }
 
     // The identity rule of §8.1 in one lookup: the endpoint is the member (rank, thread) the
-    // header claims, and the slot belongs to that thread.
+    // header claims, the slot belongs to that thread, and the packet entered on the member's
+    // port. The port binds the identity to the wire: replies other than multicast leave by the
+    // ingress port, so without it a sender on another port that forges a member's address and
+    // knows the token could fetch results with a probe (docs/switch.md, "Identity"). A miss is
+    // §8.1 row 9: dropped, counted in dropped_unregistered.
     action identity(bit<8> thread) {
         md.identity_hit = 1;
         hdr.bridged.thread = thread;
@@ -75,6 +80,7 @@ control Admission(inout headers_t hdr,
             hdr.udp.src_port : exact;
             hdr.dpa.rank : exact;
             hdr.dpa.slot[15:0] : range @name("slot");
+            ig_intr_md.ingress_port : exact;
         }
         actions = { identity; NoAction; }
         const default_action = NoAction;
@@ -251,7 +257,8 @@ control Admission(inout headers_t hdr,
             (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 1, _, 2, _, _, _) : error_taken_over();
             (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 1, _, 0, _, _, _) : drop(EV_BAD_TOKEN);
             (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 1, _, 1, 0, _, _) : error_slot_out_of_range();
-            // 8: the header's rank, or the slot's thread, is not this endpoint's. 11: k > N.
+            // 8: the header's rank, or the slot's thread, is not this endpoint's, or the packet
+            // did not enter on the member's port. 11: k > N.
             (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 1, _, 1, 1, 0, _) : drop(EV_UNREGISTERED);
             (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 1, _, 1, 1, 1, 0) : error_k_invalid();
             (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 1, _, 1, 1, 1, 1) : accept();

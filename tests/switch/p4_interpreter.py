@@ -3,8 +3,9 @@
 It preprocesses the sources (#define with arguments and ##, #if/#else/#endif, #undef), reads
 every control's tables (keys, const entries, default action), actions, RegisterActions, Hash
 units, registers and apply block, and runs them on one slot: a table lookup follows the const
-entries in priority order, an action and a RegisterAction run as written, with P4's bit widths
-(wrap-around, slices, ++, |-|). Registers hold one slot's state. The P4 model test drives the
+entries in priority order (or, for a table the controller fills, the entries a test converts from
+the controller's bfrt calls with `bfrt_entry`), an action and a RegisterAction run as written,
+with P4's bit widths (wrap-around, slices, ++, |-|). Registers hold one slot's state. The P4 model test drives the
 program through it, so each const entry, RegisterAction body and apply branch is the source's,
 not a transcription. Standard library only.
 """
@@ -254,8 +255,9 @@ def parse_expression(text):
 # ---------------------------------------------------------------- the program
 
 class Table:
-    def __init__(self, name, keys, entries, default, actions):
+    def __init__(self, name, keys, entries, default, actions, fields):
         self.name, self.keys, self.entries, self.default, self.actions = name, keys, entries, default, actions
+        self.fields = fields  # each key's bfrt name: its @name, else the field's last component
 
 
 class RegisterAction:
@@ -347,15 +349,18 @@ class Program:
             control.apply = parse_statements(body)
 
     def _table(self, name, body):
-        keys = []
+        keys, fields = [], []
         key_block = re.search(r"\bkey\s*=\s*\{", body)
         if key_block:
             key_text, _ = block(body, key_block.end() - 1)
             for item in key_text.split(";"):
+                annotation = re.search(r"@name\(\"([^\"]*)\"\)", item)
                 item = re.sub(r"@\w+\([^)]*\)", "", item).strip()
                 if item:
                     expression, kind = item.rsplit(":", 1)
                     keys.append((parse_expression(expression), kind.strip()))
+                    fields.append(annotation.group(1) if annotation else
+                                  re.sub(r"\[.*$", "", expression.strip()).rsplit(".", 1)[-1])
         actions = re.search(r"\bactions\s*=\s*\{([^}]*)\}", body).group(1)
         actions = [a.strip() for a in actions.split(";") if a.strip()]
         entries = []
@@ -368,7 +373,7 @@ class Program:
                     entries.append((self._patterns(match, len(keys)), self._call(action)))
         default = re.search(r"default_action\s*=\s*([^;]+);", body)
         default = self._call(default.group(1)) if default else ("NoAction", [])
-        return Table(name, keys, entries, default, actions)
+        return Table(name, keys, entries, default, actions, fields)
 
     def _patterns(self, text, count):
         text = text.strip()
@@ -568,6 +573,8 @@ class Evaluator:
             return Value(0, None)
         if method in ("count", "setValid", "setInvalid"):
             return Value(0, None)
+        if method == "isValid":  # every header is valid unless the state says `<header>.$valid` 0
+            return Value(self.state.get(obj + ".$valid", 1), 1)
         if not obj and name in control.actions:
             self.run_action(name, [self.eval(a).v for a in args])
             return Value(0, None)
@@ -652,7 +659,7 @@ class Evaluator:
     def lookup(self, table):
         """(entry index or "default", (action, args)) of the entry the keys hit."""
         keys = [self.eval(expression) for expression, _ in table.keys]
-        for index, (patterns, action) in enumerate(table.entries):
+        for index, (patterns, action) in enumerate(self.entries.get(table.name, table.entries)):
             if all(_matches(p, k) for p, k in zip(patterns, keys)):
                 return index, action
         return "default", table.default
@@ -667,6 +674,7 @@ class Evaluator:
 
     record_only = frozenset()
     hits = None
+    entries = {}  # table name -> entries that take the place of its const ones
 
 
 def _matches(pattern, key):
@@ -681,12 +689,15 @@ def _matches(pattern, key):
     return pattern[1] <= key.v <= pattern[2]
 
 
-def run_control(program, control_name, state, registers, record_only=(), trace=None, bindings=None):
-    """Run a control's apply block; tables named in record_only are looked up, not executed.
-    Returns {table: (action, args)} for every table applied."""
+def run_control(program, control_name, state, registers, record_only=(), trace=None, bindings=None,
+                entries=None):
+    """Run a control's apply block; tables named in record_only are looked up, not executed;
+    `entries` ({table: entries}) fills tables the controller writes. Returns {table: (action,
+    args)} for every table applied."""
     control = program.controls[control_name]
     evaluator = Evaluator(program, program.constants, state, control, registers, trace)
     evaluator.record_only = frozenset(record_only)
+    evaluator.entries = entries or {}
     evaluator.hits = {}
     for name, value in (bindings or {}).items():
         evaluator.locals[name] = value
@@ -706,6 +717,26 @@ def apply_table(program, control_name, table_name, state, registers=None, bindin
         evaluator.record_only = frozenset([table_name])
     evaluator.apply_table(control.tables[table_name])
     return evaluator.hits[table_name], evaluator.locals
+
+
+def bfrt_entry(program, control_name, table_name, action, kwargs):
+    """A table entry from a controller's bfrt call `add_with_<action>(**kwargs)`: keys by their
+    bfrt names (exact `f`, ternary `f` and `f_mask`, range `f_start` and `f_end`), the rest are
+    the action's parameters. The caller checks that the names agree (table.fields)."""
+    control = program.controls[control_name]
+    table = control.tables[table_name]
+    patterns = []
+    for (_, kind), field in zip(table.keys, table.fields):
+        if kind == "exact":
+            patterns.append(("exact", kwargs[field]))
+        elif kind == "ternary":
+            patterns.append(("mask", kwargs[field], kwargs[field + "_mask"]))
+        elif kind == "range":
+            patterns.append(("range", kwargs[field + "_start"], kwargs[field + "_end"]))
+        else:
+            raise ValueError("table %s: match kind %s" % (table_name, kind))
+    params, _ = control.actions[action]
+    return patterns, (action, [kwargs[name] for name, _ in params])
 
 
 def run_action(program, control_name, action, args, state, registers=None):

@@ -11,16 +11,23 @@ on one slot (N = 3, every K, probes, stale and early rounds, disagreements, COUN
 header-only rounds of count 0, a moving clock) must give the same action, the same reply header,
 the same values or none, and the same accumulators in both; the straggler-unaware build
 (DPA_STRAGGLER_AWARE 0) must behave as a software switch whose straggler timeout never ends.
-The verdict and count_fits tables are checked against §2, §5 and §8.1 for every combination.
+The verdict and count_fits tables are checked against §2, §5 and §8.1 for every combination,
+and admission's whole apply block runs with the entries the controller writes (its admission.py)
+to check that an identity holds only on its rank's ingress port.
 tests/switch/p4_mutations.json lists changes to the source that this test must notice.
-Standard library only.
+Standard library only (and the controller's own modules, which are).
 """
 import itertools
 import os
 import random
+import sys
+import types
 import unittest
 
-from p4_interpreter import Program, apply_table, key_names, run_action, run_control
+from p4_interpreter import Program, apply_table, bfrt_entry, key_names, run_action, run_control
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "p4", "controller"))
+from dpa_controller import admission, counters, join  # noqa: E402
 
 P4 = os.environ.get("DPA_P4_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "p4")
 MASK32 = 0xFFFFFFFF
@@ -493,6 +500,93 @@ class P4ModelTest(unittest.TestCase):
                         missing.append("RegisterAction %s.%s" % (control, register_action))
         self.maxDiff = None
         self.assertEqual(sorted(set(missing)), [])
+
+
+class _RecordedTable:
+    def __init__(self, name, calls):
+        self._name, self._calls = name, calls
+
+    def __getattr__(self, method):
+        return lambda **kwargs: self._calls.append((self._name, method, kwargs))
+
+
+class RecordedProgram:
+    """Stands in for the controller's BfrtProgram: records (table, method, kwargs)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def ingress(self, *path):
+        return _RecordedTable(path[-1], self.calls)
+
+
+class IdentityBindingTest(unittest.TestCase):
+    """Admission's apply block with the entries admission.py writes for a joined generation:
+    rank 0 on host A behind dev port 4, rank 1 on host B behind dev port 5. A member's packets
+    are accepted on its own port only; from any other port (a sender that forges the member's
+    address, port and token) they are dropped as dropped_unregistered (§8.1 row 9), so the
+    unicast replies that leave by the ingress port never reach it."""
+    HOST_A, HOST_B, PORT_A, PORT_B, TOKEN = 0x0A000001, 0x0A000002, 4, 5, 0x5EC2E7
+
+    @classmethod
+    def setUpClass(cls):
+        cls.program = PROGRAMS[True]
+        session = types.SimpleNamespace(id=7, index=0, world_size=2, k=2, timeout_ticks=100, pool_base=0,
+                                        mgid=9, workers=[types.SimpleNamespace(ip=cls.HOST_A),
+                                                         types.SimpleNamespace(ip=cls.HOST_B)])
+        members = {0: join.Member(1, cls.HOST_A, [5000]), 1: join.Member(2, cls.HOST_B, [6000])}
+        generation = join.Generation(1, cls.TOKEN, 0, threads=1, window=2, members=members, last_active_ns=0)
+        recorded = RecordedProgram()
+        admission.setup_session(recorded, session)
+        admission.publish(recorded, session, generation, {0: cls.PORT_A, 1: cls.PORT_B})
+        cls.calls = recorded.calls
+
+    def entries(self):
+        """{table: entries} after the controller's calls, each call's names checked against the
+        table's keys and its action's parameters."""
+        control = self.program.controls["Admission"]
+        tables = {}
+        for table_name, method, kwargs in self.calls:
+            verb, _, action = method.partition("_with_")
+            self.assertIn(verb, ("add", "mod"), method)
+            table = control.tables[table_name]
+            params = {name for name, _ in control.actions[action][0]}
+            expected = set()
+            for (_, kind), field in zip(table.keys, table.fields):
+                expected |= {"exact": {field}, "ternary": {field, field + "_mask"},
+                             "range": {field + "_start", field + "_end"}}[kind]
+            written = set(kwargs) - params - {"MATCH_PRIORITY"}
+            self.assertEqual(sorted(written), sorted(expected),
+                             "%s.%s writes keys the table does not have, or lacks some" % (table_name, method))
+            patterns, call = bfrt_entry(self.program, "Admission", table_name, action, kwargs)
+            tables.setdefault(table_name, {})[tuple(map(tuple, patterns))] = (patterns, call)
+        return {name: list(by_key.values()) for name, by_key in tables.items()}
+
+    def admit(self, rank, address, udp_port, ingress_port, data=False):
+        """(verdict, event name) of a SYN probe (or a data request with P values) for slot 1."""
+        state = {"hdr.dpa.version": CONST["DPA_VERSION"], "hdr.dpa.session": 7, "hdr.dpa.token": self.TOKEN,
+                 "hdr.dpa.rank": rank, "hdr.dpa.slot": 1, "hdr.dpa.seq": 1,
+                 "hdr.dpa.flags": 0 if data else SYN, "hdr.dpa.count": PAYLOAD if data else 0,
+                 "hdr.udp.length": DATA_LENGTH if data else 56, "hdr.ipv4.src_addr": address,
+                 "hdr.udp.src_port": udp_port, "ig_intr_md.ingress_port": ingress_port,
+                 "ig_prsr_md.global_tstamp": 0}
+        run_control(self.program, "Admission", state, {}, entries=self.entries())
+        event = counters.EVENTS.get(state.get("hdr.bridged.event", 0))
+        verdicts = {CONST["ADM_ACCEPT"]: "accept", CONST["ADM_DROP"]: "drop"}
+        return verdicts.get(state.get("md.admit"), "admit %r" % state.get("md.admit")), event
+
+    def test_a_member_is_accepted_on_its_own_port(self):
+        for data in (False, True):
+            self.assertEqual(self.admit(0, self.HOST_A, 5000, self.PORT_A, data)[0], "accept")
+            self.assertEqual(self.admit(1, self.HOST_B, 6000, self.PORT_B, data)[0], "accept")
+
+    def test_a_forged_member_on_another_port_is_dropped_and_counted(self):
+        for data in (False, True):
+            for rank, address, udp_port, port in ((0, self.HOST_A, 5000, self.PORT_B),
+                                                  (0, self.HOST_A, 5000, 9),
+                                                  (1, self.HOST_B, 6000, self.PORT_A)):
+                self.assertEqual(self.admit(rank, address, udp_port, port, data),
+                                 ("drop", "dropped_unregistered"), (rank, port, data))
 
 
 class ReducerTest(unittest.TestCase):

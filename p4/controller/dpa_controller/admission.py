@@ -2,6 +2,10 @@
 generation's token, member endpoints, identities and slot range (written at JOIN, §6.3/§8.1).
 Ternary and range tables take a match priority in bfrt; their entries never overlap, so one
 priority serves all.
+
+An identity also names the dev port the rank's packets must enter on: the worker port the config
+puts the rank's host behind (`rank_ports`, the port its multicast copies leave by), so a sender on
+another port that forges a member's address is dropped (docs/switch.md, "Identity").
 """
 
 PRIORITY = 1
@@ -31,44 +35,47 @@ def _session_data(session, generation):
                 mgid=session.mgid, generation=generation)
 
 
-def _member_keys(session, generation):
+def _member_keys(session, generation, rank_ports):
     span = 2 * generation.window
     for rank, member in sorted(generation.members.items()):
         for thread, port in enumerate(member.ports):
             first = session.pool_base + thread * span
-            yield rank, thread, member.address, port, first, first + span - 1
+            yield rank, thread, member.address, port, first, first + span - 1, rank_ports[rank]
 
 
-def retire(program, session, old):
+def retire(program, session, old, rank_ports):
     """The old generation stops reaching slots: its token becomes the previous one (ERROR
-    session_taken_over), its endpoints, identities and slot range go."""
+    session_taken_over), its endpoints, identities and slot range go. `rank_ports` are the dev
+    ports its identities were bound to."""
     tokens = _table(program, "tokens")
     if old.previous_token:
         tokens.delete(session=session.id, token=old.previous_token)
     tokens.delete(session=session.id, token=old.token)
     tokens.add_with_token_previous(session=session.id, token=old.token)
-    for rank, thread, address, port, first, last in _member_keys(session, old):
+    for rank, thread, address, port, first, last, dev_port in _member_keys(session, old, rank_ports):
         _table(program, "endpoints").delete(session=session.id, src_addr=address, src_port=port)
         _table(program, "identities").delete(session=session.id, src_addr=address, src_port=port,
                                              rank=rank, slot_start=first, slot_end=last,
-                                             MATCH_PRIORITY=PRIORITY)
+                                             ingress_port=dev_port, MATCH_PRIORITY=PRIORITY)
     _table(program, "pools").delete(session=session.id, slot_start=session.pool_base,
                                     slot_end=session.pool_base + old.threads * 2 * old.window - 1,
                                     MATCH_PRIORITY=PRIORITY)
 
 
-def publish(program, session, generation):
-    """The new generation's token, member endpoints, identities and slot range."""
+def publish(program, session, generation, rank_ports):
+    """The new generation's token, member endpoints, identities (rank r bound to dev port
+    rank_ports[r]) and slot range."""
     _table(program, "sessions").mod_with_set_session(session=session.id,
                                                      **_session_data(session, generation.generation))
     _table(program, "tokens").add_with_token_current(session=session.id, token=generation.token)
-    for rank, thread, address, port, first, last in _member_keys(session, generation):
+    for rank, thread, address, port, first, last, dev_port in _member_keys(session, generation,
+                                                                           rank_ports):
         _table(program, "endpoints").add_with_endpoint_member(session=session.id, src_addr=address,
                                                               src_port=port)
         _table(program, "identities").add_with_identity(session=session.id, src_addr=address,
                                                         src_port=port, rank=rank, slot_start=first,
-                                                        slot_end=last, MATCH_PRIORITY=PRIORITY,
-                                                        thread=thread)
+                                                        slot_end=last, ingress_port=dev_port,
+                                                        MATCH_PRIORITY=PRIORITY, thread=thread)
     _table(program, "pools").add_with_in_pool(
         session=session.id, slot_start=session.pool_base,
         slot_end=session.pool_base + generation.threads * 2 * generation.window - 1,

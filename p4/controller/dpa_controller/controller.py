@@ -2,11 +2,12 @@
 the program punts to the CPU port (docs/protocol.md §6), and the requests of a non-canonical size
 it punts there (§8.1 in the same order as the pipeline: they end in an error or a drop).
 
-Publishing a generation (§12 "Generations"): the old generation stops reaching slots, the
-session's registers are cleared, the new identities, token, destinations and multicast group are
-written, and only then are the ranks acked.
+Publishing a generation (§12 "Generations"): the old generation stops reaching slots, the slot
+registers the new one can reach are cleared, the new identities (each bound to its rank's worker
+port), token, destinations and multicast group are written, and only then are the ranks acked.
 """
 import logging
+from dataclasses import dataclass
 
 from . import (admission, counters, delivery, drop_simulator, egress_rewrite, join, net,
                next_pass, ports, pre, slot_state, wire)
@@ -14,6 +15,13 @@ from .bfrt_program import BfrtProgram
 from .config import ConfigError
 
 log = logging.getLogger("dpa_controller")
+
+
+@dataclass
+class _Published:
+    """A generation the switch holds, and the dev port each rank's identities are bound to."""
+    generation: join.Generation
+    rank_ports: dict
 
 # Tables the controller writes (p4/*.p4), cleared by reset().
 RESET_TABLES = (
@@ -36,7 +44,7 @@ class Controller:
         self.counts = {"joins": 0, "joins_refused": 0, "leaves": 0, "controller_errors_sent": 0,
                        "controller_dropped": 0}
         self._activity = {}  # session id -> last sampled activity counter
-        self._published = {}  # session id -> the generation the switch holds
+        self._published = {}  # session id -> _Published
 
     # ---- start ----
 
@@ -178,16 +186,18 @@ class Controller:
         old = self._published.get(session.id)
         rank_ports, macs = self._rank_ports(session, generation)
         if old is not None:
-            admission.retire(self.program, session, old)
-            egress_rewrite.retire(self.program, session, old)
-        slot_state.clear_pool(self.program, session, self.config)
-        admission.publish(self.program, session, generation)
+            admission.retire(self.program, session, old.generation, old.rank_ports)
+            egress_rewrite.retire(self.program, session, old.generation)
+        shared = any(other != session.id for other in self._published)
+        slot_state.clear_generation(self.program, session, generation, self.config, shared)
+        admission.publish(self.program, session, generation, rank_ports)
         egress_rewrite.publish(self.program, session, generation, macs)
         pre.publish_session(self.program, session, rank_ports, had_group=old is not None)
-        self._published[session.id] = generation
+        self._published[session.id] = _Published(generation, rank_ports)
 
     def _rank_ports(self, session, generation):
-        """Each rank's worker port and MAC, from the host with the rank's address."""
+        """Each rank's worker port and MAC, from the host with the rank's address: its multicast
+        copies leave by that port, and its identities accept packets from it only."""
         rank_ports, macs = {}, {}
         for rank, member in generation.members.items():
             host = next((h for h in self.config.hosts.values() if h.ip == member.address), None)

@@ -1,7 +1,7 @@
-"""Clears a session's slot registers (p4/slot_state.p4, exponent.p4, result_bitmap.p4) to the
-fresh state of docs/protocol.md §8.5 before a generation is acked. The accumulators
-(reduce.p4) are not cleared: a round's opening packet overwrites them, and nothing reads them
-before a round of the same generation has opened (docs/switch.md).
+"""Clears the slot registers a new generation can reach (p4/slot_state.p4, exponent.p4,
+result_bitmap.p4) to the fresh state of docs/protocol.md §8.5 before the generation is acked.
+The accumulators (reduce.p4) are not cleared: a round's opening packet overwrites them, and
+nothing reads them before a round of the same generation has opened (docs/switch.md).
 """
 
 # (control, register, fields written as zero)
@@ -30,9 +30,22 @@ def registers(program_defines):
             if r[1] != "first_arrival" or program_defines["DPA_STRAGGLER_AWARE"]]
 
 
-def clear_pool(program, session, config):
+def clear_generation(program, session, generation, config, shared):
+    """§8.5's fresh state for the slots the new generation can reach, [pool_base, pool_base +
+    T*2W): its `pools` entry admits no other slot, and a later generation clears the range it
+    opens. bfrt_python writes a register one index per call (`mod`) or resets all of it
+    (`clear`, one call: the driver resets the array in bulk). When no other session holds a
+    generation (`shared` False), nothing outside this generation's range is in use, so each
+    register is cleared whole: 15 calls (14 without the timer). Otherwise only the range is
+    written, one `mod` per register and slot in one batch: 15 × T × 2W calls."""
+    if not shared:
+        for control, name, _ in registers(config.program):
+            program.ingress(control, name).clear()
+        return
+    first = session.pool_base
+    last = first + generation.threads * 2 * generation.window
     with program.batch():
         for control, name, fields in registers(config.program):
             register = program.ingress(control, name)
-            for index in range(session.pool_base, session.pool_base + session.pool_size):
+            for index in range(first, last):
                 register.mod(REGISTER_INDEX=index, **{field: 0 for field in fields})

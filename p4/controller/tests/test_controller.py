@@ -45,6 +45,7 @@ MAC = {W1: bytes.fromhex("000000000001"), W2: bytes.fromhex("000000000002"),
 SWITCH_MAC = bytes.fromhex("00000000fe01")
 SWITCH_IP = 0x0A0000FE
 DEV_PORTS = {(1, 0): 0, (1, 1): 1, (1, 2): 2, (17, 0): 128}
+HOST_DEV_PORT = {W1: 0, W2: 1, W3: 2}  # CONFIG's ports: w1 behind 1/0, w2 behind 1/1, w3 behind 1/2
 
 CONFIG = {
     "switch": {"name": "test", "tofino": 1, "model": True, "mac": "00:00:00:00:fe:01",
@@ -118,11 +119,17 @@ class Harness:
         return [(m, k) for p, m, k in self.recorder.calls if p.endswith(suffix)]
 
 
-def clears(pool_base, pool_size):
+def whole_clears():
+    """No other session holds a generation: each slot register is reset whole, one call each."""
+    return [("dpa.pipe.Ingress.%s.%s" % (control, name), "clear", {}) for control, name in REGISTERS]
+
+
+def range_clears(first, count):
+    """Another session holds a generation: only the new generation's slots, one write each."""
     expected = []
     for control, name in REGISTERS:
         fields = ("poisoned", "value") if name in ("poison_value", "poison_expected") else ("f1",)
-        for index in range(pool_base, pool_base + pool_size):
+        for index in range(first, first + count):
             expected.append(("dpa.pipe.Ingress.%s.%s" % (control, name), "mod",
                              dict(REGISTER_INDEX=index, **{f: 0 for f in fields})))
     return expected
@@ -130,7 +137,8 @@ def clears(pool_base, pool_size):
 
 def publish_calls(session, sid, index, token, generation, members, threads=1, window=1, mgid=2,
                   node_base=0x10000):
-    """members: [(rank, ip, first port)]"""
+    """members: [(rank, ip, first port)]; each rank's identities are bound to the dev port of
+    its host's port in CONFIG (w1 on 1/0 = dev port 0, w2 on 1/1 = 1, w3 on 1/2 = 2)."""
     calls = [("dpa.pipe.Ingress.admission.sessions", "mod_with_set_session",
               dict(session=sid, index=index, world=2, k_default=session["k"] or 2,
                    timeout_plus_one=wire.timeout_ticks(session["straggler_timeout_us"]) + 1,
@@ -144,7 +152,8 @@ def publish_calls(session, sid, index, token, generation, members, threads=1, wi
                           dict(session=sid, src_addr=ip, src_port=port + t)))
             calls.append(("dpa.pipe.Ingress.admission.identities", "add_with_identity",
                           dict(session=sid, src_addr=ip, src_port=port + t, rank=rank,
-                               slot_start=first, slot_end=first + span - 1, MATCH_PRIORITY=1, thread=t)))
+                               slot_start=first, slot_end=first + span - 1,
+                               ingress_port=HOST_DEV_PORT[ip], MATCH_PRIORITY=1, thread=t)))
     calls.append(("dpa.pipe.Ingress.admission.pools", "add_with_in_pool",
                   dict(session=sid, slot_start=session["pool_base"],
                        slot_end=session["pool_base"] + threads * span - 1, MATCH_PRIORITY=1)))
@@ -174,7 +183,7 @@ class JoinTest(unittest.TestCase):
         h = Harness()
         h.join_both()
         session = CONFIG["sessions"][0]
-        expected = clears(0, 4) + publish_calls(session, 7, 0, 0x1111, 1, [(0, W1, 5000), (1, W2, 6000)]) \
+        expected = whole_clears() + publish_calls(session, 7, 0, 0x1111, 1, [(0, W1, 5000), (1, W2, 6000)]) \
             + group_calls(0, 2, [0, 1])
         self.assertEqual(h.recorder.calls, expected)
         self.assertEqual(len(h.sent), 2)
@@ -213,7 +222,7 @@ class JoinTest(unittest.TestCase):
                         dict(session=7, src_addr=ip, src_port=port)),
                        ("dpa.pipe.Ingress.admission.identities", "delete",
                         dict(session=7, src_addr=ip, src_port=port, rank=rank, slot_start=0, slot_end=1,
-                             MATCH_PRIORITY=1))]
+                             ingress_port=HOST_DEV_PORT[ip], MATCH_PRIORITY=1))]
         retire.append(("dpa.pipe.Ingress.admission.pools", "delete", dict(session=7, slot_start=0, slot_end=1,
                                                                                     MATCH_PRIORITY=1)))
         retire += [("dpa.pipe.Egress.rewrite.destinations", "delete",
@@ -221,7 +230,7 @@ class JoinTest(unittest.TestCase):
         regroup = [("pre.mgid", "delete", dict(MGID=2))] + \
             [("pre.node", "delete", dict(MULTICAST_NODE_ID=0x10000 + rank)) for rank in (0, 1)] + \
             group_calls(0, 2, [0, 1])
-        expected = retire + clears(0, 4) + \
+        expected = retire + whole_clears() + \
             publish_calls(session, 7, 0, 0x2222, 2, [(0, W1, 5100), (1, W2, 6100)]) + regroup
         self.assertEqual(h.recorder.calls, expected)
         self.assertEqual(decode_sent(h.sent[-1])[1].token, 0x2222)
@@ -252,7 +261,7 @@ class JoinTest(unittest.TestCase):
         h.recorder.calls.clear()
         h.join_both(session=8, nonces=(1, 2), ips=(W1, W3), ports=(5300, 7300))
         session = CONFIG["sessions"][1]
-        expected = clears(8, 2) + \
+        expected = range_clears(8, 2) + \
             publish_calls(session, 8, 1, 0x2222, 1, [(0, W1, 5300), (1, W3, 7300)], mgid=3) + \
             group_calls(1, 3, [0, 2])
         self.assertEqual(h.recorder.calls, expected)
