@@ -1,7 +1,10 @@
 """A fake of bfshell's `bfrt` that rejects every table, register, counter, value set and action
-path the P4 program does not define: the names are read from p4/*.p4 (each control's tables with
-their actions, registers, counters, value sets and the controls it instantiates), so a
-controller call that bfrt would refuse on the switch fails here first."""
+path the P4 program does not define, and every table entry whose key or action-data names are
+not the table's: the names are read from p4/*.p4 (each control's tables with their keys and
+actions, the actions' parameters, registers, counters, value sets and the controls it
+instantiates), so a controller call that bfrt would refuse on the switch fails here first.
+A key's bfrt name is its @name, else the field's last component; a ternary key also takes
+`<name>_mask`, a range key `<name>_start` and `<name>_end` instead of `<name>`."""
 
 import re
 import sys
@@ -21,6 +24,7 @@ REGISTER_METHODS = {"mod", "get", "clear"}
 COUNTER_METHODS = {"get", "clear"}
 VALUE_SET_METHODS = {"add", "clear", "get"}
 _BLOCK = re.compile(r"\b(control|parser)\s+(\w+)\s*\(")
+_KEY_NAMES = {"exact": ("",), "ternary": ("", "_mask"), "range": ("_start", "_end"), "lpm": ("", "_p_length")}
 
 
 def _blocks(text):
@@ -38,18 +42,36 @@ def _blocks(text):
     return blocks
 
 
+def _key_names(rest):
+    """The bfrt names of a table's key fields, from the text after `table name {`."""
+    key = re.match(r"[^{}]*?\bkey\s*=\s*\{([^}]*)\}", rest)
+    names = set()
+    for item in (key.group(1).split(";") if key else ()):
+        if not item.strip():
+            continue
+        annotation = re.search(r'@name\("([^"]*)"\)', item)
+        field, kind = re.sub(r"@\w+\([^)]*\)", "", item).rsplit(":", 1)
+        base = annotation.group(1) if annotation else re.sub(r"\[.*$", "", field.strip()).rsplit(".", 1)[-1]
+        names |= {base + suffix for suffix in _KEY_NAMES[kind.strip()]}
+    return names
+
+
 def program_objects(p4_dir=P4_DIR):
-    """{control: {"tables": {name: {actions}}, "registers", "counters", "value_sets", "instances": {name: control}}}."""
+    """{control: {"tables": {name: {actions}}, "keys": {table: {bfrt key names}}, "params":
+    {action: {parameter names}}, "registers", "counters", "value_sets", "instances": {name: control}}}."""
     text = "\n".join(re.sub(r"//[^\n]*", "", path.read_text()) for path in sorted(p4_dir.glob("*.p4")))
     objects = {}
     for name, body in _blocks(text).items():
-        tables = {}
+        tables, keys = {}, {}
         for table in re.finditer(r"\btable\s+(\w+)\s*\{", body):
             rest = body[table.end():]
             actions = re.search(r"\bactions\s*=\s*\{([^}]*)\}", rest)
             tables[table.group(1)] = set(re.findall(r"\w+", actions.group(1))) if actions else set()
+            keys[table.group(1)] = _key_names(rest)
+        params = {action.group(1): {p.split()[-1] for p in action.group(2).split(",") if p.strip()}
+                  for action in re.finditer(r"\baction\s+(\w+)\s*\(([^)]*)\)", body)}
         objects[name] = {
-            "tables": tables,
+            "tables": tables, "keys": keys, "params": params,
             "registers": set(re.findall(r"\bRegister<[^;]*?>\s*\([^;]*?\)\s*(\w+)\s*;", body)),
             "counters": set(re.findall(r"\b(?:Direct)?Counter<[^;]*?>\s*\([^;]*?\)\s*(\w+)\s*;", body)),
             "value_sets": set(re.findall(r"\bvalue_set<[^;]*?>\s*\([^;]*?\)\s*(\w+)\s*;", body)),
@@ -64,7 +86,7 @@ class StrictRecorder(fake_bfrt.Recorder):
         self.objects = objects
         self.prefix = program + ".pipe."
 
-    def check(self, path, method):
+    def check(self, path, method, kwargs):
         if path == "" and method in ("batch_begin", "batch_end"):
             return
         if path in FIXED:
@@ -92,6 +114,8 @@ class StrictRecorder(fake_bfrt.Recorder):
                                          % (path, action, sorted(actions)))
             elif method not in TABLE_METHODS:
                 raise AttributeError("bfrt: table %s has no method %s" % (path, method))
+            if verb in ("add", "mod", "delete"):
+                self.check_entry(path, control["keys"][leaf], control["params"].get(action, set()), kwargs)
         elif leaf in control["registers"]:
             if method not in REGISTER_METHODS:
                 raise AttributeError("bfrt: register %s has no method %s" % (path, method))
@@ -104,8 +128,17 @@ class StrictRecorder(fake_bfrt.Recorder):
         else:
             raise AttributeError("bfrt: %s: the program defines no %s" % (path, leaf))
 
+    @staticmethod
+    def check_entry(path, keys, params, kwargs):
+        """An entry names every key field of the table and nothing but keys, the action's
+        parameters and the match priority."""
+        written = set(kwargs) - params - {"MATCH_PRIORITY"}
+        if written != keys:
+            raise AttributeError("bfrt: %s: an entry with key fields %s; the table's are %s"
+                                 % (path, sorted(written), sorted(keys)))
+
     def answer(self, path, method, kwargs):
-        self.check(path, method)
+        self.check(path, method, kwargs)
         return super().answer(path, method, kwargs)
 
 

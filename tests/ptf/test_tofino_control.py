@@ -19,6 +19,7 @@ import strict_bfrt  # noqa: E402
 import tofino_control  # noqa: E402
 from dpa_conformance import case as case_module  # noqa: E402
 from dpa_conformance import target  # noqa: E402
+from dpa_controller import wire  # noqa: E402  (on sys.path via dpa_conformance)
 
 HOSTS = {"h0": ("1/0", 8), "h1": ("2/0", 16), "h2": ("3/0", 24), "stranger": ("4/0", 32)}
 DEV_PORTS = {(1, 0): 136, (2, 0): 144, (3, 0): 152, (4, 0): 160, (17, 0): 8}
@@ -64,6 +65,27 @@ class TofinoControlTest(unittest.TestCase):
                 methods = {(path, method) for path, method, _ in self.recorder.calls}
                 self.assertIn(("dpa.pipe.Ingress.admission.sessions", "add_with_set_session"), methods)
 
+    def test_a_join_binds_each_rank_to_its_hosts_port_through_defined_keys(self):
+        case = case_module.load(ROOT / "tests" / "conformance" / "cases" / "forged_source_port.json")
+        addresses = self.addresses(case.setup)
+        control = tofino_control.Control(self.params)
+        control.start(case.setup, addresses, {})
+        self.addCleanup(control.stop)
+        for _ in range(2):  # a JOIN counts once it is repeated (§6.3 step 5)
+            for rank, host in enumerate(("h0", "h1")):
+                ip = int.from_bytes(bytes(int(b) for b in addresses[host].split(".")), "big")
+                request = wire.JOIN_REQUEST.encode(dict(nonce=rank + 1, world_size=2, threads=1, window=2,
+                                                        payload=0), [5000 + rank])
+                header = wire.Header(flags=wire.Flag.JOIN, session=7, rank=rank,
+                                     count=wire.JOIN_REQUEST.word_count(1))
+                control.controller.handle_frame(wire.build_frame(
+                    bytes.fromhex("02000000000%d" % rank), bytes(6), ip, 0, 5000 + rank, 4242,
+                    header.encode() + request))
+        identities = [kwargs for path, method, kwargs in self.recorder.calls
+                      if path.endswith("admission.identities") and method == "add_with_identity"]
+        # h0 is behind front panel 1/0 (dev port 136), h1 behind 2/0 (144).
+        self.assertEqual([(k["rank"], k["ingress_port"]) for k in identities], [(0, 136), (1, 144)])
+
     def test_the_clock_cannot_be_set(self):
         control = tofino_control.Control(self.params)
         with self.assertRaisesRegex(RuntimeError, "software-only"):
@@ -84,6 +106,13 @@ class TofinoControlTest(unittest.TestCase):
         with self.assertRaisesRegex(AttributeError, "no control instance"):
             program.Ingress.slots.seq.mod(REGISTER_INDEX=0, f1=0)
         program.Ingress.slot_state.seq.mod(REGISTER_INDEX=0, f1=0)
+        identity = dict(session=7, src_addr=1, src_port=2, rank=0, slot_start=0, slot_end=3, MATCH_PRIORITY=1,
+                        thread=0)
+        with self.assertRaisesRegex(AttributeError, "key fields"):
+            program.Ingress.admission.identities.add_with_identity(**identity)  # no ingress port
+        with self.assertRaisesRegex(AttributeError, "key fields"):
+            program.Ingress.admission.identities.add_with_identity(**identity, ingress_port=8, slot=0)
+        program.Ingress.admission.identities.add_with_identity(**identity, ingress_port=8)
 
 
 if __name__ == "__main__":

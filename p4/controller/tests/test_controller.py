@@ -100,11 +100,11 @@ def decode_sent(frame):
 
 
 class Harness:
-    def __init__(self, tokens=(0x1111, 0x2222, 0x3333), config=CONFIG, activity=None):
+    def __init__(self, tokens=(0x1111, 0x2222, 0x3333), config=CONFIG, activity=None, defines=DEFINES):
         self.bfrt, self.recorder = fake_bfrt.make(DEV_PORTS, activity)
         self.sent = []
         self.now = 0
-        self.config = cfg.load(json.dumps(config), DEFINES)
+        self.config = cfg.load(json.dumps(config), defines)
         self.controller = controller.Controller(self.bfrt, self.config, self.sent.append,
                                                 lambda: self.now, Tokens(*tokens))
         self.controller.setup()
@@ -332,6 +332,62 @@ class JoinTest(unittest.TestCase):
         self.assertEqual(send(W1, 5000, bytes(6)), [])  # §2: not a whole number of words
         self.assertEqual(send(W1, 5000, short, count=3), [])  # §2: count beyond the payload
         self.assertEqual(h.recorder.calls, [])
+
+
+def program_slot_registers():
+    """The slot registers p4/ declares in the controls of the state pass (not the accumulators)."""
+    registers = set()
+    for control, source in (("slot_state", "slot_state.p4"), ("exponent", "exponent.p4"),
+                            ("result_bitmap", "result_bitmap.p4")):
+        with open(os.path.join(HERE, "..", "..", source)) as f:
+            text = re.sub(r"//[^\n]*", "", f.read())
+        registers |= {"dpa.pipe.Ingress.%s.%s" % (control, name)
+                      for name in re.findall(r"\bRegister<[^;]*?>\s*\([^;]*?\)\s*(\w+)\s*;", text)}
+    return registers
+
+
+class SlotClearTest(unittest.TestCase):
+    """What a new generation's register clear touches, and how many bfrt calls it takes."""
+
+    def test_alone_each_slot_register_of_the_program_is_reset_with_one_call(self):
+        for aware, expected in ((1, program_slot_registers()),
+                                (0, program_slot_registers() - {"dpa.pipe.Ingress.slot_state.first_arrival"})):
+            h = Harness(defines=DEFINES.replace("DPA_STRAGGLER_AWARE 1", "DPA_STRAGGLER_AWARE %d" % aware))
+            h.join_both()
+            register_calls = [(p, m) for p, m, _ in h.recorder.calls if p in program_slot_registers()]
+            self.assertEqual(sorted(register_calls), sorted((p, "clear") for p in expected))
+            self.assertEqual(len(register_calls), 14 + aware)
+
+    def test_beside_another_generation_exactly_the_new_range_is_written(self):
+        config = copy.deepcopy(CONFIG)
+        config["sessions"][0]["pool_size"] = 16
+        config["sessions"][1]["pool_base"] = 16
+        h = Harness(config=config)
+        h.join_both(session=8, nonces=(1, 2), ips=(W1, W3), ports=(5300, 7300))
+        h.recorder.calls.clear()
+        h.join_both(threads=2, window=2)  # T*2W = 8 of session 7's 16 slots
+        writes = [(p, k["REGISTER_INDEX"], tuple(sorted(k.items()))) for p, m, k in h.recorder.calls
+                  if p in program_slot_registers() and m == "mod"]
+        self.assertEqual(sorted((p, i) for p, i, _ in writes),
+                         sorted((p, i) for p in program_slot_registers() for i in range(8)))
+        self.assertTrue(all(value == 0 for _, _, fields in writes for name, value in fields
+                            if name != "REGISTER_INDEX"))
+        self.assertNotIn("clear", [m for _, m, _ in h.recorder.calls])
+        self.assertEqual(len(writes), 15 * 8)
+
+    def test_identities_are_bound_to_the_port_of_each_ranks_copies(self):
+        h = Harness()
+        h.join_both()
+        h.join_both(session=8, nonces=(1, 2), ips=(W1, W3), ports=(5300, 7300))
+        nodes = {}  # session index -> rank -> the ports of its copies (setup's nodes are not recorded)
+        for _, kwargs in h.calls_on("pre.node"):
+            index = (kwargs["MULTICAST_NODE_ID"] - pre.SESSION_NODE_BASE) // 64
+            nodes.setdefault(index, {})[kwargs["MULTICAST_RID"]] = kwargs["DEV_PORT"]
+        bound = {}
+        for method, kwargs in h.calls_on("admission.identities"):
+            bound.setdefault(kwargs["session"], {})[kwargs["rank"]] = [kwargs["ingress_port"]]
+        self.assertEqual(bound, {7: nodes[0], 8: nodes[1]})
+        self.assertEqual(bound, {7: {0: [0], 1: [1]}, 8: {0: [0], 1: [2]}})
 
 
 class SetupTest(unittest.TestCase):
