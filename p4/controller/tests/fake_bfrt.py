@@ -1,5 +1,6 @@
-"""A recording stand-in for bfshell's `bfrt` object: every call is logged as
-(path, method, kwargs); `get` calls answer from scripted values."""
+"""A recording stand-in for bfshell's `bfrt` object: every call but `get` is logged as
+(path, method, kwargs), `bfrt.batch_begin()` as ("", "batch_begin", {}); `get` calls answer from
+scripted values."""
 
 
 class Entry:
@@ -35,7 +36,7 @@ class Node:
 
     def __call__(self, **kwargs):
         path, method = ".".join(self._path[:-1]), self._path[-1]
-        if method not in ("get", "batch_begin", "batch_end"):
+        if method != "get":
             self._recorder.calls.append((path, method, kwargs))
         return self._recorder.answer(path, method, kwargs)
 

@@ -125,14 +125,15 @@ def whole_clears():
 
 
 def range_clears(first, count):
-    """Another session holds a generation: only the new generation's slots, one write each."""
-    expected = []
+    """Another session holds a generation: only the new generation's slots, one write each, in
+    one driver batch."""
+    expected = [("", "batch_begin", {})]
     for control, name in REGISTERS:
         fields = ("poisoned", "value") if name in ("poison_value", "poison_expected") else ("f1",)
         for index in range(first, first + count):
             expected.append(("dpa.pipe.Ingress.%s.%s" % (control, name), "mod",
                              dict(REGISTER_INDEX=index, **{f: 0 for f in fields})))
-    return expected
+    return expected + [("", "batch_end", {})]
 
 
 def publish_calls(session, sid, index, token, generation, members, threads=1, window=1, mgid=2,
@@ -374,6 +375,10 @@ class SlotClearTest(unittest.TestCase):
                             if name != "REGISTER_INDEX"))
         self.assertNotIn("clear", [m for _, m, _ in h.recorder.calls])
         self.assertEqual(len(writes), 15 * 8)
+        batch = [m for p, m, _ in h.recorder.calls if p == ""]
+        self.assertEqual(batch, ["batch_begin", "batch_end"])
+        first, last = (i for i, (p, _, _) in enumerate(h.recorder.calls) if p == "")
+        self.assertEqual(last - first - 1, len(writes))  # every write inside the one batch
 
     def test_identities_are_bound_to_the_port_of_each_ranks_copies(self):
         h = Harness()
