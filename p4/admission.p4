@@ -67,8 +67,8 @@ control Admission(inout headers_t hdr,
     // header claims, the slot belongs to that thread, and the packet entered on the member's
     // port. The port binds the identity to the wire: replies other than multicast leave by the
     // ingress port, so without it a sender on another port that forges a member's address and
-    // knows the token could fetch results with a probe (docs/switch.md, "Identity"). A miss is
-    // §8.1 row 9: dropped, counted in dropped_unregistered.
+    // knows the token could fetch results with a probe (docs/switch.md, "Identity and the
+    // ingress port"). A miss is §8.1 row 9: dropped, counted in dropped_unregistered.
     action identity(bit<8> thread) {
         md.identity_hit = 1;
         hdr.bridged.thread = thread;

@@ -5,7 +5,8 @@ priority serves all.
 
 An identity also names the dev port the rank's packets must enter on: the worker port the config
 puts the rank's host behind (`rank_ports`, the port its multicast copies leave by), so a sender on
-another port that forges a member's address is dropped (docs/switch.md, "Identity").
+another port that forges a member's address is dropped (docs/switch.md, "Identity and the ingress
+port").
 """
 
 PRIORITY = 1
