@@ -1,6 +1,8 @@
 // dpa._C: the Python face of the backend. dpa/__init__.py registers it with torch.distributed.
 #include <chrono>
 #include <optional>
+#include <sstream>
+#include <string>
 
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
@@ -59,6 +61,17 @@ py::dict totals_to_dict(const dpa::torch_backend::OpTotals& totals) {
   return result;
 }
 
+// SwitchCounters' own "name value" lines, so the names are the switch's (dpa-switch --stats).
+py::object counters_to_dict(const std::optional<dpa::SwitchCounters>& counters) {
+  if (!counters) return py::none();
+  py::dict result;
+  std::istringstream lines(counters->to_string());
+  std::string name;
+  std::uint64_t value = 0;
+  while (lines >> name >> value) result[py::str(name)] = value;
+  return result;
+}
+
 py::tuple choice_to_tuple(const FastestK& choice) {
   return py::make_tuple(choice.k, choice.preemptive);
 }
@@ -92,6 +105,8 @@ PYBIND11_MODULE(_C, module) {
       .def_property_readonly("sizing", &ProcessGroupDpa::sizing)
       .def_property_readonly("switch_address", &ProcessGroupDpa::switch_address)
       .def_property_readonly("embeds_switch", &ProcessGroupDpa::embeds_switch)
+      .def_property_readonly("switch_counters",
+                             [](const ProcessGroupDpa& group) { return counters_to_dict(group.switch_counters()); })
       .def_property_readonly("authenticated", &ProcessGroupDpa::authenticated);
 
   module.def("close_all", &ProcessGroupDpa::close_all, py::call_guard<py::gil_scoped_release>());

@@ -142,6 +142,11 @@ std::uint32_t ProcessGroupDpa::payload_for(std::size_t elements) const {
   return runner_ ? runner_->context_for(elements).payload() : 0;
 }
 
+std::optional<SwitchCounters> ProcessGroupDpa::switch_counters() const {
+  if (embedded_switch_ == nullptr) return std::nullopt;
+  return embedded_switch_->counters();
+}
+
 std::string ProcessGroupDpa::switch_address() const {
   return to_string(config_.switches);
 }

@@ -7,6 +7,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -43,6 +44,8 @@ class ProcessGroupDpa final : public BackendBase {
   [[nodiscard]] std::string sizing() const { return sizing_; }
   [[nodiscard]] std::string switch_address() const;
   [[nodiscard]] bool embeds_switch() const { return embedded_switch_ != nullptr; }
+  // The embedded switch's counters summed over its threads; nullopt on a rank without one.
+  [[nodiscard]] std::optional<SwitchCounters> switch_counters() const;
   // Whether this rank tags its packets and checks the switch's (DPA_AUTH, DPA_AUTH_KEY_FILE).
   [[nodiscard]] bool authenticated() const { return config_.auth_key.has_value(); }
 

@@ -207,10 +207,29 @@ class Measurement:
         return seconds
 
 
-def dpa_counters():
-    import dpa
+# dpa's counters a size's row reports, as deltas summed over the ranks: the workers' (retransmitted
+# packets, timer expiries, SYN probes), the kernel's drops on dpa's sockets, and the embedded switch's
+# (on the rank that runs it). A timer expiry sends a header-only probe: the switch answers it with
+# "counted, still waiting" or a copy of the result (probe_answers). A probe answered while nothing
+# was lost means the timer fired before the other ranks had sent (arrival skew, not loss);
+# duplicates are resent values the switch had already counted; copies are stored results sent
+# again for resent values.
+DPA_COUNTERS = ("retransmissions", "timeouts", "syn_probes", "udp_drops",
+                "switch_probe_answers", "switch_duplicates", "switch_copies", "switch_late")
+SWITCH_COUNTERS = {"switch_probe_answers": "syn_replies", "switch_duplicates": "duplicates",
+                   "switch_copies": "retransmitted_results", "switch_late": "late_contributions"}
 
-    return [dpa.total_retransmissions(), dpa.udp_drops()]
+
+def dpa_counters(node):
+    import dpa
+    from dpa import _C
+
+    totals = _C.total_stats()
+    switch = default_backend(node).switch_counters or {}
+    values = {"retransmissions": totals["retransmissions"], "timeouts": totals["timeouts"],
+              "syn_probes": totals["syn_probes"], "udp_drops": dpa.udp_drops()}
+    values.update({key: switch.get(name, 0) for key, name in SWITCH_COUNTERS.items()})
+    return [values[key] for key in DPA_COUNTERS]
 
 
 def measure(node, backend_index, backend, size_index, size):
@@ -220,7 +239,7 @@ def measure(node, backend_index, backend, size_index, size):
     settings = node.settings
     iterations = iterations_for(size, settings)
     measurement = Measurement(node, backend_index, backend, size_index, size)
-    counters_before = dpa_counters() if backend == "dpa" else None
+    counters_before = dpa_counters(node) if backend == "dpa" else None
     if settings["warmup"]:
         measurement.back_to_back(VIEW_WARMUP, settings["warmup"])
     own_seconds = measurement.back_to_back(VIEW_BACK_TO_BACK, iterations)
@@ -238,11 +257,11 @@ def measure(node, backend_index, backend, size_index, size):
         "wrong": wrong, "checked": checked, "dpa": None,
     }
     if backend == "dpa":
-        retransmissions, drops = (int(v) for v in node.reduce(
-            [now - before for now, before in zip(dpa_counters(), counters_before)], dist.ReduceOp.SUM))
+        deltas = node.reduce([now - before for now, before in zip(dpa_counters(node), counters_before)],
+                             dist.ReduceOp.SUM)
         row["dpa"] = {"mode": os.environ.get("DPA_TORCH_MODE", "worksteal"),
                       "payload": default_backend(node).payload_for(measurement.elements),
-                      "retransmissions": retransmissions, "udp_drops": drops,
+                      **{key: int(value) for key, value in zip(DPA_COUNTERS, deltas)},
                       "sizing": default_backend(node).sizing}
     return row
 

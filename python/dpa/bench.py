@@ -130,10 +130,19 @@ def print_table(report):
               f"{row['time_us']:>10.1f} {row['algbw']:>11.3f} {row['busbw']:>11.3f} {row['p50_us']:>10.1f} "
               f"{row['p99_us']:>10.1f} {row['wrong']:>7}")
     dpa_rows = [row["dpa"] for row in report["results"] if row["dpa"]]
+
+    def total(key):
+        return sum(r.get(key, 0) for r in dpa_rows)
+
     if dpa_rows:
         print(f"# dpa: mode {dpa_rows[0]['mode']}, sizing {dpa_rows[0]['sizing'] or 'configured switch'}; "
-              f"{sum(r['retransmissions'] for r in dpa_rows)} retransmissions, "
-              f"{sum(r['udp_drops'] for r in dpa_rows)} datagrams dropped by the kernel on dpa's sockets")
+              f"{total('retransmissions')} retransmissions ({total('timeouts')} timer expiries, "
+              f"{total('syn_probes')} SYN probes), {total('udp_drops')} datagrams dropped by the kernel on "
+              f"dpa's sockets")
+        if any(r["sizing"] for r in dpa_rows):
+            print(f"# embedded switch: {total('switch_probe_answers')} probes answered, "
+                  f"{total('switch_duplicates')} resent values it had counted, {total('switch_copies')} "
+                  f"copies of stored results, {total('switch_late')} late contributions")
     for backend, reason in config["skipped"].items():
         print(f"# not measured: {backend}: {reason}")
     print(f"# wrong elements in all: {report['wrong']}", flush=True)

@@ -18,6 +18,8 @@ from test_torchrun import stream_flags
 SMALL = ["--sizes", "4KiB,100000", "--iterations", "3", "--warmup", "1"]
 ROW_KEYS = {"backend", "bytes", "elements", "dtype", "device", "ranks", "iterations", "warmup", "time_us", "algbw",
             "busbw", "p50_us", "p99_us", "wrong", "checked", "dpa"}
+DPA_COUNTER_KEYS = {"retransmissions", "timeouts", "syn_probes", "udp_drops", "switch_probe_answers",
+                    "switch_duplicates", "switch_copies", "switch_late"}
 
 
 def run_bench(*arguments, timeout=300):
@@ -47,7 +49,13 @@ def test_every_size_and_backend_is_measured_and_verified(tmp_path, dtype):
         assert row["busbw"] == pytest.approx(row["algbw"] * 2 * (2 - 1) / 2)
         assert row["p50_us"] <= row["p99_us"], row
     assert rows[0]["dpa"]["payload"] > 0 and rows[1]["dpa"] is None
+    for details in (rows[0]["dpa"], rows[2]["dpa"]):
+        counters = {key: value for key, value in details.items() if key not in ("mode", "payload", "sizing")}
+        assert set(counters) == DPA_COUNTER_KEYS and all(v >= 0 for v in counters.values()), details
+        # The embedded switch cannot answer more probes than the ranks sent.
+        assert details["switch_probe_answers"] <= details["retransmissions"] + details["syn_probes"], details
     assert "#wrong" in result.stdout and " 100000 " in result.stdout
+    assert "# embedded switch:" in result.stdout and "probes answered" in result.stdout
 
 
 def test_half_precision_is_verified_and_a_backend_without_it_is_named(tmp_path):
