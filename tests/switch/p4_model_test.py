@@ -99,11 +99,12 @@ class P4Slot:
         state = self.admit(p, now, trace)
         for control in ("SlotState", "Exponent", "ResultBitmap", "Delivery"):
             run_control(self.program, control, state, self.registers, trace=trace)
-        reduce_op = state.get("hdr.bridged.reduce_op", 0)
-        if reduce_op in (CONST["REDUCE_WRITE"], CONST["REDUCE_ADD"]):
-            # the value pass: lo and hi words of one reducer cell (sums wrap)
+        if state.get("hdr.bridged.reduce_op", 0) == CONST["REDUCE_CONTRIBUTE"]:
+            # the input pass of one chunk, lossless: the chunk's state decides what one reducer
+            # cell does with the lo and hi words (sums wrap)
+            run_control(self.program, "ChunkState", state, self.registers, trace=trace)
             run_control(self.program, "Reducer", state, self.registers, trace=trace,
-                        bindings={"op": (reduce_op, 8), "index": (7, 14),
+                        bindings={"op": (state.get("md.cell_op", 0), 8), "index": (7, 14),
                                   "lo_value": (p.value, 32), "hi_value": ((3 * p.value) & MASK32, 32)})
         cell = self.registers.get(("Reducer", "cells"), {"lo": 0, "hi": 0})
         return self.reply(state) + ((cell["lo"], cell["hi"]),)
