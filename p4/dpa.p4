@@ -100,9 +100,10 @@ control Ingress(inout headers_t hdr,
             // Truncated headers (§2: shorter than 48 bytes is malformed).
             ig_dprsr_md.drop_ctl = 1;
         } else if (hdr.bridged.isValid()) {
-            // A value pass (next_pass.p4): the chunk's state decides what the accumulators do
-            // and whether an output pass may read them (chunk_state.p4).
+            // A value pass (next_pass.p4).
             ig_tm_md.rid = RID_DPA;
+            // The chunk's state decides what the accumulators do and whether an output pass may
+            // read them (chunk_state.p4).
             chunk_state.apply(hdr, md, ig_dprsr_md);
             reduce.apply(hdr, md.cell_op);
             next_pass.apply(hdr, ig_dprsr_md, ig_tm_md);

@@ -1,7 +1,11 @@
 """Clears a session's slot registers (p4/slot_state.p4, exponent.p4, result_bitmap.p4) to the
-fresh state of docs/protocol.md §8.5 before a generation is acked. The accumulators
-(reduce.p4) are not cleared: a round's opening packet overwrites them, and nothing reads them
-before a round of the same generation has opened (docs/switch.md).
+fresh state of docs/protocol.md §8.5 before a generation is acked, and the chunks' round and
+ranks (chunk_state.p4, in every pipe: the program's registers are per pipe, and bfrt writes
+all pipes): a chunk left with a previous generation's round could take a new round's
+contributions for its own and withhold every result. The accumulators (reduce.p4) are not
+cleared: a round's first contribution to reach a chunk overwrites them (its round differs from
+the cleared 0), and no output pass reads a chunk that does not hold the result's round
+(docs/switch.md).
 """
 
 # (control, register, fields written as zero)
@@ -21,6 +25,8 @@ REGISTERS = (
     ("exponent", "exp_used", ("f1",)),
     ("exponent", "exp_max", ("f1",)),
     ("result_bitmap", "contributors", ("f1",)),
+    ("chunk_state", "rounds", ("f1",)),
+    ("chunk_state", "ranks", ("f1",)),
 )
 
 

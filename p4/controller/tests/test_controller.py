@@ -69,7 +69,8 @@ CONFIG = {
 REGISTERS = [("slot_state", r) for r in ("seq", "op_id", "offset", "op_length", "meta", "round",
                                          "first_arrival", "poison_info", "poison_value", "poison_expected",
                                          "arrivals", "count")] + \
-            [("exponent", "exp_used"), ("exponent", "exp_max"), ("result_bitmap", "contributors")]
+            [("exponent", "exp_used"), ("exponent", "exp_max"), ("result_bitmap", "contributors"),
+             ("chunk_state", "rounds"), ("chunk_state", "ranks")]
 
 
 class Tokens:
@@ -360,7 +361,8 @@ class SetupTest(unittest.TestCase):
         cleared = {p for p, m, _ in h.recorder.calls if m == "clear"}
         for table in ("admission.sessions", "admission.tokens", "admission.identities",
                       "next_pass.next_pass", "net.forwarding", "slot_state.seq", "slot_state.count",
-                      "exponent.exp_max", "result_bitmap.contributors"):
+                      "exponent.exp_max", "result_bitmap.contributors", "chunk_state.rounds",
+                      "chunk_state.ranks"):
             self.assertIn("dpa.pipe.Ingress." + table, cleared)
         self.assertTrue({"dpa.pipe.Egress.rewrite.destinations", "pre.mgid", "pre.node",
                          "port.port"} <= cleared)
