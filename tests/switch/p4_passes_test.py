@@ -37,7 +37,7 @@ from p4_interpreter import Program, key_names, run_control  # noqa: E402
 from p4_model_test import CONST, P4, Packet, P4Slot  # noqa: E402
 
 MASK32 = 0xFFFFFFFF
-RESULT, SYN, OLD, ERROR, COUNT_TO_K = 0x1, 0x4, 0x8, 0x10, 0x20
+RESULT, OLD, ERROR, COUNT_TO_K = 0x1, 0x8, 0x10, 0x20
 WORKER_PORT_BASE = 8
 ROUNDS = 60
 LOSSLESS_ROUNDS = 10      # the last rounds run without losses: they must all complete
@@ -49,6 +49,16 @@ def program(chunks):
     return Program(P4, dict(DPA_STRAGGLER_AWARE=1, DPA_SLOT_BITS=14, DPA_REDUCERS=1, DPA_CHUNKS=chunks,
                             DPA_PAYLOAD=2 * chunks, DPA_UDP_PORT=48879, DPA_CPU_PORT=64,
                             DPA_DATA_UDP_LENGTH="(8 + 48 + 4 * %d)" % (2 * chunks)))
+
+
+def pipes_of(chunks):
+    """The workers' pipe first, as switch.pipes orders them; chunk c in pipes[c]."""
+    return [1, 2, 0, 3][:chunks] if chunks > 2 else [1, 0][:chunks]
+
+
+def pass_ports_of(chunks):
+    """One internal recirculation port per pipe (Tofino1 numbering)."""
+    return {pipe: 68 + 128 * pipe for pipe in pipes_of(chunks)}
 
 
 class InterpretedTables:
@@ -123,15 +133,13 @@ class Switch:
 
     def __init__(self, prog, config, trace):
         self.program, self.config, self.trace = prog, config, trace
-        chunks = config["chunks"]
-        self.pipes = [1, 2, 0, 3][:chunks] if chunks > 2 else [1, 0][:chunks]
-        self.pass_ports = {pipe: 68 + 128 * pipe for pipe in self.pipes}
-        self.pipe_of_port = {port: pipe for pipe, port in self.pass_ports.items()}
+        self.pipes = pipes_of(config["chunks"])
+        self.pipe_of_port = {port: pipe for pipe, port in pass_ports_of(config["chunks"]).items()}
         self.slots = [P4Slot(config["world"], config["k"], config["timeout"]) for _ in range(2)]
         for slot in self.slots:
             slot.program = prog
         self.chunks = {(pipe, slot): {} for pipe in self.pipes for slot in (0, 1)}
-        self.queues = {port: collections.deque() for port in self.pass_ports.values()}
+        self.queues = {port: collections.deque() for port in self.pipe_of_port}
         self.stats = collections.Counter()
 
     def state_pass(self, packet, now):
@@ -228,8 +236,9 @@ def simulate(prog, config, seed, trace):
             switch.stats["results"] += 1
             if round_number == worker.round:
                 worker.round, worker.sent = worker.round + 1, False
-        elif flags & OLD and round_number >= worker.round and not flags & SYN:
-            # the OLD reply carries the slot's round: the worker's is gone, it skips ahead
+        elif flags & OLD:
+            # a reply to the worker's current round (replies are not delayed): the slot has
+            # moved past it, the worker skips ahead
             worker.round, worker.sent = worker.round + 1, False
         return None
 
@@ -290,11 +299,10 @@ class PassesTest(unittest.TestCase):
             if chunks not in programs:
                 programs[chunks] = program(chunks)
                 tables = InterpretedTables(programs[chunks])
-                pipes = [1, 2, 0, 3][:chunks] if chunks > 2 else [1, 0][:chunks]
-                setup = types.SimpleNamespace(program={"DPA_CHUNKS": chunks}, pipes=pipes, mac=bytes(6), ip=0)
-                ports = {pipe: 68 + 128 * pipe for pipe in pipes}
-                next_pass.setup(tables, setup, ports)
-                delivery.setup(tables, setup, ports)
+                setup = types.SimpleNamespace(program={"DPA_CHUNKS": chunks}, pipes=pipes_of(chunks),
+                                              mac=bytes(6), ip=0)
+                next_pass.setup(tables, setup, pass_ports_of(chunks))
+                delivery.setup(tables, setup, pass_ports_of(chunks))
             trace = []
             failure, stats = simulate(programs[chunks], config, config["seed"], trace)
             cls.results[name] = (failure, stats, trace, programs[chunks])
