@@ -2,8 +2,9 @@
 // packet leaves the state pass: header-only replies (OLD, SYN, ERROR) straight back to the
 // sender or, for a poisoned round, to every rank; packets whose values must be added or
 // fetched into the input passes (a probe that fetches a result rides them too, so it never
-// overtakes the values of the packet that completed the round); JOIN and LEAVE to the CPU;
-// the rest dropped. A round whose count is 0 (the exponent-priming round, §5) has no values:
+// overtakes the values of the packet that completed the round), and so does a counted rank's
+// retransmission, which repairs what a lost value pass left out (chunk_state.p4); JOIN and LEAVE
+// to the CPU; the rest dropped. A round whose count is 0 (the exponent-priming round, §5) has no values:
 // its requests add nothing and its results are header only, so they leave from the state pass
 // too. A header-only reply to a data packet keeps the request's values behind the
 // header: the egress sets the IPv4 and UDP lengths to the header, so they are an Ethernet
@@ -38,6 +39,10 @@ control Delivery(inout headers_t hdr,
         hdr.bridged.delivery = DELIVER_UNICAST;
         hdr.bridged.with_values = 0;
     }
+    // The sender's bit rides along only if the sender is one of the round's contributors
+    // (md.result_bitmap: the contributors after this packet, frozen once complete): only then may
+    // its input passes add its values, which is how a counted rank's retransmission repairs a
+    // chunk that a lost pass left without them (chunk_state.p4), and why a late rank's does not.
     action route_input(bit<8> reduce_op, bit<8> delivery, bit<8> with_values) {
         ig_tm_md.ucast_egress_port = md.input_port;
         ig_tm_md.bypass_egress = 1;
@@ -45,6 +50,7 @@ control Delivery(inout headers_t hdr,
         hdr.bridged.reduce_op = reduce_op;
         hdr.bridged.delivery = delivery;
         hdr.bridged.with_values = with_values;
+        hdr.bridged.sender_bit = md.result_bitmap & md.sender_bit;
     }
     // A header-only result to every rank of the generation (rank = RID, egress_rewrite.p4).
     action route_multicast_now() {
@@ -202,22 +208,23 @@ control Delivery(inout headers_t hdr,
         outcomes.count();
         poisoned_before(flags, ERR_LENGTH_MISMATCH);
     }
-    // Contributions: NEW writes the accumulators, a counted packet adds to them.
-    action counted(bit<8> reduce_op) {
+    // Contributions, and every packet of a contributor that carries values: the chunks add
+    // them where they lack them (chunk_state.p4 opens a chunk for a new round).
+    action counted() {
         outcomes.count();
-        route_input(reduce_op, DELIVER_DROP, 0);
+        route_input(REDUCE_CONTRIBUTE, DELIVER_DROP, 0);
         hdr.bridged.event = EV_AGGREGATED;
     }
     action completed_at_open(bit<8> event) {
         outcomes.count();
         opened_result_view();
-        route_input(REDUCE_WRITE, DELIVER_MULTICAST, 1);
+        route_input(REDUCE_CONTRIBUTE, DELIVER_MULTICAST, 1);
         hdr.bridged.event = event;
     }
-    action completed(bit<8> reduce_op, bit<8> event) {
+    action completed(bit<8> event) {
         outcomes.count();
         result_view(0x01);
-        route_input(reduce_op, DELIVER_MULTICAST, 1);
+        route_input(REDUCE_CONTRIBUTE, DELIVER_MULTICAST, 1);
         hdr.bridged.event = event;
     }
     action completed_by_probe(bit<8> event) {
@@ -226,10 +233,11 @@ control Delivery(inout headers_t hdr,
         route_input(REDUCE_SKIP, DELIVER_MULTICAST, 1);
         hdr.bridged.event = event;
     }
+    // A counted rank's copy repairs its values on the way (a late rank's adds nothing).
     action copy_to_data(bit<8> event) {
         outcomes.count();
         result_view(0x03);
-        route_input(REDUCE_NONE, DELIVER_UNICAST, 1);
+        route_input(REDUCE_CONTRIBUTE, DELIVER_UNICAST, 1);
         hdr.bridged.event = event;
     }
     action copy_to_probe() {
@@ -262,7 +270,14 @@ control Delivery(inout headers_t hdr,
         route_now();
         hdr.bridged.event = event;
     }
+    // A counted rank's retransmission to a round still open: its values ride the input passes
+    // again, in case a lost pass left a chunk without them, and are dropped after the last.
     action duplicate() {
+        outcomes.count();
+        route_input(REDUCE_CONTRIBUTE, DELIVER_DROP, 0);
+        hdr.bridged.event = EV_DUPLICATE;
+    }
+    action duplicate_header_only() {
         outcomes.count();
         ig_dprsr_md.drop_ctl = 1;
         hdr.bridged.event = EV_DUPLICATE;
@@ -288,11 +303,11 @@ control Delivery(inout headers_t hdr,
             poisoned_now_with_sender_copy; poisoned_op; poisoned_type; poisoned_length;
             counted; completed_at_open; completed; completed_by_probe; copy_to_data; copy_to_probe;
             counted_header_only; completed_at_open_header_only; completed_header_only; copy_header_only;
-            duplicate;
+            duplicate; duplicate_header_only;
         }
         const default_action = drop_packet;
         counters = outcomes;
-        size = 80;
+        size = 96;
         // md.count is the count register before the packet (after it for a NEW); 0x100: complete.
         // Each reply with values has a header-only twin first, for a round of count 0.
         const entries = {
@@ -328,7 +343,7 @@ control Delivery(inout headers_t hdr,
             (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, _, 0) : completed_at_open_header_only(EV_COMPLETED_PARTIAL);
             (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, _, _) : completed_at_open(EV_COMPLETED_PARTIAL);
             (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _, _, _, _, 0) : counted_header_only();
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _, _, _, _, _) : counted(REDUCE_WRITE);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _, _, _, _, _) : counted();
             // OLD and ahead.
             (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, 0x100 &&& 0x100, _, _, _, _) : old_reply(0x88);
             (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, _, _, _, _, _) : old_reply(0x08);
@@ -347,18 +362,19 @@ control Delivery(inout headers_t hdr,
             (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, 0x100 &&& 0x100, _, _, _, 0) : copy_header_only(0x03, EV_LATE);
             (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, 0x100 &&& 0x100, _, _, _, _) : copy_to_data(EV_LATE);
             (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, 0, 0) : completed_header_only(EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, 0, _) : completed(REDUCE_ADD, EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, 0, _) : completed(EV_COMPLETED);
             (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, _, 0) : completed_header_only(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, _, _) : completed(REDUCE_ADD, EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, _, _) : completed(EV_COMPLETED_PARTIAL);
             (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, _, _, _, 0) : counted_header_only();
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, _, _, _, _) : counted(REDUCE_ADD);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, _, _, _, _) : counted();
             // A counted rank's retransmission: copy, reactive completion, or a duplicate.
             (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, 0x100 &&& 0x100, _, _, _, 0) : copy_header_only(0x03, EV_RETRANSMITTED);
             (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, 0x100 &&& 0x100, _, _, _, _) : copy_to_data(EV_RETRANSMITTED);
             (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, 0) : completed_header_only(EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, _) : completed(REDUCE_NONE, EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, _) : completed(EV_COMPLETED);
             (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, _, 0) : completed_header_only(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, _, _) : completed(REDUCE_NONE, EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, _, _) : completed(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, _, _, _, _, 0) : duplicate_header_only();
             (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, _, _, _, _, _) : duplicate();
         }
     }

@@ -29,6 +29,7 @@
 #include "exponent.p4"
 #include "result_bitmap.p4"
 #include "delivery.p4"
+#include "chunk_state.p4"
 #include "reduce.p4"
 #include "next_pass.p4"
 #include "net.p4"
@@ -78,6 +79,7 @@ control Ingress(inout headers_t hdr,
     Exponent() exponent;
     ResultBitmap() result_bitmap;
     Delivery() delivery;
+    ChunkState() chunk_state;
     Reduce() reduce;
     NextPass() next_pass;
     Net() net;
@@ -100,7 +102,10 @@ control Ingress(inout headers_t hdr,
         } else if (hdr.bridged.isValid()) {
             // A value pass (next_pass.p4).
             ig_tm_md.rid = RID_DPA;
-            reduce.apply(hdr);
+            // The chunk's state decides what the accumulators do and whether an output pass may
+            // read them (chunk_state.p4).
+            chunk_state.apply(hdr, md, ig_dprsr_md);
+            reduce.apply(hdr, md.cell_op);
             next_pass.apply(hdr, ig_dprsr_md, ig_tm_md);
         } else {
             switch_address.apply();
@@ -118,6 +123,7 @@ control Ingress(inout headers_t hdr,
                 hdr.bridged.event = EV_NONE;
                 hdr.bridged.request_op_id = hdr.dpa.op_id;
                 hdr.bridged.slot = hdr.dpa.slot;
+                hdr.bridged.sender_bit = 0;
                 admission.apply(hdr, md, ig_intr_md, ig_prsr_md);
 #if DPA_DROP_SIMULATOR
                 if (md.admit == ADM_ACCEPT) {

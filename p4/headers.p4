@@ -188,6 +188,8 @@ header bridged_h {
     bit<8>  event;          // counter index of what the state pass decided
     bit<32> request_op_id;  // the sender's op_id, for its copy of a poisoned round's error
     bit<32> slot;           // the request's slot (registers use its low DPA_SLOT_BITS)
+    bit<32> sender_bit;     // the sender's bit if it is one of the round's contributors, else 0
+                            // (chunk_state.p4: whose values an input pass may add)
 }
 
 struct headers_t {
@@ -202,7 +204,7 @@ struct headers_t {
     values_h   values_hi;
 }
 
-// Per-pass scratch of the state pass (not carried between passes).
+// Per-pass scratch of the state pass and, at the end, of the value passes (not carried between passes).
 // Zero at the start of the ingress, as the parser and state passes assume for every flag they
 // only set (bf-p4c otherwise leaves a field read before written uninitialised).
 @pa_auto_init_metadata
@@ -277,6 +279,12 @@ struct metadata_t {
     // single-bit slice would make bf-p4c slice every word tied to it.
     bit<32> packet_meta;    // count << 16 | target (K with COUNT_TO_K, else N)
     bit<32> packet_round;   // count << 16 | flags' high byte (FLOAT, §2) << 8 | K (the packet's k, or the session default)
+
+    // The value pass's (chunk_state.p4), beside the values.
+    bit<32> chunk_round_x;  // the packet's round (dpa.seq) minus the chunk's: 0 for the same round
+    bit<32> chunk_ranks_x;  // input pass: the sender's bit as the chunk had it; output pass: the
+                            // chunk's ranks XOR the result's contributors (0: exactly them)
+    bit<8>  cell_op;        // REDUCE_*: what the accumulators of this pass do
 }
 
 // The egress reads only headers and its intrinsic metadata: no user metadata to carry there.

@@ -4,6 +4,10 @@
 // registers are indexed by the slot alone. Sums wrap (two's complement), as the software switch
 // adds; quantisation leaves headroom for N contributions (§10.3, §12).
 //
+// What the cells do in a pass is chunk_state.p4's decision (`cell_op`): WRITE when the chunk opens
+// a round, ADD for a contributor whose values the chunk lacks, a read in an output pass whose
+// chunk holds the result, nothing otherwise.
+//
 // A Tofino1 stateful ALU returns one 32-bit word, so an output pass reads one half of a chunk
 // (lo or hi) from every cell and emits it as one values header in front of the halves that
 // later passes of the packet already emitted.
@@ -66,7 +70,7 @@ control Reducer(inout bit<32> lo_value,
     }
 }
 
-control Reduce(inout headers_t hdr) {
+control Reduce(inout headers_t hdr, in bit<8> cell_op) {
     Reducer() r00;
 #if DPA_REDUCERS > 1
     Reducer() r01;
@@ -171,99 +175,99 @@ control Reduce(inout headers_t hdr) {
         } else if (hdr.bridged.reduce_op == REDUCE_READ_HI) {
             hdr.values_hi.setValid();
         }
-        r00.apply(hdr.values_lo.v00, hdr.values_hi.v00, hdr.bridged.reduce_op, index);
+        r00.apply(hdr.values_lo.v00, hdr.values_hi.v00, cell_op, index);
 #if DPA_REDUCERS > 1
-        r01.apply(hdr.values_lo.v01, hdr.values_hi.v01, hdr.bridged.reduce_op, index);
+        r01.apply(hdr.values_lo.v01, hdr.values_hi.v01, cell_op, index);
 #endif
 #if DPA_REDUCERS > 2
-        r02.apply(hdr.values_lo.v02, hdr.values_hi.v02, hdr.bridged.reduce_op, index);
+        r02.apply(hdr.values_lo.v02, hdr.values_hi.v02, cell_op, index);
 #endif
 #if DPA_REDUCERS > 3
-        r03.apply(hdr.values_lo.v03, hdr.values_hi.v03, hdr.bridged.reduce_op, index);
+        r03.apply(hdr.values_lo.v03, hdr.values_hi.v03, cell_op, index);
 #endif
 #if DPA_REDUCERS > 4
-        r04.apply(hdr.values_lo.v04, hdr.values_hi.v04, hdr.bridged.reduce_op, index);
+        r04.apply(hdr.values_lo.v04, hdr.values_hi.v04, cell_op, index);
 #endif
 #if DPA_REDUCERS > 5
-        r05.apply(hdr.values_lo.v05, hdr.values_hi.v05, hdr.bridged.reduce_op, index);
+        r05.apply(hdr.values_lo.v05, hdr.values_hi.v05, cell_op, index);
 #endif
 #if DPA_REDUCERS > 6
-        r06.apply(hdr.values_lo.v06, hdr.values_hi.v06, hdr.bridged.reduce_op, index);
+        r06.apply(hdr.values_lo.v06, hdr.values_hi.v06, cell_op, index);
 #endif
 #if DPA_REDUCERS > 7
-        r07.apply(hdr.values_lo.v07, hdr.values_hi.v07, hdr.bridged.reduce_op, index);
+        r07.apply(hdr.values_lo.v07, hdr.values_hi.v07, cell_op, index);
 #endif
 #if DPA_REDUCERS > 8
-        r08.apply(hdr.values_lo.v08, hdr.values_hi.v08, hdr.bridged.reduce_op, index);
+        r08.apply(hdr.values_lo.v08, hdr.values_hi.v08, cell_op, index);
 #endif
 #if DPA_REDUCERS > 9
-        r09.apply(hdr.values_lo.v09, hdr.values_hi.v09, hdr.bridged.reduce_op, index);
+        r09.apply(hdr.values_lo.v09, hdr.values_hi.v09, cell_op, index);
 #endif
 #if DPA_REDUCERS > 10
-        r10.apply(hdr.values_lo.v10, hdr.values_hi.v10, hdr.bridged.reduce_op, index);
+        r10.apply(hdr.values_lo.v10, hdr.values_hi.v10, cell_op, index);
 #endif
 #if DPA_REDUCERS > 11
-        r11.apply(hdr.values_lo.v11, hdr.values_hi.v11, hdr.bridged.reduce_op, index);
+        r11.apply(hdr.values_lo.v11, hdr.values_hi.v11, cell_op, index);
 #endif
 #if DPA_REDUCERS > 12
-        r12.apply(hdr.values_lo.v12, hdr.values_hi.v12, hdr.bridged.reduce_op, index);
+        r12.apply(hdr.values_lo.v12, hdr.values_hi.v12, cell_op, index);
 #endif
 #if DPA_REDUCERS > 13
-        r13.apply(hdr.values_lo.v13, hdr.values_hi.v13, hdr.bridged.reduce_op, index);
+        r13.apply(hdr.values_lo.v13, hdr.values_hi.v13, cell_op, index);
 #endif
 #if DPA_REDUCERS > 14
-        r14.apply(hdr.values_lo.v14, hdr.values_hi.v14, hdr.bridged.reduce_op, index);
+        r14.apply(hdr.values_lo.v14, hdr.values_hi.v14, cell_op, index);
 #endif
 #if DPA_REDUCERS > 15
-        r15.apply(hdr.values_lo.v15, hdr.values_hi.v15, hdr.bridged.reduce_op, index);
+        r15.apply(hdr.values_lo.v15, hdr.values_hi.v15, cell_op, index);
 #endif
 #if DPA_REDUCERS > 16
-        r16.apply(hdr.values_lo.v16, hdr.values_hi.v16, hdr.bridged.reduce_op, index);
+        r16.apply(hdr.values_lo.v16, hdr.values_hi.v16, cell_op, index);
 #endif
 #if DPA_REDUCERS > 17
-        r17.apply(hdr.values_lo.v17, hdr.values_hi.v17, hdr.bridged.reduce_op, index);
+        r17.apply(hdr.values_lo.v17, hdr.values_hi.v17, cell_op, index);
 #endif
 #if DPA_REDUCERS > 18
-        r18.apply(hdr.values_lo.v18, hdr.values_hi.v18, hdr.bridged.reduce_op, index);
+        r18.apply(hdr.values_lo.v18, hdr.values_hi.v18, cell_op, index);
 #endif
 #if DPA_REDUCERS > 19
-        r19.apply(hdr.values_lo.v19, hdr.values_hi.v19, hdr.bridged.reduce_op, index);
+        r19.apply(hdr.values_lo.v19, hdr.values_hi.v19, cell_op, index);
 #endif
 #if DPA_REDUCERS > 20
-        r20.apply(hdr.values_lo.v20, hdr.values_hi.v20, hdr.bridged.reduce_op, index);
+        r20.apply(hdr.values_lo.v20, hdr.values_hi.v20, cell_op, index);
 #endif
 #if DPA_REDUCERS > 21
-        r21.apply(hdr.values_lo.v21, hdr.values_hi.v21, hdr.bridged.reduce_op, index);
+        r21.apply(hdr.values_lo.v21, hdr.values_hi.v21, cell_op, index);
 #endif
 #if DPA_REDUCERS > 22
-        r22.apply(hdr.values_lo.v22, hdr.values_hi.v22, hdr.bridged.reduce_op, index);
+        r22.apply(hdr.values_lo.v22, hdr.values_hi.v22, cell_op, index);
 #endif
 #if DPA_REDUCERS > 23
-        r23.apply(hdr.values_lo.v23, hdr.values_hi.v23, hdr.bridged.reduce_op, index);
+        r23.apply(hdr.values_lo.v23, hdr.values_hi.v23, cell_op, index);
 #endif
 #if DPA_REDUCERS > 24
-        r24.apply(hdr.values_lo.v24, hdr.values_hi.v24, hdr.bridged.reduce_op, index);
+        r24.apply(hdr.values_lo.v24, hdr.values_hi.v24, cell_op, index);
 #endif
 #if DPA_REDUCERS > 25
-        r25.apply(hdr.values_lo.v25, hdr.values_hi.v25, hdr.bridged.reduce_op, index);
+        r25.apply(hdr.values_lo.v25, hdr.values_hi.v25, cell_op, index);
 #endif
 #if DPA_REDUCERS > 26
-        r26.apply(hdr.values_lo.v26, hdr.values_hi.v26, hdr.bridged.reduce_op, index);
+        r26.apply(hdr.values_lo.v26, hdr.values_hi.v26, cell_op, index);
 #endif
 #if DPA_REDUCERS > 27
-        r27.apply(hdr.values_lo.v27, hdr.values_hi.v27, hdr.bridged.reduce_op, index);
+        r27.apply(hdr.values_lo.v27, hdr.values_hi.v27, cell_op, index);
 #endif
 #if DPA_REDUCERS > 28
-        r28.apply(hdr.values_lo.v28, hdr.values_hi.v28, hdr.bridged.reduce_op, index);
+        r28.apply(hdr.values_lo.v28, hdr.values_hi.v28, cell_op, index);
 #endif
 #if DPA_REDUCERS > 29
-        r29.apply(hdr.values_lo.v29, hdr.values_hi.v29, hdr.bridged.reduce_op, index);
+        r29.apply(hdr.values_lo.v29, hdr.values_hi.v29, cell_op, index);
 #endif
 #if DPA_REDUCERS > 30
-        r30.apply(hdr.values_lo.v30, hdr.values_hi.v30, hdr.bridged.reduce_op, index);
+        r30.apply(hdr.values_lo.v30, hdr.values_hi.v30, cell_op, index);
 #endif
 #if DPA_REDUCERS > 31
-        r31.apply(hdr.values_lo.v31, hdr.values_hi.v31, hdr.bridged.reduce_op, index);
+        r31.apply(hdr.values_lo.v31, hdr.values_hi.v31, cell_op, index);
 #endif
         if (hdr.bridged.reduce_op != REDUCE_READ_LO && hdr.bridged.reduce_op != REDUCE_READ_HI) {
             hdr.values_lo.setInvalid();

@@ -57,13 +57,17 @@ const bit<8> GATE_MISMATCH = 5;       // data for the current round that disagre
 const bit<8> GATE_PROBE_CURRENT = 6;  // SYN for the current, opened round
 const bit<8> GATE_PROBE_OTHER = 7;    // SYN for another round or a slot never opened
 
-// Reduce operations carried to the value passes (reduce.p4).
+// Reduce operations. `bridged.reduce_op` is what a value pass asks for; the chunk's state
+// (chunk_state.p4) turns it into `md.cell_op`, what the accumulators of that pass do (reduce.p4):
+// REDUCE_WRITE, REDUCE_ADD, a read, or nothing.
 const bit<8> REDUCE_NONE = 0;         // strip the pass's values, touch no register
-const bit<8> REDUCE_WRITE = 1;        // NEW: the accumulators take the packet's values
-const bit<8> REDUCE_ADD = 2;          // a counted contribution
-const bit<8> REDUCE_READ_LO = 3;      // output pass: emit the first half of a chunk
-const bit<8> REDUCE_READ_HI = 4;      // output pass: emit the second half of a chunk
+const bit<8> REDUCE_WRITE = 1;        // cell: the accumulators take the packet's values (the chunk opens a round)
+const bit<8> REDUCE_ADD = 2;          // cell: add the packet's values
+const bit<8> REDUCE_READ_LO = 3;      // output pass: emit the first half of a chunk, if the chunk holds the result
+const bit<8> REDUCE_READ_HI = 4;      // output pass: emit the second half of a chunk, likewise
 const bit<8> REDUCE_SKIP = 5;         // a probe fetching a result: no values to parse or add
+const bit<8> REDUCE_CONTRIBUTE = 6;   // input pass: the sender's values belong in the round if
+                                      // bridged.sender_bit is set; the chunk adds them once
 
 // Delivery of a packet after its last pass (next_pass.p4).
 const bit<8> DELIVER_DROP = 0;

@@ -2,10 +2,11 @@
 
 It preprocesses the sources (#define with arguments and ##, #if/#else/#endif, #undef), reads
 every control's tables (keys, const entries, default action), actions, RegisterActions, Hash
-units, registers and apply block, and runs them on one slot: a table lookup follows the const
-entries in priority order (or, for a table the controller fills, the entries a test converts from
-the controller's bfrt calls with `bfrt_entry`), an action and a RegisterAction run as written,
-with P4's bit widths (wrap-around, slices, ++, |-|). Registers hold one slot's state. The P4 model test drives the
+units, registers, instances of other controls and apply block (`switch` on a table's
+action_run included), and runs them on one slot: a table lookup follows the const entries in
+priority order (or, for a table the controller fills, the entries a test converts from the
+controller's bfrt calls with `bfrt_entry`), an action and a RegisterAction run as written, with
+P4's bit widths (wrap-around, slices, ++, |-|). Registers hold one slot's state. The P4 model test drives the
 program through it, so each const entry, RegisterAction body and apply branch is the source's,
 not a transcription. Standard library only.
 """
@@ -268,8 +269,11 @@ class RegisterAction:
 
 class Control:
     def __init__(self, name, params):
-        self.name, self.params = name, params
+        self.name = name
+        self.params = [p.split()[-1] for p in params]
+        self.declarations = params  # "inout bit<32> lo_value", for applying it from another control
         self.tables, self.actions, self.register_actions, self.registers, self.hashes = {}, {}, {}, {}, {}
+        self.instances = {}  # instance name -> control name (`Reducer() r00;`)
         self.apply = []
 
 
@@ -280,11 +284,13 @@ class Program:
         self.pre = Preprocessor(defines)
         sources = {}
         for name in ("types.p4", "headers.p4", "admission.p4", "slot_state.p4", "exponent.p4",
-                     "result_bitmap.p4", "delivery.p4", "reduce.p4"):
+                     "result_bitmap.p4", "delivery.p4", "chunk_state.p4", "reduce.p4", "next_pass.p4"):
             with open(os.path.join(directory, name)) as f:
                 sources[name] = self.pre.run(f.read())
         self.constants = {name: Value(int(self._const(value)), int(width)) for width, name, value in
                           re.findall(r"const bit<(\d+)> (\w+) = ([^;]+);", sources["types.p4"])}
+        self.typedefs = {name: int(width) for width, name in
+                         re.findall(r"typedef bit<(\d+)> (\w+);", sources["types.p4"])}
         self.types = self._types(sources["headers.p4"] + sources["slot_state.p4"] + sources["reduce.p4"])
         self.controls = {}
         for name, text in sources.items():
@@ -318,7 +324,7 @@ class Program:
     def _controls(self, text):
         for match in re.finditer(r"\bcontrol\s+(\w+)\s*\(([^)]*)\)\s*\{", text):
             body, _ = block(text, match.end() - 1)
-            params = [p.split()[-1] for p in match.group(2).split(",") if p.strip()]
+            params = [p.strip() for p in match.group(2).split(",") if p.strip()]
             control = Control(match.group(1), params)
             self._read_control(control, body)
             self.controls[control.name] = control
@@ -326,6 +332,8 @@ class Program:
     def _read_control(self, control, text):
         for m in re.finditer(r"\bRegister<\s*(\w+(?:<\d+>)?)\s*,\s*\w+\s*>\s*\([^;]*?\)\s*(\w+);", text):
             control.registers[m.group(2)] = m.group(1)
+        for m in re.finditer(r"^\s*(\w+)\(\)\s+(\w+);", text, flags=re.M):
+            control.instances[m.group(2)] = m.group(1)
         for m in re.finditer(r"\bHash<bit<(\d+)>>\([^)]*\)\s*(\w+);", text):
             control.hashes[m.group(2)] = int(m.group(1))
         for m in re.finditer(r"\bRegisterAction<\s*(\w+(?:<\d+>)?)\s*,\s*\w+\s*,\s*\w+(?:<\d+>)?\s*>\s*"
@@ -447,6 +455,19 @@ def _statement(parser):
             body.append(_statement(parser))
         parser.take("}")
         return ("block", body)
+    if token == "switch":  # switch (t.apply().action_run) { action: { ... } ... }
+        parser.take()
+        parser.take("(")
+        table = parser.take()
+        for expected in (".", "apply", "(", ")", ".", "action_run", ")", "{"):
+            parser.take(expected)
+        cases = {}
+        while parser.peek() != "}":
+            label = parser.take()
+            parser.take(":")
+            cases[label] = _statement(parser)
+        parser.take("}")
+        return ("switch", table, cases)
     if token == "if":
         parser.take()
         parser.take("(")
@@ -571,6 +592,9 @@ class Evaluator:
         if method == "apply" and obj in control.tables:
             self.apply_table(control.tables[obj])
             return Value(0, None)
+        if method == "apply" and obj in control.instances:
+            self.apply_instance(obj, args)
+            return Value(0, None)
         if method in ("count", "setValid", "setInvalid"):
             return Value(0, None)
         if method == "isValid":  # every header is valid unless the state says `<header>.$valid` 0
@@ -579,6 +603,24 @@ class Evaluator:
             self.run_action(name, [self.eval(a).v for a in args])
             return Value(0, None)
         raise KeyError("unknown call %s in %s" % (name, control.name))
+
+    def apply_instance(self, instance, args):
+        """Applies another control: its parameters bound to the arguments, its registers its own
+        (one dict per instance), its inout and out parameters written back."""
+        sub = self.program.controls[self.control.instances[instance]]
+        registers = self.registers.setdefault(("instance", instance), {})
+        inner = Evaluator(self.program, self.constants, self.state, sub, registers, self.trace)
+        inner.hits = self.hits
+        for declaration, arg in zip(sub.declarations, args):
+            name, kind = declaration.split()[-1], declaration.split()[-2]
+            width = _declared_width(declaration) or self.program.typedefs.get(kind)
+            if width is not None:
+                inner.locals[name] = (self.eval(arg).v & ((1 << width) - 1), width)
+        inner.run(sub.apply)
+        for declaration, arg in zip(sub.declarations, args):
+            name = declaration.split()[-1]
+            if declaration.split()[0] in ("inout", "out") and name in inner.locals:
+                self.assign(arg, Value(*inner.locals[name]))
 
     def execute(self, register_action):
         if self.trace is not None:
@@ -628,6 +670,11 @@ class Evaluator:
             kind = statement[0]
             if kind == "block":
                 self.run(statement[1])
+            elif kind == "switch":
+                self.apply_table(self.control.tables[statement[1]])
+                action = self.hits[statement[1]][0]
+                if action in statement[2]:
+                    self.run([statement[2][action]])
             elif kind == "if":
                 if self.eval(statement[1]).v:
                     self.run([statement[2]])

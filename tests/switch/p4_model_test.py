@@ -4,8 +4,9 @@ p4_interpreter.py reads p4/ (or $DPA_P4_DIR: the mutation test points it at muta
 runs the state pass as written: the admission tables that shape a request (rank_bits,
 round_parameters, open_counts), then the apply blocks of SlotState, Exponent, ResultBitmap and
 Delivery with every table's const entries, every action and every RegisterAction body executed,
-the reply action included, and the value pass's Reducer (its `operate` table and its
-RegisterActions) on the packet's values. The oracle is docs/protocol.md §8.2 as
+the reply action included, and one lossless input pass: ChunkState (what the chunk lets the
+cells do) and the Reducer (its `operate` table and its RegisterActions) on the packet's values.
+p4_passes_test.py follows packets through every value pass, with losses. The oracle is docs/protocol.md §8.2 as
 src/switch/slot.cpp runs it (step_slot and reply_header, transcribed). Random packet sequences
 on one slot (N = 3, every K, probes, stale and early rounds, disagreements, COUNT_TO_K,
 header-only rounds of count 0, a moving clock) must give the same action, the same reply header,
@@ -106,11 +107,12 @@ class P4Slot:
         state = self.admit(p, now, trace)
         for control in ("SlotState", "Exponent", "ResultBitmap", "Delivery"):
             run_control(self.program, control, state, self.registers, trace=trace)
-        reduce_op = state.get("hdr.bridged.reduce_op", 0)
-        if reduce_op in (CONST["REDUCE_WRITE"], CONST["REDUCE_ADD"]):
-            # the value pass: lo and hi words of one reducer cell (sums wrap)
+        if state.get("hdr.bridged.reduce_op", 0) == CONST["REDUCE_CONTRIBUTE"]:
+            # the input pass of one chunk, lossless: the chunk's state decides what one reducer
+            # cell does with the lo and hi words (sums wrap)
+            run_control(self.program, "ChunkState", state, self.registers, trace=trace)
             run_control(self.program, "Reducer", state, self.registers, trace=trace,
-                        bindings={"op": (reduce_op, 8), "index": (7, 14),
+                        bindings={"op": (state.get("md.cell_op", 0), 8), "index": (7, 14),
                                   "lo_value": (p.value, 32), "hi_value": ((3 * p.value) & MASK32, 32)})
         cell = self.registers.get(("Reducer", "cells"), {"lo": 0, "hi": 0})
         return self.reply(state) + ((cell["lo"], cell["hi"]),)

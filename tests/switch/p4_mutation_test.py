@@ -1,11 +1,12 @@
-"""Each mutation of p4_mutations.json must make the P4 model test fail.
+"""Each mutation of p4_mutations.json must make the P4 model test (or the test it names) fail.
 
 A mutation is one change to one branch of the program (a RegisterAction's body, a table's
 const entry, an apply block's condition), applied to a copy of p4/ by exact text replacement:
 its `find` text must occur exactly once, so a mutation that no longer applies is an error, not a
-silent pass. The model test then runs on the copy (DPA_P4_DIR) and must end in an assertion
-failure; an exception (the interpreter not reading the mutant) does not count. The unmutated
-program passing is the switch_p4_model test. Standard library only.
+silent pass. The model test (p4_model_test.py, or the file a mutation's "test" names, e.g.
+p4_passes_test.py for the value passes) then runs on the copy (DPA_P4_DIR) and must end in an
+assertion failure; an exception (the interpreter not reading the mutant) does not count. The
+unmutated program passing is the switch_p4_model and switch_p4_passes tests. Standard library only.
 """
 import concurrent.futures
 import json
@@ -18,7 +19,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 P4 = os.path.join(HERE, "..", "..", "p4")
-MODEL_TEST = os.path.join(HERE, "p4_model_test.py")
+MODEL_TEST = "p4_model_test.py"
 PER_MUTATION_TIMEOUT_S = 300
 
 
@@ -40,13 +41,15 @@ def run_mutant(mutation):
             return mutation["name"], "its text occurs %d times in p4/%s" % (occurrences, mutation["file"])
         with open(path, "w") as f:
             f.write(source.replace(mutation["find"], mutation["replace"]))
-        result = subprocess.run([sys.executable, MODEL_TEST, "-f"], env=dict(os.environ, DPA_P4_DIR=copy, DPA_P4_MODEL_STOP_AT_FIRST_FAILURE="1"),
+        test = os.path.join(HERE, mutation.get("test", MODEL_TEST))
+        result = subprocess.run([sys.executable, test, "-f"], env=dict(os.environ, DPA_P4_DIR=copy, DPA_P4_MODEL_STOP_AT_FIRST_FAILURE="1"),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 timeout=PER_MUTATION_TIMEOUT_S)
         if result.returncode == 0:
-            return mutation["name"], "the model test passed"
+            return mutation["name"], "%s passed" % os.path.basename(test)
         if "failures=" not in result.stdout:
-            return mutation["name"], "the model test crashed instead of failing:\n" + result.stdout[-2000:]
+            return mutation["name"], "%s crashed instead of failing:\n%s" % (os.path.basename(test),
+                                                                           result.stdout[-2000:])
         return mutation["name"], None
 
 

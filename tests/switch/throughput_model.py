@@ -36,7 +36,7 @@ RECIRCULATION_GBPS = {1: 100, 2: 100}
 FRONT_PANEL_PORTS = 32
 WIRE_OVERHEAD = 24                      # FCS, preamble, inter-frame gap
 HEADERS = 14 + 20 + 8 + 48              # Ethernet, IPv4, UDP, dpa (p4/headers.p4)
-BRIDGED = 21                            # bridged_h (p4/headers.p4): 168 bits
+BRIDGED = 25                            # bridged_h (p4/headers.p4): 200 bits
 BEGIN = "<!-- throughput_model.py: begin -->"
 END = "<!-- throughput_model.py: end -->"
 
@@ -129,13 +129,13 @@ class Plan:
 def tables(plans):
     lines = [BEGIN, "",
              "Passes per packet (1 = the state pass alone), C = `program.chunks`:", "",
-             "| config | P | C | counted contribution | completing contribution (result) "
-             "| copy or probe fetching a result |",
-             "|---|---:|---:|---:|---:|---:|"]
+             "| config | P | C | counted contribution | counted rank's retransmission (repair) "
+             "| completing contribution (result) | copy or probe fetching a result |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for plan in plans:
         c = plan.chunks
-        lines.append("| %s | %d | %d | %d | %d | %d |" % (plan.name, plan.payload, c, 1 + c,
-                                                          1 + 3 * c, 1 + 3 * c))
+        lines.append("| %s | %d | %d | %d | %d | %d | %d |" % (plan.name, plan.payload, c, 1 + c, 1 + c,
+                                                               1 + 3 * c, 1 + 3 * c))
     lines += ["", "Wire bytes each port carries (frame + 24); a worker's request and its result "
               "are one frame each:", "",
               "| config | port (pipe) | Gb/s | per contribution | per result |",

@@ -1,7 +1,11 @@
 """Clears the slot registers a new generation can reach (p4/slot_state.p4, exponent.p4,
-result_bitmap.p4) to the fresh state of docs/protocol.md §8.5 before the generation is acked.
-The accumulators (reduce.p4) are not cleared: a round's opening packet overwrites them, and
-nothing reads them before a round of the same generation has opened (docs/switch.md).
+result_bitmap.p4) to the fresh state of docs/protocol.md §8.5 before the generation is acked, and
+the chunks' round and ranks (chunk_state.p4, in every pipe: the program's registers are per pipe,
+and bfrt writes all pipes): a chunk left with a previous generation's round could take a new
+round's contributions for its own and withhold every result. The accumulators (reduce.p4) are not
+cleared: a round's first contribution to reach a chunk overwrites them (its round differs from
+the cleared 0), and no output pass reads a chunk that does not hold the result's round
+(docs/switch.md).
 """
 
 # (control, register, fields written as zero)
@@ -21,6 +25,8 @@ REGISTERS = (
     ("exponent", "exp_used", ("f1",)),
     ("exponent", "exp_max", ("f1",)),
     ("result_bitmap", "contributors", ("f1",)),
+    ("chunk_state", "rounds", ("f1",)),
+    ("chunk_state", "ranks", ("f1",)),
 )
 
 
@@ -36,8 +42,8 @@ def clear_generation(program, session, generation, config, shared):
     opens. bfrt_python writes a register one index per call (`mod`) or resets all of it
     (`clear`, one call: the driver resets the array in bulk). When no other session holds a
     generation (`shared` False), nothing outside this generation's range is in use, so each
-    register is cleared whole: 15 calls (14 without the timer). Otherwise only the range is
-    written, one `mod` per register and slot in one batch: 15 × T × 2W calls."""
+    register is cleared whole: 17 calls (16 without the timer). Otherwise only the range is
+    written, one `mod` per register and slot in one batch: 17 × T × 2W calls."""
     if not shared:
         for control, name, _ in registers(config.program):
             program.ingress(control, name).clear()

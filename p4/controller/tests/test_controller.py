@@ -70,7 +70,8 @@ CONFIG = {
 REGISTERS = [("slot_state", r) for r in ("seq", "op_id", "offset", "op_length", "meta", "round",
                                          "first_arrival", "poison_info", "poison_value", "poison_expected",
                                          "arrivals", "count")] + \
-            [("exponent", "exp_used"), ("exponent", "exp_max"), ("result_bitmap", "contributors")]
+            [("exponent", "exp_used"), ("exponent", "exp_max"), ("result_bitmap", "contributors"),
+             ("chunk_state", "rounds"), ("chunk_state", "ranks")]
 
 
 class Tokens:
@@ -336,10 +337,11 @@ class JoinTest(unittest.TestCase):
 
 
 def program_slot_registers():
-    """The slot registers p4/ declares in the controls of the state pass (not the accumulators)."""
+    """The slot registers p4/ declares in the controls of the state pass and the chunks' round and
+    ranks (not the accumulators)."""
     registers = set()
     for control, source in (("slot_state", "slot_state.p4"), ("exponent", "exponent.p4"),
-                            ("result_bitmap", "result_bitmap.p4")):
+                            ("result_bitmap", "result_bitmap.p4"), ("chunk_state", "chunk_state.p4")):
         with open(os.path.join(HERE, "..", "..", source)) as f:
             text = re.sub(r"//[^\n]*", "", f.read())
         registers |= {"dpa.pipe.Ingress.%s.%s" % (control, name)
@@ -357,7 +359,7 @@ class SlotClearTest(unittest.TestCase):
             h.join_both()
             register_calls = [(p, m) for p, m, _ in h.recorder.calls if p in program_slot_registers()]
             self.assertEqual(sorted(register_calls), sorted((p, "clear") for p in expected))
-            self.assertEqual(len(register_calls), 14 + aware)
+            self.assertEqual(len(register_calls), 16 + aware)
 
     def test_beside_another_generation_exactly_the_new_range_is_written(self):
         config = copy.deepcopy(CONFIG)
@@ -374,7 +376,7 @@ class SlotClearTest(unittest.TestCase):
         self.assertTrue(all(value == 0 for _, _, fields in writes for name, value in fields
                             if name != "REGISTER_INDEX"))
         self.assertNotIn("clear", [m for _, m, _ in h.recorder.calls])
-        self.assertEqual(len(writes), 15 * 8)
+        self.assertEqual(len(writes), 17 * 8)
         batch = [m for p, m, _ in h.recorder.calls if p == ""]
         self.assertEqual(batch, ["batch_begin", "batch_end"])
         first, last = (i for i, (p, _, _) in enumerate(h.recorder.calls) if p == "")
@@ -430,7 +432,8 @@ class SetupTest(unittest.TestCase):
         cleared = {p for p, m, _ in h.recorder.calls if m == "clear"}
         for table in ("admission.sessions", "admission.tokens", "admission.identities",
                       "next_pass.next_pass", "net.forwarding", "slot_state.seq", "slot_state.count",
-                      "exponent.exp_max", "result_bitmap.contributors"):
+                      "exponent.exp_max", "result_bitmap.contributors", "chunk_state.rounds",
+                      "chunk_state.ranks"):
             self.assertIn("dpa.pipe.Ingress." + table, cleared)
         self.assertTrue({"dpa.pipe.Egress.rewrite.destinations", "pre.mgid", "pre.node",
                          "port.port"} <= cleared)
