@@ -77,14 +77,16 @@ CoreClaims& core_claims() {
 }
 
 // The core each worker lcore pins itself to when it first runs a queue (the default, dpdk.cores
-// empty), or -1: it floats, or the EAL pinned it from dpdk.cores' list. Written before any launch.
-std::array<int, RTE_MAX_LCORE>& auto_core_of_lcore() {
-  static std::array<int, RTE_MAX_LCORE> instance = [] {
-    std::array<int, RTE_MAX_LCORE> cores{};
-    cores.fill(-1);
-    return cores;
-  }();
-  return instance;
+// empty), or -1: it floats (also after a refused pin), or the EAL pinned it from dpdk.cores' list.
+std::array<std::atomic<int>, RTE_MAX_LCORE>& auto_core_of_lcore() {
+  struct Table {
+    std::array<std::atomic<int>, RTE_MAX_LCORE> cores;
+    Table() {
+      for (std::atomic<int>& core : cores) core.store(-1, std::memory_order_relaxed);
+    }
+  };
+  static Table instance;
+  return instance.cores;
 }
 
 // Chooses and claims the worker lcores' cores (docs/dpdk.md, "Cores"): dpdk.cores empty picks
@@ -109,14 +111,14 @@ void choose_lcore_cores(const DpdkTransportConfig& config, std::size_t threads) 
     detail::log().warn("dpdk: {} (dpdk.cores lists cores to pin to anyway; \"none\" turns pinning off)",
                        choice.warning);
   }
-  for (std::size_t i = 0; i < choice.cores.size(); ++i) auto_core_of_lcore()[i + 1] = choice.cores[i];
+  for (std::size_t i = 0; i < choice.cores.size(); ++i) auto_core_of_lcore()[i + 1].store(choice.cores[i]);
 }
 
 // On the lcore itself, before its first queue: pins it to its chosen core. A refusal (a CPU
 // taken away since, a seccomp or cgroup rule) costs the pinning, not the thread.
 void pin_this_lcore(unsigned lcore) {
   static std::array<bool, RTE_MAX_LCORE> attempted{};
-  const int core = auto_core_of_lcore()[lcore];
+  const int core = auto_core_of_lcore()[lcore].load();
   if (core < 0 || attempted[lcore]) return;
   attempted[lcore] = true;
   rte_cpuset_t set;
@@ -125,6 +127,7 @@ void pin_this_lcore(unsigned lcore) {
   if (const int error = pthread_setaffinity_np(pthread_self(), sizeof set, &set); error != 0) {
     detail::log().warn("dpdk: cannot pin lcore {} to core {}: {}; it floats over the process's CPUs", lcore, core,
                        std::strerror(error));
+    auto_core_of_lcore()[lcore].store(-1);
     return;
   }
   rte_thread_set_affinity(&set);  // DPDK's own record of the lcore's CPUs and NUMA socket
@@ -175,7 +178,9 @@ class LcoreThread final : public QueueThread {
     LcoreClaims::release(lcore_);
   }
   [[nodiscard]] std::string where() const override {
-    if (const int chosen = auto_core_of_lcore()[lcore_]; chosen >= 0) return fmt::format("lcore {} (core {})", lcore_, chosen);
+    if (const int chosen = auto_core_of_lcore()[lcore_].load(); chosen >= 0) {
+      return fmt::format("lcore {} (core {})", lcore_, chosen);
+    }
     rte_cpuset_t cpus = rte_lcore_cpuset(lcore_);
     if (CPU_COUNT(&cpus) != 1) return fmt::format("lcore {} (floating)", lcore_);
     return fmt::format("lcore {} (core {})", lcore_, rte_lcore_to_cpu_id(static_cast<int>(lcore_)));
