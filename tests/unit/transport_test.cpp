@@ -772,7 +772,13 @@ TEST(DpdkCores, TheSettingDecidesTheLcoreLayout) {
   EXPECT_EQ(lcores(""), "0@" + own + ",1@" + own + ",2@" + own);
   EXPECT_EQ(lcores("none"), "0@" + own + ",1@" + own + ",2@" + own);
   EXPECT_EQ(lcores("2-3"), "0@" + own + ",1@2,2@3");
-  EXPECT_THROW(lcores("2-x"), ConfigError);
+  try {
+    lcores("None");
+    ADD_FAILURE() << "a bad dpdk.cores was accepted";
+  } catch (const ConfigError& error) {
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("dpdk.cores: \"None\" is not a core list"));
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("nor \"none\""));
+  }
 }
 #endif
 

@@ -33,7 +33,8 @@ constexpr std::string_view kFloating = "none";
 // "2-5,7" -> {2, 3, 4, 5, 7}, in the order given.
 std::vector<unsigned> parse_core_list(const std::string& text) {
   const auto bad = [&](const std::string& why) {
-    return ConfigError(fmt::format("dpdk.cores: \"{}\" is not a core list like \"2-5\" or \"0,2,4\" ({})", text, why));
+    return ConfigError(fmt::format(
+        "dpdk.cores: \"{}\" is not a core list like \"2-5\" or \"0,2,4\", nor \"none\" ({})", text, why));
   };
   const auto number = [&](std::string_view digits) {
     unsigned value = 0;
