@@ -2,12 +2,14 @@
 # dpa-bench with workers and dpa-switch all on DPDK over net_memif (no NIC, no hugepages): the
 # switch thread busy-polls on an lcore pinned to one core, each rank's worker thread on its own.
 #
-#   scripts/dpa-bench-memif.sh [-n RANKS] [-p PAYLOAD] [--mtu MTU] [--switch-core C] [--bsize BYTES]
-#                              [--zero-copy] [-- dpa-bench options...]
+#   scripts/dpa-bench-memif.sh [-n RANKS] [-p PAYLOAD] [--mtu MTU] [--switch-core C | --no-pinning]
+#                              [--bsize BYTES] [--zero-copy] [-- dpa-bench options...]
 #
 # Builds nothing: DPA_BUILD_DIR (default ./build) must hold dpa-switch and dpa-bench built with DPDK.
-# Rank r's worker thread runs on an lcore pinned to core r (dpdk.cores), the switch thread on
-# --switch-core (default 1); the processes' main threads keep every CPU and mostly sleep.
+# Every busy lcore is pinned to a free core of its own by default (docs/dpdk.md, "Cores"; the
+# switch starts first, so it takes the lowest), the switch thread to --switch-core if given;
+# --no-pinning leaves them all floating (dpdk.cores "none"), to compare. With too few free cores
+# the lcores float and say so. The processes' main threads keep every CPU and mostly sleep.
 # --bsize sets memif's packet buffer size (jumbo MTUs), --zero-copy the workers' memif zero-copy
 # mode (configs from scripts/dpa-memif-config.sh). The switch prints its packets per busy core.
 # Exit status: dpa-bench's (0 ok, 1 failure, 2 usage); 1 when dpa-switch does not start.
@@ -19,7 +21,8 @@ build="${DPA_BUILD_DIR:-$root/build}"
 ranks=1
 payload=256
 mtu=1500
-switch_core=1
+switch_core=""
+worker_cores=""
 bsize=""
 zero_copy=""
 while (($#)); do
@@ -28,6 +31,7 @@ while (($#)); do
     -p) payload=$(dpa_option_value "$@"); shift 2 ;;
     --mtu) mtu=$(dpa_option_value "$@"); shift 2 ;;
     --switch-core) switch_core=$(dpa_option_value "$@"); shift 2 ;;
+    --no-pinning) switch_core=none worker_cores=none; shift ;;
     --bsize) bsize=$(dpa_option_value "$@"); shift 2 ;;
     --zero-copy) zero_copy=1; shift ;;
     --) shift; break ;;
@@ -73,11 +77,11 @@ worker_threads=1
 args=("$@")
 for ((i = 0; i + 1 < ${#args[@]}; ++i)); do [[ "${args[$i]}" == --threads ]] && worker_threads=${args[$((i + 1))]}; done
 "$config" switch --dir "$work" --ranks "$ranks" --prefix "$prefix-switch" --ip 10.96.0.100 --port 4242 \
-  --queues "$worker_threads" --core "$switch_core" --mtu "$mtu" --mbufs 16383 --memory-mb 512 --payload "$payload" --pool-size 8192 \
+  --queues "$worker_threads" ${switch_core:+--core "$switch_core"} --mtu "$mtu" --mbufs 16383 --memory-mb 512 --payload "$payload" --pool-size 8192 \
   ${bsize:+--bsize "$bsize"} >"$work/switch.json"
 # {rank} is replaced by dpa-bench for every rank.
 "$config" worker --dir "$work" --rank '{rank}' --prefix "$prefix-{rank}" --ip '10.96.1.{rank}' --port 5000 \
-  --core '{rank}' --mtu "$mtu" --mbufs 16383 --memory-mb 512 ${bsize:+--bsize "$bsize"} \
+  ${worker_cores:+--core "$worker_cores"} --mtu "$mtu" --mbufs 16383 --memory-mb 512 ${bsize:+--bsize "$bsize"} \
   ${zero_copy:+--zero-copy} >"$work/worker.json"
 
 "$build/src/tools/dpa-switch" --config "$work/switch.json" --transport dpdk --port-file "$work/port" \

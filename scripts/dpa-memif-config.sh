@@ -5,7 +5,10 @@
 # DPDK memif tests and the torch-over-DPDK test.
 #
 #   dpa-memif-config.sh switch --dir DIR --ranks N --prefix PREFIX --ip IP [options] > switch.json
-#   dpa-memif-config.sh worker --dir DIR --rank R --prefix PREFIX --ip IP [options] > worker.json
+#   dpa-memif-config.sh worker --dir DIR[,DIR...] --rank R --prefix PREFIX --ip IP [options] > worker.json
+#
+# A worker of a job over several switch servers (DPA_SWITCH with a list) gives one DIR per server:
+# its port net_memifI is a client of the socket DIR_I/rankR.sock of the switch whose --dir is DIR_I.
 #
 # Options: --port UDP_PORT (4242 switch, 5000 worker), --core CORES (dpdk.cores), --mtu MTU,
 # --mbufs N, --memory-mb MB, --bsize BYTES (memif packet buffer size, default the PMD's 2048),
@@ -47,8 +50,8 @@ done
 [[ -n "$dir" && -n "$prefix" && -n "$ip" ]] || dpa_usage_error "--dir, --prefix and --ip are required"
 
 # memif sizes its rings itself (rsize): the descriptor counts only size the pools' check.
-memif_args() {  # the devargs every memif port shares, after its role
-  echo -n "id=0,socket-abstract=no,socket=$dir/rank$1.sock${bsize:+,bsize=$bsize}"
+memif_args() {  # the devargs every memif port shares, after its role: rank, then the socket's directory
+  echo -n "id=0,socket-abstract=no,socket=${2:-$dir}/rank$1.sock${bsize:+,bsize=$bsize}"
 }
 cores_key() { [[ -n "$cores" ]] && echo -n "\"cores\": \"$cores\", "; true; }
 
@@ -75,10 +78,17 @@ JSON
     zc="" eal='"--no-pci", "--log-level=lib.eal:error"'
     # Zero-copy memif shares the client's memory with the server: one file per memory list.
     ((zero_copy)) && { zc=",zero-copy=yes"; eal='"--no-pci", "--single-file-segments", "--log-level=lib.eal:error"'; }
+    vdevs="" ports="" port_index=0
+    IFS=, read -ra switch_dirs <<<"$dir"
+    for switch_dir in "${switch_dirs[@]}"; do
+      vdevs+="${vdevs:+, }\"net_memif$port_index,role=client,$(memif_args "$rank" "$switch_dir")$zc\""
+      ports+="${ports:+, }\"net_memif$port_index\""
+      port_index=$((port_index + 1))
+    done
     cat <<JSON
-{"dpdk": {"vdevs": ["net_memif0,role=client,$(memif_args "$rank")$zc"],
+{"dpdk": {"vdevs": [$vdevs],
           $(cores_key)"no_huge": true, "memory_mb": $memory_mb, "file_prefix": "$prefix",
-          "eal_args": [$eal], "ports": ["net_memif0"],
+          "eal_args": [$eal], "ports": [$ports],
           "local_ip": "$ip", "local_port": ${port:-5000}, "mtu": $mtu, "mbufs": $mbufs,
           "rx_descriptors": 64, "tx_descriptors": 64}}
 JSON

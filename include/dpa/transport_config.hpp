@@ -35,8 +35,10 @@ struct DpdkNeighbour {
 struct DpdkTransportConfig {
   // EAL (started once per process, by the first DPDK device).
   // Cores for the threads that drive queues, e.g. "2-5": thread t busy-polls on a worker lcore
-  // pinned to the t-th core, the calling thread keeps its CPUs (main lcore). Empty: unpinned
-  // worker lcores that float over the process's CPUs.
+  // pinned to the t-th core, the calling thread keeps its CPUs (main lcore). Empty (default):
+  // each thread pinned to a core of its own among the process's CPUs that no other dpa process
+  // on the host holds, or all floating with a warning when too few are free. "none": worker
+  // lcores that float over the process's CPUs.
   std::string cores;
   std::vector<std::string> allow;     // PCI devices to probe (-a); empty: all
   std::vector<std::string> vdevs;     // virtual devices (--vdev), e.g. "net_memif0,role=client"

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "dpa/error.hpp"
+#include "transport/core_choice.hpp"
 #include "transport/factory.hpp"
 #include "transport/fault_injector.hpp"
 #include "transport_echo.hpp"
@@ -752,6 +753,34 @@ TEST_P(TransportTest, NicMonitorWritesTheRatesItSampled) {
   EXPECT_GE(rows, 2u);
   EXPECT_GT(tx_mpps_total, 0.0);
 }
+
+#ifdef DPA_HAVE_DPDK
+// dpdk.cores as the EAL sees it: empty (pinned later, each lcore to the core chosen for it) and
+// "none" start the worker lcores over the process's CPUs; a list pins lcore t to its t-th core.
+TEST(DpdkCores, TheSettingDecidesTheLcoreLayout) {
+  const auto lcores = [](const std::string& cores) {
+    DpdkTransportConfig config;
+    config.cores = cores;
+    for (const std::string& argument : dpdk::eal_arguments(config, 2)) {
+      if (argument.starts_with("--lcores=")) return argument.substr(9);
+    }
+    return std::string();
+  };
+  std::string own = "(";
+  for (const int cpu : allowed_cpus()) own += (own.size() > 1 ? "," : "") + std::to_string(cpu);
+  own += ")";
+  EXPECT_EQ(lcores(""), "0@" + own + ",1@" + own + ",2@" + own);
+  EXPECT_EQ(lcores("none"), "0@" + own + ",1@" + own + ",2@" + own);
+  EXPECT_EQ(lcores("2-3"), "0@" + own + ",1@2,2@3");
+  try {
+    lcores("None");
+    ADD_FAILURE() << "a bad dpdk.cores was accepted";
+  } catch (const ConfigError& error) {
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("dpdk.cores: \"None\" is not a core list"));
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("nor \"none\""));
+  }
+}
+#endif
 
 INSTANTIATE_TEST_SUITE_P(EveryTransport, TransportTest,
                          ::testing::Values(Kind::udp, Kind::udp_with_faults, Kind::shm, Kind::dpdk_ring,

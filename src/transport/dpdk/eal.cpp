@@ -4,11 +4,14 @@
 #include <rte_errno.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <charconv>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -17,15 +20,21 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "api/logging.hpp"
 #include "dpa/error.hpp"
+#include "transport/core_choice.hpp"
 
 namespace dpa::transport::dpdk {
 namespace {
 
+// dpdk.cores: no pinning at all.
+constexpr std::string_view kFloating = "none";
+
 // "2-5,7" -> {2, 3, 4, 5, 7}, in the order given.
 std::vector<unsigned> parse_core_list(const std::string& text) {
   const auto bad = [&](const std::string& why) {
-    return ConfigError(fmt::format("dpdk.cores: \"{}\" is not a core list like \"2-5\" or \"0,2,4\" ({})", text, why));
+    return ConfigError(fmt::format(
+        "dpdk.cores: \"{}\" is not a core list like \"2-5\" or \"0,2,4\", nor \"none\" ({})", text, why));
   };
   const auto number = [&](std::string_view digits) {
     unsigned value = 0;
@@ -57,16 +66,72 @@ std::vector<unsigned> parse_core_list(const std::string& text) {
 
 // The CPUs this process may run on, as an EAL CPU group "(0,1,3)".
 std::string own_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-      if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
-    }
-  }
+  std::vector<int> cpus = allowed_cpus();
   if (cpus.empty()) cpus.push_back(0);
   return fmt::format("({})", fmt::join(cpus, ","));
+}
+
+// The cores this process's busy lcores hold against other dpa processes on the host, for its life.
+CoreClaims& core_claims() {
+  static CoreClaims instance;
+  return instance;
+}
+
+// The core each worker lcore pins itself to when it first runs a queue (the default, dpdk.cores
+// empty), or -1: it floats (also after a refused pin), or the EAL pinned it from dpdk.cores' list.
+std::array<std::atomic<int>, RTE_MAX_LCORE>& auto_core_of_lcore() {
+  struct Table {
+    std::array<std::atomic<int>, RTE_MAX_LCORE> cores;
+    Table() {
+      for (std::atomic<int>& core : cores) core.store(-1, std::memory_order_relaxed);
+    }
+  };
+  static Table instance;
+  return instance.cores;
+}
+
+// Chooses and claims the worker lcores' cores (docs/dpdk.md, "Cores"): dpdk.cores empty picks
+// free ones from the process's CPUs; a list pins as given and only warns about cores another
+// dpa process holds; "none" leaves every lcore floating.
+void choose_lcore_cores(const DpdkTransportConfig& config, std::size_t threads) {
+  if (config.cores == kFloating) return;
+  if (!config.cores.empty()) {
+    for (const unsigned core : parse_core_list(config.cores)) {
+      if (!core_claims().take(static_cast<int>(core))) {
+        detail::log().warn("dpdk.cores: core {} is also held by another dpa process on this host; two busy pollers "
+                           "on one core slow both down",
+                           core);
+      }
+    }
+    return;
+  }
+  const std::vector<int> allowed = allowed_cpus();
+  const CoreChoice choice = choose_cores(
+      allowed, threads, [](int cpu) { return core_claims().take(cpu); }, [](int cpu) { core_claims().release(cpu); });
+  if (!choice.warning.empty()) {
+    detail::log().warn("dpdk: {} (dpdk.cores lists cores to pin to anyway; \"none\" turns pinning off)",
+                       choice.warning);
+  }
+  for (std::size_t i = 0; i < choice.cores.size(); ++i) auto_core_of_lcore()[i + 1].store(choice.cores[i]);
+}
+
+// On the lcore itself, before its first queue: pins it to its chosen core. A refusal (a CPU
+// taken away since, a seccomp or cgroup rule) costs the pinning, not the thread.
+void pin_this_lcore(unsigned lcore) {
+  static std::array<bool, RTE_MAX_LCORE> attempted{};
+  const int core = auto_core_of_lcore()[lcore].load();
+  if (core < 0 || attempted[lcore]) return;
+  attempted[lcore] = true;
+  rte_cpuset_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core, &set);
+  if (const int error = pthread_setaffinity_np(pthread_self(), sizeof set, &set); error != 0) {
+    detail::log().warn("dpdk: cannot pin lcore {} to core {}: {}; it floats over the process's CPUs", lcore, core,
+                       std::strerror(error));
+    auto_core_of_lcore()[lcore].store(-1);
+    return;
+  }
+  rte_thread_set_affinity(&set);  // DPDK's own record of the lcore's CPUs and NUMA socket
 }
 
 // Worker lcores handed out to queue threads (the EAL refuses a second launch on a busy one).
@@ -114,12 +179,18 @@ class LcoreThread final : public QueueThread {
     LcoreClaims::release(lcore_);
   }
   [[nodiscard]] std::string where() const override {
+    if (const int chosen = auto_core_of_lcore()[lcore_].load(); chosen >= 0) {
+      return fmt::format("lcore {} (core {})", lcore_, chosen);
+    }
+    rte_cpuset_t cpus = rte_lcore_cpuset(lcore_);
+    if (CPU_COUNT(&cpus) != 1) return fmt::format("lcore {} (floating)", lcore_);
     return fmt::format("lcore {} (core {})", lcore_, rte_lcore_to_cpu_id(static_cast<int>(lcore_)));
   }
 
  private:
   static int run(void* self) {
     auto& thread = *static_cast<LcoreThread*>(self);
+    pin_this_lcore(thread.lcore_);
     thread.body_();
     thread.finished_.store(true, std::memory_order_release);
     return 0;
@@ -136,7 +207,8 @@ std::vector<std::string> eal_arguments(const DpdkTransportConfig& config, std::s
   std::vector<std::string> args{"dpa"};
   const std::string cpus = own_cpus();
   std::string lcores = "0@" + cpus;
-  if (config.cores.empty()) {
+  if (config.cores.empty() || config.cores == kFloating) {
+    // Pinned later, by each lcore itself (choose_lcore_cores), or never.
     for (std::size_t i = 1; i <= threads; ++i) lcores += fmt::format(",{}@{}", i, cpus);
   } else {
     const std::vector<unsigned> cores = parse_core_list(config.cores);
@@ -173,6 +245,7 @@ void start_eal(const DpdkTransportConfig& config, std::size_t threads) {
                             "dpdk.file_prefix, hugepages or dpdk.no_huge)",
                             fmt::join(args, " "), rte_strerror(error)));
   }
+  choose_lcore_cores(config, threads);
   started = true;
 }
 
