@@ -217,7 +217,7 @@ class Switch:
         run_control(self.program, "ChunkState", state, registers, trace=self.trace)
         cell_op = state.get("md.cell_op", 0)
         self.stats["cell %d" % cell_op] += 1
-        if cell_op == CONST["REDUCE_WRITE"] and state["md.chunk_round_x"] >> 31:
+        if cell_op == CONST["REDUCE_WRITE"] and state.get("md.chunk_round_x", 0) >> 31:
             # passes of one slot reordered: a contribution of an older round reopened the chunk
             self.stats["older round reopened a chunk"] += 1
         if op == CONST["REDUCE_CONTRIBUTE"] and state["hdr.bridged.event"] in (
