@@ -18,6 +18,7 @@ SPEEDS = {"10G": "BF_SPEED_10G", "25G": "BF_SPEED_25G", "40G": "BF_SPEED_40G",
           "400G": "BF_SPEED_400G"}
 FECS = {"none": "BF_FEC_TYP_NONE", "fc": "BF_FEC_TYP_FIRECODE", "rs": "BF_FEC_TYP_REED_SOLOMON"}
 MAX_WORLD = 32  # docs/protocol.md §12: the program's bitmap is 32 bits
+MAX_WORKER_PORTS = 64  # p4/types.p4 DPA_WORKER_PORTS: the pass tables' entries per pass
 
 
 @dataclass
@@ -244,6 +245,10 @@ def load(config_text, defines_text):
             raise ConfigError("%s.host: %r is not in hosts" % (path, port.host))
         ports[name] = port
 
+    worker_ports = [name for name, port in ports.items() if port.host]
+    if len(worker_ports) > MAX_WORKER_PORTS:
+        raise ConfigError("ports: %d worker ports (with a host), but the program's pass tables route %d"
+                          % (len(worker_ports), MAX_WORKER_PORTS))
     loopbacks = _loopback_ports(config["ports"], ports, pipes, program)
     pass_ports = []
     if loopbacks and sw.get("pass_ports"):

@@ -51,6 +51,8 @@ class Controller:
 
     def setup(self):
         self.worker_ports, routes = ports.setup(self.program, self.config)
+        log.info("value passes of %d worker ports through %s", len(routes),
+                 "their own loopback ports" if self.config.loopback_per_worker else "the shared pass ports")
         pre.setup(self.program, self.config, self.worker_ports)
         net.setup(self.program, self.config, self.worker_ports)
         delivery.setup(self.program, self.config, routes)

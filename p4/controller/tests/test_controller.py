@@ -631,6 +631,16 @@ class ConfigTest(unittest.TestCase):
         rejected(lambda c: c["switch"].update(pass_ports=CONFIG["switch"]["pass_ports"]), "switch.pass_ports")
         rejected(lambda c: None, "switch.program.pass_ports", defines=DEFINES)
 
+    def test_more_worker_ports_than_the_pass_tables_route(self):
+        config = copy.deepcopy(CONFIG)
+        for i in range(cfg.MAX_WORKER_PORTS - 2):
+            config["ports"]["9/%d" % i] = {"speed": "10G", "host": "w1"}
+        with self.assertRaisesRegex(cfg.ConfigError, r"^ports: 65 worker ports \(with a host\), but the "
+                                                     r"program's pass tables route 64"):
+            cfg.load(json.dumps(config), DEFINES)
+        with open(os.path.join(HERE, "..", "..", "types.p4")) as f:
+            self.assertIn("#define DPA_WORKER_PORTS %d\n" % cfg.MAX_WORKER_PORTS, f.read())
+
     def test_not_json(self):
         with self.assertRaisesRegex(cfg.ConfigError, "not valid JSON"):
             cfg.load("{", DEFINES)
