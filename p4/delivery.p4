@@ -21,15 +21,18 @@ control Delivery(inout headers_t hdr,
                  inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
     DirectCounter<bit<64>>(CounterType_t.PACKETS) outcomes;
 
-    // Pass port of the first input pass (next_pass.p4 takes the packet on from there). Written
-    // by the controller from the config's pipes.
+    // Pass port of the first input pass (next_pass.p4 takes the packet on from there), per
+    // worker port: the pipe's shared pass port, or the worker's own loopback port in that pipe
+    // (ports.*.loopback_ports, docs/switch.md "Per-worker loopback ports"). The controller writes
+    // one entry per worker port; admission admits data only from a rank's own worker port.
     action set_pass_plan(bit<9> input_port) {
         md.input_port = input_port;
     }
     table pass_plan {
+        key = { hdr.bridged.worker_port : exact; }
         actions = { set_pass_plan; }
         default_action = set_pass_plan(0);
-        size = 1;
+        size = DPA_WORKER_PORTS;
     }
 
     // ---- routes ----

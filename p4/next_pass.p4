@@ -1,8 +1,10 @@
 // The value passes (docs/switch.md, "Pass plan"). After the state pass a data packet takes one
 // input pass per chunk of values (chunk c in the pipe of pass c + 1), and a reply with values
 // then takes two output passes per chunk, last chunk first, each emitting one half in front of
-// what the later halves already emitted. The controller writes one `next_pass` entry per pass
-// from the config's pipe order and pass ports; after the last pass the packet is delivered.
+// what the later halves already emitted. The controller writes one `next_pass` entry per worker
+// port and pass from the config's pipe order and pass ports: the shared pass port of each pipe,
+// or the worker port's own loopback port in each chunk pipe (ports.*.loopback_ports), so that
+// no port carries more than one worker's passes. After the last pass the packet is delivered.
 #ifndef DPA_NEXT_PASS_P4
 #define DPA_NEXT_PASS_P4
 
@@ -24,10 +26,14 @@ control NextPass(inout headers_t hdr,
     }
     action last_pass() {}
     table next_pass {
-        key = { hdr.bridged.pass_index : exact; hdr.bridged.with_values : exact; }
+        key = {
+            hdr.bridged.worker_port : exact;
+            hdr.bridged.pass_index : exact;
+            hdr.bridged.with_values : exact;
+        }
         actions = { continue_input; continue_output; last_pass; }
         const default_action = last_pass;
-        size = 4 * DPA_CHUNKS + 4;
+        size = (4 * DPA_CHUNKS + 4) * DPA_WORKER_PORTS;
     }
 
     action deliver_drop() { ig_dprsr_md.drop_ctl = 1; }

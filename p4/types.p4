@@ -6,6 +6,11 @@
 typedef bit<DPA_SLOT_BITS> slot_index_t;
 typedef bit<8> session_index_t;
 
+// Worker ports the pass tables can route (pass_plan, next_pass): every worker port is in the
+// workers' pipe (switch.pipes[0]), which has at most 64 front-panel dev ports (one per lane). The
+// controller refuses more (config.MAX_WORKER_PORTS).
+#define DPA_WORKER_PORTS 64
+
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_ARP = 0x0806;
 const bit<8> IP_PROTO_UDP = 17;

@@ -32,7 +32,8 @@ fi
 python3 "$(dirname "${BASH_SOURCE[0]}")/unaware_config.py" "$source_dir/configs/netberg.json" "$work/unaware.json"
 
 failures=0
-for config in "$source_dir/configs/netberg.json" "$source_dir/configs/edgecore.json" "$work/unaware.json"; do
+for config in "$source_dir/configs/netberg.json" "$source_dir/configs/edgecore.json" \
+    "$source_dir/configs/edgecore-linerate.json" "$work/unaware.json"; do
   name="$(basename "$config" .json)"
   rm -rf "${work:?}/$name"
   mkdir -p "$work/$name"

@@ -27,10 +27,10 @@ import unittest
 
 from p4_interpreter import Program, apply_table, bfrt_entry, key_names, run_action, run_control
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "p4", "controller"))
-from dpa_controller import admission, counters, join  # noqa: E402
-
 P4 = os.environ.get("DPA_P4_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "p4")
+# The controller beside the program under test: a mutant copy of p4/ (DPA_P4_DIR) brings its own.
+sys.path.insert(0, os.path.join(P4, "controller"))
+from dpa_controller import admission, counters, join  # noqa: E402
 MASK32 = 0xFFFFFFFF
 PAYLOAD = 128
 DATA_LENGTH = 8 + 48 + 4 * PAYLOAD

@@ -3,7 +3,8 @@
 A mutation is one change to one branch of the program (a RegisterAction's body, a table's
 const entry, an apply block's condition), applied to a copy of p4/ by exact text replacement:
 its `find` text must occur exactly once, so a mutation that no longer applies is an error, not a
-silent pass. The model test (p4_model_test.py, or the file a mutation's "test" names, e.g.
+silent pass. A mutation's file may also be the controller's (`controller/dpa_controller/...`,
+which the copy holds too and the tests import from it). The model test (p4_model_test.py, or the file a mutation's "test" names, e.g.
 p4_passes_test.py for the value passes) then runs on the copy (DPA_P4_DIR) and must end in an
 assertion failure; an exception (the interpreter not reading the mutant) does not count. The
 unmutated program passing is the switch_p4_model and switch_p4_passes tests. Standard library only.

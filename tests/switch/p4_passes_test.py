@@ -9,7 +9,9 @@ as bfrt would apply them). Each pass runs ChunkState, Reduce (its Reducer instan
 NextPass as p4/ writes them, in the pipe of its pass port, whose registers are that pipe's; only
 the order of the three (dpa.p4's Ingress) is transcribed here.
 
-Workers run rounds on two alternating slots, send their contributions, retransmit at random,
+The routes are the shared pass ports (one per pipe) or, as with ports.*.loopback_ports, each worker
+port's own loopback port per chunk pipe; every pass is checked to go to one of its worker port's
+pass ports as it is sent. Workers run rounds on two alternating slots, send their contributions, retransmit at random,
 take a multicast result or a unicast copy, and skip a round that an OLD reply says is gone. Each
 pass port is a FIFO queue; the scheduler interleaves worker packets and queues at random. For
 all but the last LOSSLESS_ROUNDS rounds a fault injector drops internal passes (input and output passes
@@ -26,15 +28,15 @@ import collections
 import os
 import random
 import re
-import sys
 import types
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "p4", "controller"))
-from dpa_controller import delivery, next_pass  # noqa: E402  (the entries the controller writes)
-from p4_interpreter import Program, key_names, run_control  # noqa: E402
-from p4_model_test import CONST, P4, Packet, P4Slot  # noqa: E402
+from p4_interpreter import Program, key_names, run_control
+from p4_model_test import CONST, P4, Packet, P4Slot
+
+# The controller beside the program under test (p4_model_test puts DPA_P4_DIR's on the path,
+# so that a mutation of the controller's routing is tested like one of the program).
+from dpa_controller import delivery, next_pass  # (the entries the controller writes)
 
 MASK32 = 0xFFFFFFFF
 RESULT, OLD, ERROR, COUNT_TO_K = 0x1, 0x8, 0x10, 0x20
@@ -56,9 +58,22 @@ def pipes_of(chunks):
     return [1, 2, 0, 3][:chunks] if chunks > 2 else [1, 0][:chunks]
 
 
-def pass_ports_of(chunks):
-    """One internal recirculation port per pipe (Tofino1 numbering)."""
-    return {pipe: 68 + 128 * pipe for pipe in pipes_of(chunks)}
+def routes_of(config):
+    """{worker port: {pipe: the pass port into that pipe}}, as ports.setup returns them: one
+    internal recirculation port per pipe shared by every worker (Tofino1 numbering), or with
+    `loopback`, each worker port's own front-panel port in each chunk pipe."""
+    pipes = pipes_of(config["chunks"])
+    routes = {}
+    for rank in range(config["world"]):
+        if config.get("loopback"):
+            routes[WORKER_PORT_BASE + rank] = {pipe: 128 * pipe + 32 + rank for pipe in pipes}
+        else:
+            routes[WORKER_PORT_BASE + rank] = {pipe: 68 + 128 * pipe for pipe in pipes}
+    return routes
+
+
+class Misrouted(Exception):
+    """A pass sent to a port that is not one of its worker port's pass ports."""
 
 
 class InterpretedTables:
@@ -134,7 +149,8 @@ class Switch:
     def __init__(self, prog, config, trace):
         self.program, self.config, self.trace = prog, config, trace
         self.pipes = pipes_of(config["chunks"])
-        self.pipe_of_port = {port: pipe for pipe, port in pass_ports_of(config["chunks"]).items()}
+        self.routes = routes_of(config)
+        self.pipe_of_port = {port: pipe for own in self.routes.values() for pipe, port in own.items()}
         self.slots = [P4Slot(config["world"], config["k"], config["timeout"]) for _ in range(2)]
         for slot in self.slots:
             slot.program = prog
@@ -160,9 +176,21 @@ class Switch:
             return []
         frame = dict(hdr={k: v for k, v in state.items() if k.startswith("hdr.")}, values=list(packet.values))
         if state["hdr.bridged.pass_index"] == 1:
-            self.queues[state["ig_tm_md.ucast_egress_port"]].append(frame)
+            self.enqueue(frame, state["ig_tm_md.ucast_egress_port"])
             return []
         return self.deliver(frame["hdr"], [])
+
+    def enqueue(self, frame, port):
+        """A pass towards `port`, which must be one of the packet's worker port's pass ports (its
+        own loopback ports, where each worker port has them), and in the pipe of the pass."""
+        worker_port = frame["hdr"]["hdr.bridged.worker_port"]
+        own = self.routes[worker_port]
+        if port not in own.values():
+            raise Misrouted("pass %d of a packet from worker port %d went to port %d, not one of its "
+                            "pass ports %r" % (frame["hdr"]["hdr.bridged.pass_index"], worker_port, port,
+                                               sorted(own.values())))
+        self.stats["passes on port %d" % port] += 1
+        self.queues[port].append(frame)
 
     def deliver(self, hdr, values):
         delivery_kind = hdr["hdr.bridged.delivery"]
@@ -189,6 +217,9 @@ class Switch:
         run_control(self.program, "ChunkState", state, registers, trace=self.trace)
         cell_op = state.get("md.cell_op", 0)
         self.stats["cell %d" % cell_op] += 1
+        if cell_op == CONST["REDUCE_WRITE"] and state.get("md.chunk_round_x", 0) >> 31:
+            # passes of one slot reordered: a contribution of an older round reopened the chunk
+            self.stats["older round reopened a chunk"] += 1
         if op == CONST["REDUCE_CONTRIBUTE"] and state["hdr.bridged.event"] in (
                 CONST["EV_DUPLICATE"], CONST["EV_RETRANSMITTED"]) and cell_op in (CONST["REDUCE_ADD"],
                                                                                      CONST["REDUCE_WRITE"]):
@@ -204,7 +235,7 @@ class Switch:
         hits, _ = run_control(self.program, "NextPass", state, {}, trace=self.trace)
         frame["hdr"] = {k: v for k, v in state.items() if k.startswith("hdr.") and not k.startswith("hdr.values")}
         if hits["next_pass"][0] != "last_pass":
-            self.queues[state["ig_tm_md.ucast_egress_port"]].append(frame)
+            self.enqueue(frame, state["ig_tm_md.ucast_egress_port"])
             return []
         if state.get("ig_dprsr_md.drop_ctl", 0):
             return []
@@ -216,7 +247,6 @@ def simulate(prog, config, seed, trace):
     rng = random.Random(seed)
     switch = Switch(prog, config, trace)
     workers = [Worker(rank, config, seed) for rank in range(config["world"])]
-    send_rate = config.get("send_rates", [0.3] * config["world"])
 
     def receive(worker, header, values):
         flags = header["flags"]
@@ -242,6 +272,16 @@ def simulate(prog, config, seed, trace):
             worker.round, worker.sent = worker.round + 1, False
         return None
 
+    try:
+        return run(rng, switch, workers, receive, config)
+    except Misrouted as error:
+        return str(error), switch.stats
+
+
+def run(rng, switch, workers, receive, config):
+    """The scheduler of simulate: (first failure or None, stats)."""
+    send_rate = config.get("send_rates", [0.3] * config["world"])
+    slow = set(switch.routes[WORKER_PORT_BASE + config["slow_rank"]].values()) if "slow_rank" in config else set()
     now = 0
     for step in range(MAX_STEPS):
         if all(w.done() for w in workers) and not any(switch.queues.values()):
@@ -250,7 +290,8 @@ def simulate(prog, config, seed, trace):
         losing = min(w.round for w in workers) < ROUNDS - LOSSLESS_ROUNDS
         busy = [port for port, queue in switch.queues.items() if queue]
         if busy and rng.random() < 0.6:
-            port = rng.choice(busy)
+            # a congested worker's loopback ports are served less often than the others
+            port = rng.choices(busy, [0.05 if port in slow else 1 for port in busy])[0]
             if losing and rng.random() < config["drop_rate"]:
                 switch.queues[port].popleft()
                 switch.stats["lost passes"] += 1
@@ -286,6 +327,18 @@ CONFIGURATIONS = {
     # reactive fastest-K: a slow rank, rounds completed by a counted rank's retransmission
     "reactive_k2": dict(world=3, k=2, chunks=2, timeout=40, drop_rate=0.15, seed=13,
                         send_rates=[0.3, 0.3, 0.03]),
+    # a loopback port per worker port and chunk pipe (ports.*.loopback_ports): the passes of one
+    # slot cross different ports, so they can reach a chunk in another order than the state pass
+    # sent them (a stale repair can reopen a chunk for an older round)
+    "loopback_all_ranks": dict(world=4, k=4, chunks=3, timeout=10 ** 6, drop_rate=0.15, seed=15,
+                               loopback=True, slow_rank=3),
+    # preemptive fastest-K with a congested rank: a counted rank's copy waits on its own ports
+    # while the slot's next round opens the chunks through the others' ports, then reopens them
+    # for its own older round, which withholds the newer result until retransmissions repair it
+    "loopback_preemptive_k2": dict(world=4, k=2, chunks=3, timeout=10 ** 6, drop_rate=0.15, count_to_k=True,
+                                   seed=15, loopback=True, slow_rank=0),
+    "loopback_reactive_k2": dict(world=3, k=2, chunks=2, timeout=40, drop_rate=0.15, seed=16,
+                                 send_rates=[0.3, 0.3, 0.03], loopback=True),
 }
 
 
@@ -293,19 +346,17 @@ class PassesTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.results = {}
-        programs = {}
         for name, config in CONFIGURATIONS.items():
             chunks = config["chunks"]
-            if chunks not in programs:
-                programs[chunks] = program(chunks)
-                tables = InterpretedTables(programs[chunks])
-                setup = types.SimpleNamespace(program={"DPA_CHUNKS": chunks}, pipes=pipes_of(chunks),
-                                              mac=bytes(6), ip=0)
-                next_pass.setup(tables, setup, pass_ports_of(chunks))
-                delivery.setup(tables, setup, pass_ports_of(chunks))
+            prog = program(chunks)
+            tables = InterpretedTables(prog)
+            setup = types.SimpleNamespace(program={"DPA_CHUNKS": chunks}, pipes=pipes_of(chunks),
+                                          mac=bytes(6), ip=0)
+            next_pass.setup(tables, setup, routes_of(config))
+            delivery.setup(tables, setup, routes_of(config))
             trace = []
-            failure, stats = simulate(programs[chunks], config, config["seed"], trace)
-            cls.results[name] = (failure, stats, trace, programs[chunks])
+            failure, stats = simulate(prog, config, config["seed"], trace)
+            cls.results[name] = (failure, stats, trace, prog)
             if failure and os.environ.get("DPA_P4_MODEL_STOP_AT_FIRST_FAILURE"):
                 break  # the mutation test needs one failure, not all of them
 
@@ -338,6 +389,22 @@ class PassesTest(unittest.TestCase):
     def test_reactive_fastest_k(self):
         self.check("reactive_k2")
         self.check_repairs_before_completion("reactive_k2")
+
+    def test_loopback_ports_per_worker_port(self):
+        """Each worker port's passes cross only its own loopback ports (every pass is checked as
+        it is sent), every one of them, and the sums stay exact."""
+        for name in ("loopback_all_ranks", "loopback_preemptive_k2", "loopback_reactive_k2"):
+            self.check(name)
+            _, stats, _, _ = self.results[name]
+            config = CONFIGURATIONS[name]
+            owners = collections.Counter(port for own in routes_of(config).values() for port in own.values())
+            self.assertEqual(set(owners.values()), {1}, "a loopback port serves two worker ports")
+            for port in owners:
+                self.assertGreater(stats["passes on port %d" % port], 0, "%s: port %d carried nothing" % (name, port))
+        self.check_repairs_before_completion("loopback_all_ranks")
+        # the passes of one slot were reordered across ports, and still no sum was wrong
+        stats = self.results["loopback_preemptive_k2"][1]
+        self.assertGreater(stats["older round reopened a chunk"], 0, dict(stats))
 
     def test_every_entry_and_register_action_of_chunk_state_runs(self):
         if len(self.results) < len(CONFIGURATIONS) or any(r[0] for r in self.results.values()):

@@ -18,7 +18,8 @@ for dir in "${dirs[@]}"; do includes+=(-I "$dir"); done
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 python3 "$(dirname "${BASH_SOURCE[0]}")/unaware_config.py" "$source_dir/configs/netberg.json" "$work/unaware.json"
-for config in "$source_dir/configs/netberg.json" "$source_dir/configs/edgecore.json" "$work/unaware.json"; do
+for config in "$source_dir/configs/netberg.json" "$source_dir/configs/edgecore.json" \
+    "$source_dir/configs/edgecore-linerate.json" "$work/unaware.json"; do
   name="$(basename "$config" .json)"
   mkdir -p "$work/$name"
   "$p4gen" "$config" -o "$work/$name/dpa_config.p4"

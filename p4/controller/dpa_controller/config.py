@@ -18,6 +18,7 @@ SPEEDS = {"10G": "BF_SPEED_10G", "25G": "BF_SPEED_25G", "40G": "BF_SPEED_40G",
           "400G": "BF_SPEED_400G"}
 FECS = {"none": "BF_FEC_TYP_NONE", "fc": "BF_FEC_TYP_FIRECODE", "rs": "BF_FEC_TYP_REED_SOLOMON"}
 MAX_WORLD = 32  # docs/protocol.md §12: the program's bitmap is 32 bits
+MAX_WORKER_PORTS = 64  # p4/types.p4 DPA_WORKER_PORTS: the pass tables' entries per pass
 
 
 @dataclass
@@ -34,19 +35,23 @@ class Worker:
 
 
 @dataclass
+class PassPort:
+    pipe: int
+    dev_port: int = -1      # an internal recirculation port, or
+    front_panel: "FrontPanelPort" = None  # a front-panel port put in MAC loopback
+    key: str = ""           # where the config gives it, for errors
+
+
+@dataclass
 class FrontPanelPort:
     name: str          # "N/L"
     speed: str
     fec: str
     autoneg: bool
     host: str = ""     # the host behind it ("" for a pass port)
-
-
-@dataclass
-class PassPort:
-    pipe: int
-    dev_port: int = -1      # an internal recirculation port, or
-    front_panel: FrontPanelPort = None  # a front-panel port put in MAC loopback
+    # A worker port's own pass ports, one per chunk pipe (ports.<name>.loopback_ports), in the
+    # order of switch.pipes; empty where the pipes' shared switch.pass_ports carry its passes.
+    loopback_ports: list = field(default_factory=list)
 
 
 @dataclass
@@ -96,6 +101,11 @@ class SwitchConfig:
     hosts: dict
     ports: dict
     sessions: dict = field(default_factory=dict)  # id -> Session
+
+    @property
+    def loopback_per_worker(self):
+        """Every worker port has its own loopback port per chunk pipe (docs/switch.md)."""
+        return any(port.loopback_ports for port in self.ports.values())
 
 
 def parse_defines(text):
@@ -151,6 +161,57 @@ def _front_panel(name, spec, path):
     return FrontPanelPort(name, speed, fec, autoneg, spec.get("host", ""))
 
 
+def _loopback_ports(specs, ports, pipes, program):
+    """Parses ports.<name>.loopback_ports into ports[name].loopback_ports. Each worker port gets
+    one front-panel port in MAC loopback per chunk pipe, used by no other port, or none does.
+    Returns the keys that gave some."""
+    chunk_pipes = pipes[:program["DPA_CHUNKS"]]
+    given, taken = [], {}
+    for name in sorted(specs):
+        path = "ports.%s.loopback_ports" % name
+        if "loopback_ports" not in specs[name]:
+            continue
+        if not ports[name].host:
+            raise ConfigError("%s: only a worker port (one with a host) has loopback ports" % path)
+        listed = _require(specs[name], "loopback_ports", path, list)
+        by_pipe = {}
+        for i, spec in enumerate(listed):
+            item = "%s[%d]" % (path, i)
+            pipe = _require(spec, "pipe", item + ".pipe", int)
+            if pipe not in chunk_pipes:
+                raise ConfigError("%s.pipe: %d holds no chunk of the values (the chunk pipes are "
+                                  "switch.pipes[0..%d] = %s)" % (item, pipe, len(chunk_pipes) - 1, chunk_pipes))
+            if pipe in by_pipe:
+                raise ConfigError("%s.pipe: pipe %d has a loopback port already (%s)"
+                                  % (item, pipe, by_pipe[pipe].front_panel.name))
+            if "dev_port" in spec:
+                raise ConfigError("%s.dev_port: a loopback port is a front-panel port (\"port\"): a "
+                                  "pipe's internal recirculation port would be shared by every worker" % item)
+            port_name = _require(spec, "port", item + ".port", str)
+            if port_name in ports:
+                raise ConfigError("%s.port: %s is in ports (a worker's port, not a loopback)" % (item, port_name))
+            if port_name in taken:
+                raise ConfigError("%s.port: %s is also %s: a loopback port carries one worker's passes"
+                                  % (item, port_name, taken[port_name]))
+            taken[port_name] = item
+            by_pipe[pipe] = PassPort(pipe, front_panel=_front_panel(port_name, spec, item), key=item)
+        missing = [pipe for pipe in chunk_pipes if pipe not in by_pipe]
+        if missing:
+            raise ConfigError("%s: no loopback port in pipe %s (one per chunk pipe: %s)"
+                              % (path, missing[0], chunk_pipes))
+        ports[name].loopback_ports = [by_pipe[pipe] for pipe in chunk_pipes]
+        given.append(path)
+    if given:
+        for name in sorted(ports):
+            if ports[name].host and not ports[name].loopback_ports:
+                raise ConfigError("ports.%s.loopback_ports: missing, but %s has them (give every worker "
+                                  "port its own loopback ports, or none)" % (name, given[0]))
+        if len(taken) > program["DPA_PASS_PORTS"]:
+            raise ConfigError("switch.program.pass_ports: the program's pass-port value set holds %d "
+                              "ports, but ports.*.loopback_ports name %d" % (program["DPA_PASS_PORTS"], len(taken)))
+    return given
+
+
 def load(config_text, defines_text):
     """Parses and validates the config against the program it was compiled into."""
     try:
@@ -184,8 +245,17 @@ def load(config_text, defines_text):
             raise ConfigError("%s.host: %r is not in hosts" % (path, port.host))
         ports[name] = port
 
+    worker_ports = [name for name, port in ports.items() if port.host]
+    if len(worker_ports) > MAX_WORKER_PORTS:
+        raise ConfigError("ports: %d worker ports (with a host), but the program's pass tables route %d"
+                          % (len(worker_ports), MAX_WORKER_PORTS))
+    loopbacks = _loopback_ports(config["ports"], ports, pipes, program)
     pass_ports = []
-    for i, spec in enumerate(_require(sw, "pass_ports", "switch.pass_ports", list)):
+    if loopbacks and sw.get("pass_ports"):
+        raise ConfigError("switch.pass_ports: unused when the worker ports have their own "
+                          "loopback_ports (%s): remove it" % loopbacks[0])
+    for i, spec in enumerate(sw.get("pass_ports", []) if loopbacks else
+                             _require(sw, "pass_ports", "switch.pass_ports", list)):
         path = "switch.pass_ports[%d]" % i
         pipe = _require(spec, "pipe", path + ".pipe", int)
         if pipe not in pipes:
@@ -194,13 +264,13 @@ def load(config_text, defines_text):
             dev_port = _range(_require(spec, "dev_port", path + ".dev_port", int), path + ".dev_port", 0, 511)
             if dev_port >> 7 != pipe:
                 raise ConfigError("%s.dev_port: %d is in pipe %d, not %d" % (path, dev_port, dev_port >> 7, pipe))
-            pass_ports.append(PassPort(pipe, dev_port=dev_port))
+            pass_ports.append(PassPort(pipe, dev_port=dev_port, key=path))
         else:
             name = _require(spec, "port", path + ".port", str)
             if name in ports:
                 raise ConfigError("%s.port: %s is also a worker port" % (path, name))
-            pass_ports.append(PassPort(pipe, front_panel=_front_panel(name, spec, path)))
-    for chunk in range(program["DPA_CHUNKS"]):
+            pass_ports.append(PassPort(pipe, front_panel=_front_panel(name, spec, path), key=path))
+    for chunk in range(program["DPA_CHUNKS"] if not loopbacks else 0):
         if not any(p.pipe == pipes[chunk] for p in pass_ports):
             raise ConfigError("switch.pass_ports: no port enters pipe %d (chunk %d of the values)"
                               % (pipes[chunk], chunk))

@@ -27,7 +27,8 @@ class _Published:
 RESET_TABLES = (
     ("admission", "sessions"), ("admission", "tokens"), ("admission", "endpoints"),
     ("admission", "identities"), ("admission", "pools"), ("admission", "hosts"),
-    ("admission", "k_limits"), ("next_pass", "next_pass"), ("net", "forwarding"),
+    ("admission", "k_limits"), ("delivery", "pass_plan"), ("next_pass", "next_pass"),
+    ("net", "forwarding"),
 )
 
 
@@ -49,11 +50,13 @@ class Controller:
     # ---- start ----
 
     def setup(self):
-        self.worker_ports, pass_ports = ports.setup(self.program, self.config)
+        self.worker_ports, routes = ports.setup(self.program, self.config)
+        log.info("value passes of %d worker ports through %s", len(routes),
+                 "their own loopback ports" if self.config.loopback_per_worker else "the shared pass ports")
         pre.setup(self.program, self.config, self.worker_ports)
         net.setup(self.program, self.config, self.worker_ports)
-        delivery.setup(self.program, self.config, pass_ports)
-        next_pass.setup(self.program, self.config, pass_ports)
+        delivery.setup(self.program, self.config, routes)
+        next_pass.setup(self.program, self.config, routes)
         for session in self.config.sessions.values():
             admission.setup_session(self.program, session)
             drop_simulator.setup(self.program, self.config, session)

@@ -1,6 +1,8 @@
 """Front-panel ports (speed, FEC, auto-negotiation), the pass ports that carry a packet into the
-pipe of its next pass (front-panel ports in MAC loopback, or internal recirculation ports), and
-the parser's `pass_ports` value set that tells a pass packet from a worker's.
+pipe of its next pass (front-panel ports in MAC loopback, or internal recirculation ports): one
+per pipe shared by every worker (switch.pass_ports), or one per worker port and chunk pipe
+(ports.<name>.loopback_ports); and the parser's `pass_ports` value set that tells a pass packet
+from a worker's.
 """
 from . import config as cfg
 
@@ -22,8 +24,25 @@ def _add_port(bfrt, port, number, loopback):
     bfrt.port.port.add(**fields)
 
 
+def _add_pass_port(program, pass_port):
+    """Brings a pass port up (MAC loopback for a front-panel one); returns its dev port."""
+    bfrt = program.bfrt
+    if pass_port.front_panel is None:
+        number = pass_port.dev_port
+    else:
+        number = dev_port(bfrt, pass_port.front_panel.name)
+        if number >> 7 != pass_port.pipe:
+            raise cfg.ConfigError("%s: %s is dev port %d, in pipe %d, not %d"
+                                  % (pass_port.key, pass_port.front_panel.name, number, number >> 7,
+                                     pass_port.pipe))
+        _add_port(bfrt, pass_port.front_panel, number, loopback=True)
+    program.parser("pass_ports").add(f1=number, f1_mask=0x1FF)
+    return number
+
+
 def setup(program, config):
-    """Brings the ports up; returns ({front-panel name: dev port}, {pipe: pass dev port})."""
+    """Brings the ports up; returns ({front-panel name: dev port}, {worker dev port: {pipe: dev
+    port of the pass port that takes the worker's packets into that pipe}})."""
     bfrt = program.bfrt
     numbers = {}
     for name, port in sorted(config.ports.items()):
@@ -34,16 +53,15 @@ def setup(program, config):
                                   "switch.pipes[0] = %d" % (name, numbers[name], numbers[name] >> 7,
                                                             config.pipes[0]))
         _add_port(bfrt, port, numbers[name], loopback=False)
-    pass_ports = {}
+    shared = {}
     for pass_port in config.pass_ports:
-        if pass_port.front_panel is not None:
-            number = dev_port(bfrt, pass_port.front_panel.name)
-            if number >> 7 != pass_port.pipe:
-                raise cfg.ConfigError("switch.pass_ports: %s is dev port %d, in pipe %d, not %d"
-                                      % (pass_port.front_panel.name, number, number >> 7, pass_port.pipe))
-            _add_port(bfrt, pass_port.front_panel, number, loopback=True)
-        else:
-            number = pass_port.dev_port
-        pass_ports.setdefault(pass_port.pipe, number)
-        program.parser("pass_ports").add(f1=number, f1_mask=0x1FF)
-    return numbers, pass_ports
+        shared.setdefault(pass_port.pipe, _add_pass_port(program, pass_port))
+    routes = {}
+    for name, port in sorted(config.ports.items()):
+        if not port.host:
+            continue
+        own = {}
+        for pass_port in port.loopback_ports:
+            own[pass_port.pipe] = _add_pass_port(program, pass_port)
+        routes[numbers[name]] = own or shared
+    return numbers, routes

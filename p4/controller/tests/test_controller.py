@@ -67,6 +67,32 @@ CONFIG = {
     ],
 }
 
+# The shared pass ports' plan for CONFIG (pipes [0, 1]: pass port 68 into pipe 0, 128 into pipe 1).
+SHARED_PLAN = [
+    ("add_with_continue_input", dict(pass_index=1, with_values=0, port=128)),
+    ("add_with_continue_input", dict(pass_index=1, with_values=1, port=128)),
+    ("add_with_continue_output", dict(pass_index=2, with_values=1, port=128, reduce_op=4)),
+    ("add_with_continue_output", dict(pass_index=3, with_values=1, port=128, reduce_op=3)),
+    ("add_with_continue_output", dict(pass_index=4, with_values=1, port=68, reduce_op=4)),
+    ("add_with_continue_output", dict(pass_index=5, with_values=1, port=68, reduce_op=3)),
+]
+SHARED_PIPE = {68: 0, 128: 1}
+# Front-panel loopback ports: 2/L in pipe 0 (beside the workers), 3/L in pipe 1.
+LOOPBACK_DEV_PORTS = {(2, 0): 4, (2, 1): 5, (2, 2): 6, (3, 0): 132, (3, 1): 133, (3, 2): 134}
+LOOPBACK_DEFINES = DEFINES.replace("DPA_PASS_PORTS 4", "DPA_PASS_PORTS 8")
+
+
+def loopback_config():
+    """CONFIG with a loopback port per worker port and chunk pipe instead of shared pass ports."""
+    config = copy.deepcopy(CONFIG)
+    del config["switch"]["pass_ports"]
+    for lane, name in enumerate(("1/0", "1/1", "1/2")):
+        config["ports"][name]["loopback_ports"] = [
+            {"pipe": 0, "port": "2/%d" % lane, "speed": "100G"},
+            {"pipe": 1, "port": "3/%d" % lane, "speed": "100G"}]
+    return config
+
+
 REGISTERS = [("slot_state", r) for r in ("seq", "op_id", "offset", "op_length", "meta", "round",
                                          "first_arrival", "poison_info", "poison_value", "poison_expected",
                                          "arrivals", "count")] + \
@@ -408,21 +434,48 @@ class SetupTest(unittest.TestCase):
                                                  AUTO_NEGOTIATION="PM_AN_FORCE_DISABLE",
                                                  PORT_ENABLE=True, LOOPBACK_MODE="BF_LPBK_MAC_NEAR")), calls)
         self.assertIn(("dpa.pipe.IngressParser.pass_ports", "add", dict(f1=68, f1_mask=0x1FF)), calls)
-        self.assertIn(("dpa.pipe.Ingress.delivery.pass_plan", "set_default_with_set_pass_plan",
-                       dict(input_port=68)), calls)
+        pass_plan = [k for p, m, k in calls if p.endswith("delivery.pass_plan")]
+        self.assertEqual(pass_plan, [dict(worker_port=w, input_port=68) for w in (0, 1, 2)])
         self.assertIn(("dpa.pipe.Ingress.admission.hosts", "add_with_registered_host",
                        dict(session=8, src_addr=0, src_addr_mask=0, MATCH_PRIORITY=1)), calls)
         self.assertIn(("dpa.pipe.Ingress.admission.k_limits", "add_with_k_valid",
                        dict(session=7, k_start=0, k_end=2, MATCH_PRIORITY=1)), calls)
+        # Shared pass ports: every worker port's packets take the same ones.
+        next_pass_calls = [(m, k) for p, m, k in calls if p.endswith("next_pass.next_pass")]
+        self.assertEqual(next_pass_calls, [(method, dict(worker_port=w, **fields)) for w in (0, 1, 2)
+                                           for method, fields in SHARED_PLAN])
+
+    def test_loopback_ports_give_each_worker_port_its_own_passes(self):
+        bfrt, recorder = fake_bfrt.make({**DEV_PORTS, **LOOPBACK_DEV_PORTS})
+        config = cfg.load(json.dumps(loopback_config()), LOOPBACK_DEFINES)
+        self.assertTrue(config.loopback_per_worker)
+        controller.Controller(bfrt, config, None, lambda: 0).setup()
+        calls = recorder.calls
+        own = {0: {0: 4, 1: 132}, 1: {0: 5, 1: 133}, 2: {0: 6, 1: 134}}  # worker -> pipe -> loopback
+        for port in (4, 5, 6, 132, 133, 134):
+            self.assertIn(("port.port", "add", dict(DEV_PORT=port, SPEED="BF_SPEED_100G", FEC="BF_FEC_TYP_NONE",
+                                                     AUTO_NEGOTIATION="PM_AN_FORCE_DISABLE", PORT_ENABLE=True,
+                                                     LOOPBACK_MODE="BF_LPBK_MAC_NEAR")), calls)
+        value_set = sorted(k["f1"] for p, m, k in calls if p.endswith("IngressParser.pass_ports"))
+        self.assertEqual(value_set, [4, 5, 6, 132, 133, 134])
+        pass_plan = [k for p, m, k in calls if p.endswith("delivery.pass_plan")]
+        self.assertEqual(pass_plan, [dict(worker_port=w, input_port=own[w][0]) for w in (0, 1, 2)])
         next_pass_calls = [(m, k) for p, m, k in calls if p.endswith("next_pass.next_pass")]
         self.assertEqual(next_pass_calls, [
-            ("add_with_continue_input", dict(pass_index=1, with_values=0, port=128)),
-            ("add_with_continue_input", dict(pass_index=1, with_values=1, port=128)),
-            ("add_with_continue_output", dict(pass_index=2, with_values=1, port=128, reduce_op=4)),
-            ("add_with_continue_output", dict(pass_index=3, with_values=1, port=128, reduce_op=3)),
-            ("add_with_continue_output", dict(pass_index=4, with_values=1, port=68, reduce_op=4)),
-            ("add_with_continue_output", dict(pass_index=5, with_values=1, port=68, reduce_op=3)),
-        ])
+            (method, dict(worker_port=w, **dict(fields, port=own[w][SHARED_PIPE[fields["port"]]])))
+            for w in (0, 1, 2) for method, fields in SHARED_PLAN])
+        # No port carries another worker's passes.
+        for w in (0, 1, 2):
+            used = {k["port"] for _, k in next_pass_calls if k["worker_port"] == w}
+            used.add(own[w][0])
+            self.assertEqual(used, set(own[w].values()))
+
+    def test_a_loopback_port_in_another_pipe_is_refused(self):
+        bfrt, _ = fake_bfrt.make({**DEV_PORTS, **LOOPBACK_DEV_PORTS, (2, 1): 140})
+        config = cfg.load(json.dumps(loopback_config()), LOOPBACK_DEFINES)
+        with self.assertRaisesRegex(cfg.ConfigError, r"^ports.1/1.loopback_ports\[0\]: 2/1 is dev port 140, "
+                                                     r"in pipe 1, not 0"):
+            controller.Controller(bfrt, config, None, lambda: 0).setup()
 
     def test_reset_clears_what_the_controller_writes_and_forgets_generations(self):
         h = Harness()
@@ -555,6 +608,39 @@ class ConfigTest(unittest.TestCase):
                              "sessions[0].auth_key_file")
         self.assert_rejected(lambda c: None, "dpa_config.p4", defines="#define DPA_TARGET 1\n")
 
+    def test_bad_loopback_ports_name_the_key(self):
+        def rejected(mutate, key, defines=LOOPBACK_DEFINES):
+            config = loopback_config()
+            mutate(config)
+            with self.assertRaises(cfg.ConfigError) as raised:
+                cfg.load(json.dumps(config), defines)
+            self.assertTrue(str(raised.exception).startswith(key), str(raised.exception))
+        lanes = lambda c, name: c["ports"][name]["loopback_ports"]  # noqa: E731
+        rejected(lambda c: c["ports"]["1/1"].pop("loopback_ports"), "ports.1/1.loopback_ports: missing")
+        rejected(lambda c: lanes(c, "1/0").pop(1), "ports.1/0.loopback_ports: no loopback port in pipe 1")
+        rejected(lambda c: lanes(c, "1/0")[1].update(pipe=0), "ports.1/0.loopback_ports[1].pipe")
+        rejected(lambda c: lanes(c, "1/0")[1].update(pipe=2), "ports.1/0.loopback_ports[1].pipe")
+        rejected(lambda c: lanes(c, "1/1")[0].update(port="2/0"), "ports.1/1.loopback_ports[0].port")
+        rejected(lambda c: lanes(c, "1/1")[0].update(port="1/0"), "ports.1/1.loopback_ports[0].port")
+        rejected(lambda c: lanes(c, "1/1")[0].update(speed="7G"), "ports.1/1.loopback_ports[0].speed")
+        rejected(lambda c: lanes(c, "1/1")[0].update(dev_port=68), "ports.1/1.loopback_ports[0].dev_port")
+        rejected(lambda c: lanes(c, "1/1").append({"pipe": 0}), "ports.1/1.loopback_ports[2].pipe")
+        rejected(lambda c: c["ports"]["1/1"].update(loopback_ports={}), "ports.1/1.loopback_ports")
+        rejected(lambda c: c["ports"].update({"5/0": {"speed": "100G", "loopback_ports": []}}),
+                 "ports.5/0.loopback_ports")
+        rejected(lambda c: c["switch"].update(pass_ports=CONFIG["switch"]["pass_ports"]), "switch.pass_ports")
+        rejected(lambda c: None, "switch.program.pass_ports", defines=DEFINES)
+
+    def test_more_worker_ports_than_the_pass_tables_route(self):
+        config = copy.deepcopy(CONFIG)
+        for i in range(cfg.MAX_WORKER_PORTS - 2):
+            config["ports"]["9/%d" % i] = {"speed": "10G", "host": "w1"}
+        with self.assertRaisesRegex(cfg.ConfigError, r"^ports: 65 worker ports \(with a host\), but the "
+                                                     r"program's pass tables route 64"):
+            cfg.load(json.dumps(config), DEFINES)
+        with open(os.path.join(HERE, "..", "..", "types.p4")) as f:
+            self.assertIn("#define DPA_WORKER_PORTS %d\n" % cfg.MAX_WORKER_PORTS, f.read())
+
     def test_not_json(self):
         with self.assertRaisesRegex(cfg.ConfigError, "not valid JSON"):
             cfg.load("{", DEFINES)
@@ -564,7 +650,7 @@ class ConfigTest(unittest.TestCase):
 class ShippedConfigTest(unittest.TestCase):
     def test_every_switch_config_loads_against_its_generated_program(self):
         configs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "configs")
-        for name in ("netberg.json", "edgecore.json", "tofino-model.json"):
+        for name in ("netberg.json", "edgecore.json", "edgecore-linerate.json", "tofino-model.json"):
             path = os.path.join(configs, name)
             defines = subprocess.run([os.environ["DPA_P4GEN"], path], check=True,
                                      capture_output=True, text=True).stdout
