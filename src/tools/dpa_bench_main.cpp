@@ -38,6 +38,7 @@
 #include "tools/bench/report.hpp"
 #include "tools/process.hpp"
 #ifdef DPA_HAVE_DPDK
+#include "transport/dpdk/eal.hpp"
 #include "transport/dpdk/ring_pair.hpp"
 #endif
 
@@ -96,7 +97,9 @@ struct Settings {
   std::string auth_key_directory;  // launcher: where the ranks' key files are
   // --ring-switch: rank 0 and a DPDK switch in this process, over net_ring (no --switch).
   bool ring_switch = false;
-  std::string ring_cores = "1,0";  // the switch's core, then the worker thread's
+  std::optional<int> ring_switch_threads;  // the switch's lcores, else 1
+  bool ring_hand_off = false;  // requests land on switch queues their lcores do not own
+  std::string ring_cores;      // the switch lcores' cores, then the worker threads'; empty: chosen
   // Worker mode.
   bool worker = false;
   std::string mode = "full";
@@ -238,8 +241,34 @@ dpa::JobSizing launcher_sizing(const Settings& s, int ranks) {
   if (s.switch_threads) sizing.switch_threads = *s.switch_threads;
   if (s.busy_poll_us) sizing.busy_poll = sizing.small_busy_poll = std::chrono::microseconds(*s.busy_poll_us);
   sizing.shm_fabric = 0;
-  if (s.ring_switch) sizing.small_payload = 0;  // one session: the ring pair has one port each
+  if (s.ring_switch) {
+    sizing.small_payload = 0;  // one session: the ring pair has one port each
+    sizing.switch_threads = s.ring_switch_threads.value_or(1);
+  }
   return sizing;
+}
+
+// --ring-cores: empty (chosen), "none" (floating), or one core per busy lcore, the switch's S
+// then the worker's T.
+void check_ring_cores([[maybe_unused]] const Settings& s) {
+#ifdef DPA_HAVE_DPDK
+  if (s.ring_cores.empty() || s.ring_cores == dpa::transport::dpdk::kFloatingCores) return;
+  std::size_t listed = 0;
+  try {
+    listed = dpa::transport::dpdk::parse_core_list(s.ring_cores).size();
+  } catch (const dpa::ConfigError& error) {
+    constexpr std::string_view key = "dpdk.cores";
+    std::string why = error.what();
+    if (why.starts_with(key)) why.replace(0, key.size(), "--ring-cores");
+    throw UsageError(why);
+  }
+  const int switch_threads = s.ring_switch_threads.value_or(1);
+  if (listed != static_cast<std::size_t>(switch_threads + *s.threads)) {
+    throw UsageError(fmt::format("--ring-cores lists {} core(s); --ring-switch-threads {} and --threads {} need {}: "
+                                 "the switch lcores' cores, then the worker threads'",
+                                 listed, switch_threads, *s.threads, switch_threads + *s.threads));
+  }
+#endif
 }
 
 // The launcher's ranks: --ranks, else DPA_WORLD_SIZE / WORLD_SIZE (or DPA_CONFIG), else 2.
@@ -261,6 +290,44 @@ json thread_switch_names(const dpa::Context& context) {
   json names = json::array();
   for (const dpa::HostPort& address : context.thread_switches()) names.push_back(address.to_string());
   return names;
+}
+
+// The switch's packets (docs/benchmark-tools.md, "JSON schema"): each lcore's over the timed
+// operations (`before` to `after`), with the packets it handed to another lcore's inbox, their
+// sums, and the sums over the back-to-back view alone (`before` to `back_to_back`), whose wall
+// time makes them the rate the switch sustained.
+json switch_lcore_counters(const std::vector<dpa::SwitchThreadCounters>& before,
+                           const std::vector<dpa::SwitchThreadCounters>& back_to_back,
+                           const std::vector<dpa::SwitchThreadCounters>& after) {
+  json lcores = json::array();
+  std::uint64_t rx = 0;
+  std::uint64_t tx = 0;
+  std::uint64_t busy = 0;
+  std::uint64_t handed_off = 0;
+  std::uint64_t back_to_back_rx = 0;
+  std::uint64_t back_to_back_tx = 0;
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    const dpa::SwitchCounters& now = after[i].counters;
+    const dpa::SwitchCounters& then = before[i].counters;
+    const json lcore = {{"rx_packets", now.rx_packets - then.rx_packets},
+                        {"tx_packets", now.tx_packets - then.tx_packets},
+                        {"busy_ns", now.busy_ns - then.busy_ns},
+                        {"handed_off", after[i].transport.rx_dispatched - before[i].transport.rx_dispatched}};
+    rx += lcore["rx_packets"].get<std::uint64_t>();
+    tx += lcore["tx_packets"].get<std::uint64_t>();
+    busy += lcore["busy_ns"].get<std::uint64_t>();
+    handed_off += lcore["handed_off"].get<std::uint64_t>();
+    back_to_back_rx += back_to_back[i].counters.rx_packets - then.rx_packets;
+    back_to_back_tx += back_to_back[i].counters.tx_packets - then.tx_packets;
+    lcores.push_back(lcore);
+  }
+  return {{"switch_rx_packets", rx},
+          {"switch_tx_packets", tx},
+          {"switch_busy_ns", busy},
+          {"switch_handed_off", handed_off},
+          {"switch_back_to_back_rx_packets", back_to_back_rx},
+          {"switch_back_to_back_tx_packets", back_to_back_tx},
+          {"switch_lcores", lcores}};
 }
 
 // One rank: every size in both views (docs/benchmark-tools.md), one JSON line per size to `out`
@@ -358,8 +425,10 @@ int run_rank(const Settings& s, const dpa::Config& config, std::ostream& out, co
     const auto size_started = Clock::now();
     rounds(bench::View::warmup, static_cast<std::size_t>(s.warmup), false);
     const dpa::TransportCounters before = context.transport_counters();
-    const dpa::SwitchCounters switch_before = sw != nullptr ? sw->counters() : dpa::SwitchCounters{};
+    using SwitchLcores = std::vector<dpa::SwitchThreadCounters>;
+    const SwitchLcores switch_before = sw != nullptr ? sw->thread_counters() : SwitchLcores{};
     back_to_back_s = rounds(bench::View::back_to_back, iterations, false);
+    const SwitchLcores switch_back_to_back = sw != nullptr ? sw->thread_counters() : SwitchLcores{};
     rounds(bench::View::latency, iterations, true);
     // The timed operations' packets through this rank's queues (DPDK: and the TX bursts that
     // carried them, so tx_packets / tx_bursts is how full a burst left).
@@ -392,10 +461,7 @@ int run_rank(const Settings& s, const dpa::Config& config, std::ostream& out, co
     if (sw != nullptr) {
       // The switch publishes its counters once per received batch: the last batch of the timed
       // operations may be missing, a few dozen packets of hundreds of thousands.
-      const dpa::SwitchCounters now = sw->counters();
-      line["switch_rx_packets"] = now.rx_packets - switch_before.rx_packets;
-      line["switch_tx_packets"] = now.tx_packets - switch_before.tx_packets;
-      line["switch_busy_ns"] = now.busy_ns - switch_before.busy_ns;
+      line.update(switch_lcore_counters(switch_before, switch_back_to_back, sw->thread_counters()));
     }
     out << line.dump() << std::endl;
     if (rank == 0) {
@@ -439,22 +505,36 @@ void remove_ring_runtime_dirs(bool own) {
   }
 }
 
-// --ring-switch: rank 0 of a world of one and a DPDK dpa-switch in this process, each on an lcore
-// of its own, joined by two net_ring ports (mbuf pointers pass through rings: no copy, as a NIC
-// hands frames over by DMA). The switch runs its real poll loop on real mbufs, so its packets per
-// busy core are the switch core's own capacity, without memif's copies in and out.
+// --ring-switch: rank 0 of a world of one with T worker threads and a DPDK dpa-switch with S
+// lcores in this process, every thread on an lcore of its own, joined by two net_ring ports
+// (mbuf pointers pass through rings: no copy, as a NIC hands frames over by DMA). The switch runs
+// its real poll loops on real mbufs, so its packets per busy core are a switch core's own
+// capacity, without memif's copies in and out.
 std::vector<json> run_ring_mode(const Settings& s, const std::string& mode) {
   Settings resolved = s;
   resolved.mode = mode;
   dpa::Config config = worker_config(resolved);
+  const auto switch_threads = static_cast<std::size_t>(s.ring_switch_threads.value_or(1));
+  const auto worker_threads = static_cast<std::size_t>(config.threads);
+  // A queue pair per thread of the side with more. Worker thread t sends on ring queue t to the
+  // switch's UDP port t mod S, whose lcore owns switch queues t mod S, t mod S + S...: each
+  // request arrives where its lcore polls, as rte_flow steering by UDP port would put it, unless
+  // --ring-hand-off moves it one queue on.
+  const std::size_t queues = std::max(switch_threads, worker_threads);
   dpa::DpdkTransportConfig eal;
   eal.cores = s.ring_cores;
   eal.no_huge = true;
-  eal.memory_mb = 512;
+  // Each thread's queue has a pool of `mbufs` (about 40 MB of them here).
+  eal.memory_mb = static_cast<std::uint32_t>(std::max<std::size_t>(512, 256 + 64 * (switch_threads + worker_threads)));
   eal.file_prefix = ring_file_prefix();
   eal.eal_args = {"--no-pci", "--log-level=lib.eal:error"};
   eal.mbufs = 16383;
-  const auto ports = dpa::transport::dpdk::create_ring_pair(eal, "dpa_bench_switch", "dpa_bench_worker", 1);
+  eal.queues = static_cast<std::uint16_t>(queues);
+  // Lcores for the switch's threads, then the worker's: with --ring-cores empty each takes a free
+  // core of its own (docs/dpdk.md, "Cores"), in that order.
+  dpa::transport::dpdk::start_eal(eal, switch_threads + worker_threads);
+  const auto ports = dpa::transport::dpdk::create_ring_pair(eal, "dpa_bench_switch", "dpa_bench_worker", queues,
+                                                            4096, s.ring_hand_off ? 1 : 0);
 
   dpa::SwitchConfig switch_config = dpa::JobSizing::from_text(s.sizing).switch_config(
       config, std::nullopt, std::chrono::microseconds(s.straggler_timeout_us));
@@ -463,7 +543,7 @@ std::vector<json> run_ring_mode(const Settings& s, const std::string& mode) {
   switch_port.local_ip = "10.96.0.100";
   switch_port.local_port = 4242;
   switch_config.transport = switch_port;
-  switch_config.threads = 1;
+  switch_config.threads = static_cast<int>(switch_threads);
   dpa::SoftwareSwitch sw(switch_config);
 
   dpa::DpdkTransportConfig worker_port = eal;
@@ -632,6 +712,11 @@ json make_report(const Settings& s, const dpa::Config& config, const std::vector
                    {"environment", bench::dpa_environment()},
                    {"modes", modes},
                    {"transport", s.ring_switch ? "dpdk (--ring-switch)" : s.transport},
+                   {"ring_switch", s.ring_switch ? json{{"switch_lcores", s.ring_switch_threads.value_or(1)},
+                                                        {"worker_threads", config.threads},
+                                                        {"hand_off", s.ring_hand_off},
+                                                        {"cores", s.ring_cores.empty() ? "chosen" : s.ring_cores}}
+                                                 : json(nullptr)},
                    {"switch", s.switch_address ? json(*s.switch_address) : json(nullptr)},
                    {"sizing", s.sizing.empty() ? json(nullptr) : json(s.sizing)},
                    {"straggler_rank", s.straggler_delay_ms > 0 ? s.straggler_rank : -1},
@@ -711,13 +796,23 @@ int main(int argc, char** argv) {
                  "file's, else DPA_TRANSPORT, else shm when the switch is embedded here, else udp")
       ->check(CLI::IsMember({"udp", "dpdk", "shm"}));
   app.add_flag("--ring-switch", s.ring_switch,
-               "--transport dpdk without --switch: one rank in this process with a DPDK dpa-switch on an "
-               "lcore of its own, joined by net_ring ports (zero copy: mbuf pointers pass through rings, as "
-               "a NIC's DMA would feed the switch); prints the switch's packets per busy core. World size 1, "
-               "one worker thread, MTU 1500 (default --payload 256), --no-huge, no --transport-config");
+               "--transport dpdk without --switch: one rank in this process with a DPDK dpa-switch, every "
+               "thread on an lcore of its own, joined by net_ring ports (zero copy: mbuf pointers pass "
+               "through rings, as a NIC's DMA would feed the switch); prints each switch lcore's packets "
+               "per busy core, their sum over the back-to-back wall time and the packets handed between "
+               "lcores. World size 1, --threads worker threads (default: --ring-switch-threads), MTU 1500 "
+               "(default --payload 256), --no-huge, no --transport-config");
+  app.add_option("--ring-switch-threads", s.ring_switch_threads,
+                 "--ring-switch: the switch's lcores S, each with its own queue pair and the slots of worker "
+                 "threads t with t mod S its index (default 1)")
+      ->check(CLI::Range(1, 64));
+  app.add_flag("--ring-hand-off", s.ring_hand_off,
+               "--ring-switch: what worker thread t sends arrives on switch queue t + 1 (mod the queues), "
+               "owned by another lcore, which hands it to the owner's inbox: measures the software steering "
+               "that replaces rte_flow (needs --ring-switch-threads 2 or more)");
   app.add_option("--ring-cores", s.ring_cores,
-                 "--ring-switch: the switch's core, then the worker thread's (dpdk.cores order)")
-      ->capture_default_str();
+                 "--ring-switch: the cores of the switch's S lcores, then of the T worker threads, S + T in "
+                 "all (dpdk.cores syntax, \"none\": floating; default: a free core each, as dpdk.cores empty)");
   app.add_option("--transport-config", s.transport_config,
                  "JSON file with the workers' \"udp\" or \"dpdk\" section (it replaces DPA_CONFIG's); "
                  "\"{rank}\" in its strings becomes the rank (see scripts/dpa-bench-memif.sh)")
@@ -757,13 +852,23 @@ int main(int argc, char** argv) {
         throw UsageError("--ring-switch: --transport dpdk only, without --switch, --transport-config or --worker "
                                "(the switch and its ring ports are made here)");
       }
-      if (s.ranks.value_or(1) != 1 || s.threads.value_or(1) != 1) {
-        throw UsageError("--ring-switch: one rank (-n 1) with one thread (--threads 1): the ring pair has one "
-                               "queue each way");
+      if (s.ranks.value_or(1) != 1) {
+        throw UsageError("--ring-switch: one rank (-n 1): the ring pair joins one worker process to the switch");
+      }
+      if (s.switch_threads) {
+        throw UsageError("--switch-threads: with --ring-switch the switch's lcores are --ring-switch-threads");
+      }
+      if (s.ring_hand_off && s.ring_switch_threads.value_or(1) < 2) {
+        throw UsageError("--ring-hand-off needs --ring-switch-threads 2 or more: one switch lcore has no other to "
+                         "hand packets to");
       }
       s.ranks = 1;
-      s.threads = 1;
+      if (!s.threads) s.threads = s.ring_switch_threads.value_or(1);
+      if (*s.threads < 1) throw UsageError("--threads must be at least 1");
+      check_ring_cores(s);
       if (!s.payload) s.payload = kRingPayload;  // the sized default does not fit the ports' MTU of 1500
+    } else if (s.ring_switch_threads || s.ring_hand_off || !s.ring_cores.empty()) {
+      throw UsageError("--ring-switch-threads, --ring-hand-off and --ring-cores go with --ring-switch");
     }
     if (s.transport == "dpdk" && !s.ring_switch && (s.transport_config.empty() || !s.switch_address)) {
       throw UsageError("--transport dpdk needs --transport-config FILE and --switch HOST:PORT (the switch "

@@ -72,7 +72,8 @@ json result_row(const std::vector<json>& rank_lines, int world, const std::strin
               {"threads", first["threads"]},
               {"window", first["window"]}};
   dpa.update(counters);
-  for (const char* name : {"switches", "switch_rx_packets", "switch_tx_packets", "switch_busy_ns"}) {
+  for (const char* name : {"switches", "switch_rx_packets", "switch_tx_packets", "switch_busy_ns", "switch_handed_off",
+                           "switch_back_to_back_rx_packets", "switch_back_to_back_tx_packets", "switch_lcores"}) {
     if (first.contains(name)) dpa[name] = first[name];
   }
   dpa["ranks"] = ranks;
@@ -154,15 +155,39 @@ void print_table(const json& report) {
                 static_cast<unsigned long long>(dpa["blocks_partial"].get<std::uint64_t>()),
                 static_cast<unsigned long long>(dpa["blocks_missed"].get<std::uint64_t>()), burst_fill.c_str());
   }
-  // --ring-switch: the switch core's packets over the time it was not idle-polling.
+  // --ring-switch: the switch cores' packets over the time they were not idle-polling, each
+  // lcore's and all of them over the back-to-back view's wall time, beside the workers' goodput.
+  const auto mpps = [](const json& packets, double seconds) {
+    return seconds > 0 ? static_cast<double>(packets.get<std::uint64_t>()) / seconds * 1e-6 : 0.0;
+  };
   for (const json& row : report["results"]) {
     const json& dpa = row["dpa"];
     if (!dpa.contains("switch_busy_ns") || dpa["switch_busy_ns"].get<std::uint64_t>() == 0) continue;
+    const std::string what =
+        fmt::format("{:<10} {:>9}", dpa["mode"].get<std::string>(), format_size(row["bytes"].get<std::uint64_t>()));
     const double busy_s = static_cast<double>(dpa["switch_busy_ns"].get<std::uint64_t>()) * 1e-9;
-    std::printf("# switch %-10s %9s: per busy core %.2f Mpps received, %.2f Mpps sent (%.3f s busy)\n",
-                dpa["mode"].get<std::string>().c_str(), format_size(row["bytes"].get<std::uint64_t>()).c_str(),
-                static_cast<double>(dpa["switch_rx_packets"].get<std::uint64_t>()) / busy_s * 1e-6,
-                static_cast<double>(dpa["switch_tx_packets"].get<std::uint64_t>()) / busy_s * 1e-6, busy_s);
+    std::printf("# switch %s: per busy core %.2f Mpps received, %.2f Mpps sent (%.3f s busy)\n", what.c_str(),
+                mpps(dpa["switch_rx_packets"], busy_s), mpps(dpa["switch_tx_packets"], busy_s), busy_s);
+    if (!dpa.contains("switch_lcores")) continue;
+    const json& lcores = dpa["switch_lcores"];
+    for (std::size_t i = 0; i < lcores.size(); ++i) {
+      const json& lcore = lcores[i];
+      const double lcore_busy_s = static_cast<double>(lcore["busy_ns"].get<std::uint64_t>()) * 1e-9;
+      std::printf("# switch %s: lcore %zu per busy core %.2f Mpps received, %.2f Mpps sent (%.3f s busy), %llu "
+                  "handed off\n",
+                  what.c_str(), i, mpps(lcore["rx_packets"], lcore_busy_s), mpps(lcore["tx_packets"], lcore_busy_s),
+                  lcore_busy_s, static_cast<unsigned long long>(lcore["handed_off"].get<std::uint64_t>()));
+    }
+    // One rank: its back-to-back time is the row's time per operation times the operations.
+    const double back_to_back_s = row["time_us"].get<double>() * 1e-6 * row["iterations"].get<double>();
+    const double goodput_gbit = row["algbw"].get<double>() * 8;
+    const int threads = dpa["threads"].get<int>();
+    std::printf("# switch %s: %zu lcore(s) together %.2f Mpps received, %.2f Mpps sent back to back, %llu handed "
+                "off; workers %.2f Gbit/s (%.2f per thread, %d thread(s))\n",
+                what.c_str(), lcores.size(), mpps(dpa["switch_back_to_back_rx_packets"], back_to_back_s),
+                mpps(dpa["switch_back_to_back_tx_packets"], back_to_back_s),
+                static_cast<unsigned long long>(dpa["switch_handed_off"].get<std::uint64_t>()), goodput_gbit,
+                threads > 0 ? goodput_gbit / threads : 0.0, threads);
   }
   std::printf("# wrong elements in all: %llu\n", static_cast<unsigned long long>(report["wrong"].get<std::uint64_t>()));
 }

@@ -25,12 +25,7 @@
 #include "transport/core_choice.hpp"
 
 namespace dpa::transport::dpdk {
-namespace {
 
-// dpdk.cores: no pinning at all.
-constexpr std::string_view kFloating = "none";
-
-// "2-5,7" -> {2, 3, 4, 5, 7}, in the order given.
 std::vector<unsigned> parse_core_list(const std::string& text) {
   const auto bad = [&](const std::string& why) {
     return ConfigError(fmt::format(
@@ -64,6 +59,8 @@ std::vector<unsigned> parse_core_list(const std::string& text) {
   return cores;
 }
 
+namespace {
+
 // The CPUs this process may run on, as an EAL CPU group "(0,1,3)".
 std::string own_cpus() {
   std::vector<int> cpus = allowed_cpus();
@@ -94,7 +91,7 @@ std::array<std::atomic<int>, RTE_MAX_LCORE>& auto_core_of_lcore() {
 // free ones from the process's CPUs; a list pins as given and only warns about cores another
 // dpa process holds; "none" leaves every lcore floating.
 void choose_lcore_cores(const DpdkTransportConfig& config, std::size_t threads) {
-  if (config.cores == kFloating) return;
+  if (config.cores == kFloatingCores) return;
   if (!config.cores.empty()) {
     for (const unsigned core : parse_core_list(config.cores)) {
       if (!core_claims().take(static_cast<int>(core))) {
@@ -207,7 +204,7 @@ std::vector<std::string> eal_arguments(const DpdkTransportConfig& config, std::s
   std::vector<std::string> args{"dpa"};
   const std::string cpus = own_cpus();
   std::string lcores = "0@" + cpus;
-  if (config.cores.empty() || config.cores == kFloating) {
+  if (config.cores.empty() || config.cores == kFloatingCores) {
     // Pinned later, by each lcore itself (choose_lcore_cores), or never.
     for (std::size_t i = 1; i <= threads; ++i) lcores += fmt::format(",{}@{}", i, cpus);
   } else {

@@ -7,12 +7,21 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dpa/transport_config.hpp"
 #include "transport/queue_thread.hpp"
 
 namespace dpa::transport::dpdk {
+
+// dpdk.cores: no pinning at all.
+inline constexpr std::string_view kFloatingCores = "none";
+
+// dpdk.cores as a list: "2-5,7" -> {2, 3, 4, 5, 7}, in the order given. ConfigError naming
+// dpdk.cores for a list that is malformed, empty, names a core twice or more than the EAL has
+// lcores for ("none" is no list: see kFloatingCores).
+std::vector<unsigned> parse_core_list(const std::string& text);
 
 // The EAL arguments a config stands for (argv[0] included). dpdk.cores "2-5" becomes
 // --lcores=0@(the process's CPUs),1@2,2@3,3@4,4@5: the main lcore (the caller's thread) keeps

@@ -15,7 +15,7 @@
 namespace dpa::transport::dpdk {
 
 RingPairNames create_ring_pair(const DpdkTransportConfig& eal, const std::string& a, const std::string& b,
-                               std::size_t queues, unsigned ring_size) {
+                               std::size_t queues, unsigned ring_size, std::size_t b_to_a_shift) {
   start_eal(eal, queues);
   RingPairNames names{"net_ring_" + a, "net_ring_" + b};
   std::uint16_t existing = 0;
@@ -45,9 +45,12 @@ RingPairNames create_ring_pair(const DpdkTransportConfig& eal, const std::string
       throw Error(fmt::format("dpdk: cannot create the rings {} and {}: {}", forward, backward, rte_strerror(rte_errno)));
     }
   }
+  // b's TX queue q feeds a's RX queue q + shift: still one producer and one consumer per ring.
+  std::vector<rte_ring*> b_transmits(queues);
+  for (std::size_t q = 0; q < queues; ++q) b_transmits[q] = b_to_a[(q + b_to_a_shift) % queues];
   const auto count = static_cast<unsigned>(queues);
   if (from_rings(a.c_str(), b_to_a.data(), count, a_to_b.data(), count, SOCKET_ID_ANY) < 0 ||
-      from_rings(b.c_str(), a_to_b.data(), count, b_to_a.data(), count, SOCKET_ID_ANY) < 0) {
+      from_rings(b.c_str(), a_to_b.data(), count, b_transmits.data(), count, SOCKET_ID_ANY) < 0) {
     throw Error(fmt::format("dpdk: cannot create the ring ports {} and {}: {}", names.a, names.b,
                             rte_strerror(rte_errno)));
   }
