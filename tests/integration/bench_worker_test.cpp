@@ -42,6 +42,18 @@ nlohmann::json read_report(const std::string& path) {
   return report;
 }
 
+// A directory removed when this goes out of scope, whatever the test's outcome.
+struct RemovedAtExit {
+  std::string path;
+  RemovedAtExit() = default;
+  RemovedAtExit(const RemovedAtExit&) = delete;
+  RemovedAtExit& operator=(const RemovedAtExit&) = delete;
+  ~RemovedAtExit() {
+    std::error_code ignored;
+    if (!path.empty()) std::filesystem::remove_all(path, ignored);
+  }
+};
+
 dpa::SwitchConfig one_session_switch(int world) {
   dpa::SessionConfig session;
   session.world_size = world;
@@ -185,6 +197,78 @@ TEST(BenchWorker, RingSwitchRunVerifiesEveryResultAndReportsTheSwitch) {
       EXPECT_GE(row["dpa"]["switch_rx_packets"].get<std::uint64_t>() + 32, packets) << row.dump();
       EXPECT_GT(row["dpa"]["switch_busy_ns"].get<std::uint64_t>(), 0u) << row.dump();
     }
+  }
+#endif
+}
+
+// --ring-switch with two switch lcores and two worker threads, requests on their lcores' queues
+// and moved one queue on (--ring-hand-off): every result checked, each lcore handled packets, the
+// hand-off mode passed some to their owner's inbox, and the EAL's runtime directory gone.
+TEST(BenchWorker, RingSwitchWithTwoLcoresVerifiesEveryResultAndReportsEachLcore) {
+#ifndef DPA_HAVE_DPDK
+  GTEST_SKIP() << "DPDK transport not built";
+#else
+  for (const bool hand_off : {false, true}) {
+    SCOPED_TRACE(hand_off ? "--ring-hand-off" : "steered");
+    const std::string json_path = testing::TempDir() + "/dpa-bench-ring2-" + std::to_string(getpid()) + ".json";
+    std::vector<std::string> arguments = {"--transport", "dpdk", "--ring-switch", "--ring-switch-threads", "2",
+                                          "--threads", "2", "--payload", "256", "--sizes", "4KiB,256KiB",
+                                          "--warmup", "1", "--iterations", "3", "--timeout-ms", "20000",
+                                          "--json", json_path};
+    if (hand_off) arguments.emplace_back("--ring-hand-off");
+    RemovedAtExit runtime_directory;  // declared first: removed after the launcher is killed
+    dpa::tools::Process launcher = start_bench("", arguments);
+    runtime_directory.path = "/var/run/dpdk/dpa-bench-ring-" + std::to_string(launcher.pid());
+    const auto code = launcher.wait_until(Clock::now() + 80s);
+    ASSERT_TRUE(code.has_value());
+    EXPECT_EQ(*code, 0) << launcher.output();
+    EXPECT_THAT(launcher.output(), HasSubstr("lcore 1 per busy core"));
+    EXPECT_FALSE(std::filesystem::exists(runtime_directory.path));
+    const nlohmann::json report = read_report(json_path);
+    EXPECT_EQ(report["config"]["ring_switch"]["switch_lcores"], 2);
+    EXPECT_EQ(report["config"]["ring_switch"]["hand_off"], hand_off);
+    ASSERT_EQ(report["results"].size(), 2u) << launcher.output();
+    std::uint64_t handed_off = 0;
+    for (const nlohmann::json& row : report["results"]) {
+      const nlohmann::json& dpa = row["dpa"];
+      EXPECT_EQ(row["wrong"], 0) << row.dump();
+      EXPECT_EQ(dpa["threads"], 2) << row.dump();
+      // Both worker threads' blocks went through the switch and back (2 views x 3 operations in
+      // 1 KiB packets; each lcore's last batch may not be published yet).
+      const std::uint64_t packets = 2 * 3 * row["bytes"].get<std::uint64_t>() / 1024;
+      EXPECT_GE(dpa["switch_rx_packets"].get<std::uint64_t>() + 2 * 32, packets) << row.dump();
+      ASSERT_EQ(dpa["switch_lcores"].size(), 2u) << row.dump();
+      for (const nlohmann::json& lcore : dpa["switch_lcores"]) {
+        EXPECT_GT(lcore["rx_packets"].get<std::uint64_t>(), 0u) << row.dump();
+        EXPECT_GT(lcore["busy_ns"].get<std::uint64_t>(), 0u) << row.dump();
+        handed_off += lcore["handed_off"].get<std::uint64_t>();
+      }
+      EXPECT_EQ(dpa["switch_handed_off"].get<std::uint64_t>(),
+                dpa["switch_lcores"][0]["handed_off"].get<std::uint64_t>() +
+                    dpa["switch_lcores"][1]["handed_off"].get<std::uint64_t>());
+    }
+    if (hand_off) EXPECT_GT(handed_off, 0u);
+  }
+#endif
+}
+
+TEST(BenchWorker, RingSwitchRefusesBadLcoreFlags) {
+#ifndef DPA_HAVE_DPDK
+  GTEST_SKIP() << "DPDK transport not built: --ring-cores is not parsed";
+#else
+  for (const auto& [arguments, message] :
+       {std::pair{std::vector<std::string>{"--ring-switch", "--ring-switch-threads", "2", "--ring-cores", "0,1"},
+                  "--ring-cores lists 2 core(s); --ring-switch-threads 2 and --threads 2 need 4"},
+        std::pair{std::vector<std::string>{"--ring-switch", "--ring-hand-off"},
+                  "--ring-hand-off needs --ring-switch-threads 2 or more"},
+        std::pair{std::vector<std::string>{"--ring-switch-threads", "2"}, "go with --ring-switch"}}) {
+    std::vector<std::string> argv = {"--transport", "dpdk", "--sizes", "4KiB"};
+    argv.insert(argv.end(), arguments.begin(), arguments.end());
+    dpa::tools::Process launcher = start_bench("", argv);
+    const auto code = launcher.wait_until(Clock::now() + 30s);
+    ASSERT_TRUE(code.has_value());
+    EXPECT_EQ(*code, 2) << launcher.output();
+    EXPECT_THAT(launcher.output(), HasSubstr(message));
   }
 #endif
 }
