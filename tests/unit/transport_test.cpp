@@ -782,6 +782,63 @@ TEST(DpdkCores, TheSettingDecidesTheLcoreLayout) {
 }
 #endif
 
+#ifdef DPA_HAVE_DPDK
+// A ring pair made with a shift delivers what b sends on queue q to a's queue q + 1, as a NIC
+// hashing packets elsewhere would (dpa-bench --ring-hand-off): a's queue 1 finds queue 0's
+// packets on its RX queue and hands each to queue 0's inbox, where queue 0 receives them.
+TEST(DpdkRingPair, AShiftLandsPacketsOnAnotherQueueWhichHandsThemToTheirOwner) {
+  dpdk::start_eal(dpdk_base("", "10.99.0.1", 6000), 0);
+  const auto ports = dpdk::create_ring_pair(dpdk_base("", "10.99.0.1", 6000), "dpa_shift_a", "dpa_shift_b", 2,
+                                            1024, 1);
+  const auto mac_of = [](const std::string& name) {
+    std::uint16_t port_id = 0;
+    rte_ether_addr mac{};
+    EXPECT_EQ(rte_eth_dev_get_port_by_name(name.c_str(), &port_id), 0) << name;
+    EXPECT_EQ(rte_eth_macaddr_get(port_id, &mac), 0) << name;
+    char text[RTE_ETHER_ADDR_FMT_SIZE];
+    rte_ether_format_addr(text, sizeof text, &mac);
+    return std::string(text);
+  };
+  // Static neighbours: no ARP frame lands on a queue before the data.
+  DpdkTransportConfig a_config = dpdk_base(ports.a, "10.98.0.1", 6100);
+  a_config.neighbours = {{"10.98.0.2", mac_of(ports.b)}};
+  DpdkTransportConfig b_config = dpdk_base(ports.b, "10.98.0.2", 7100);
+  b_config.neighbours = {{"10.98.0.1", mac_of(ports.a)}};
+  const auto a = open_device(a_config, 2);
+  const auto b = open_device(b_config, 2);
+  std::vector<std::unique_ptr<Queue>> a_queues;
+  for (std::size_t q = 0; q < 2; ++q) a_queues.push_back(a->open_queue(q));
+  const auto sender = b->open_queue(0);
+
+  constexpr std::size_t kPackets = 8;
+  std::vector<TxBuffer> buffers(kPackets);
+  ASSERT_EQ(sender->allocate(buffers), kPackets);
+  std::vector<TxRequest> requests;
+  for (std::size_t i = 0; i < kPackets; ++i) {
+    buffers[i].payload[0] = static_cast<std::byte>(i);
+    buffers[i].size = 64;
+    requests.push_back(TxRequest{&buffers[i], a_queues[0]->local_endpoint()});
+  }
+  ASSERT_EQ(sender->send(requests), kPackets);
+  sender->flush();
+  sender->release(buffers);
+  // The rings are named by the port and queue that receive from them.
+  const rte_ring* to_queue_0 = rte_ring_lookup("rx_dpa_shift_a_0");
+  const rte_ring* to_queue_1 = rte_ring_lookup("rx_dpa_shift_a_1");
+  ASSERT_NE(to_queue_0, nullptr);
+  ASSERT_NE(to_queue_1, nullptr);
+  EXPECT_EQ(rte_ring_count(to_queue_0), 0u);
+  EXPECT_EQ(rte_ring_count(to_queue_1), kPackets);
+
+  std::array<RxPacket, 32> received{};
+  EXPECT_EQ(a_queues[1]->receive(received, 0ns), 0u);
+  EXPECT_EQ(a_queues[1]->counters().rx_dispatched, kPackets);
+  ASSERT_EQ(a_queues[0]->receive(received, 0ns), kPackets);
+  for (std::size_t i = 0; i < kPackets; ++i) EXPECT_EQ(received[i].data[0], static_cast<std::byte>(i));
+  EXPECT_EQ(a_queues[0]->counters().rx_dispatched, 0u);
+}
+#endif
+
 INSTANTIATE_TEST_SUITE_P(EveryTransport, TransportTest,
                          ::testing::Values(Kind::udp, Kind::udp_with_faults, Kind::shm, Kind::dpdk_ring,
                                            Kind::dpdk_memif),
