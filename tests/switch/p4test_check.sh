@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Type-checks p4/dpa.p4 for Tofino1 (netberg) and Tofino2 (edgecore), and the straggler-unaware
-# build, with the open p4c frontend. Needs P4TEST (a p4test binary) and P4TEST_INCLUDES (p4c's
-# p4include and backends/tofino/bf-p4c/p4include, colon-separated); skips (exit 77) without
-# them. Usage: p4test_check.sh SOURCE_DIR DPA_P4GEN
+# Type-checks p4/dpa.p4 with the open p4c front and mid end for every shipped Tofino config
+# (netberg and tofino-model: Tofino1, the latter the only build with the drop simulator; edgecore
+# and edgecore-linerate: Tofino2) and the straggler-unaware build of netberg. Needs P4TEST (a
+# p4test binary) and P4TEST_INCLUDES (p4c's p4include and backends/tofino/bf-p4c/p4include,
+# colon-separated); skips (exit 77) without them. Usage: p4test_check.sh SOURCE_DIR DPA_P4GEN
 set -euo pipefail
 source_dir="$1" p4gen="$2"
 if [[ -z "${P4TEST:-}" ]]; then
@@ -19,7 +20,8 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 python3 "$(dirname "${BASH_SOURCE[0]}")/unaware_config.py" "$source_dir/configs/netberg.json" "$work/unaware.json"
 for config in "$source_dir/configs/netberg.json" "$source_dir/configs/edgecore.json" \
-    "$source_dir/configs/edgecore-linerate.json" "$work/unaware.json"; do
+    "$source_dir/configs/edgecore-linerate.json" "$source_dir/configs/tofino-model.json" \
+    "$work/unaware.json"; do
   name="$(basename "$config" .json)"
   mkdir -p "$work/$name"
   "$p4gen" "$config" -o "$work/$name/dpa_config.p4"
