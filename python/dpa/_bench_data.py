@@ -1,8 +1,8 @@
 """Inputs and verification of python -m dpa.bench.
 
-Every rank derives every rank's input of every operation from the run's seed, so each rank checks
-its own result against the exact sum of all inputs (float64, int64 for int32) with no extra
-communication. Float inputs are uniform in [-1, 1) on a 2^-23 grid (exact in float32, rounded
+Every rank derives its input of every operation from the run's seed, and checks its result against
+the exact sum of all ranks' inputs (float64, int64 for int32), which the ranks add up over Gloo
+after the timed region: one all_reduce instead of each rank generating all N inputs again. Float inputs are uniform in [-1, 1) on a 2^-23 grid (exact in float32, rounded
 once to float16/bfloat16); int32 inputs are uniform in [-2^19, 2^19), so sums of up to 4096 ranks
 neither overflow nor wrap."""
 
@@ -111,33 +111,45 @@ def summation_bound(abs_sum, world, dtype_name):
     return gamma * abs_sum + additions * TINY[dtype_name]
 
 
-def count_wrong(result, seeds, dtype_name, backend):
-    """Elements of `result` (this rank's all_reduce SUM output) that differ from the exact sum of
-    the inputs `seeds` name (one per rank) by more than `backend`'s bound: exact for int32, the
-    block floating point bound for dpa, the summation bound for Gloo and NCCL. NaN counts as
-    wrong."""
+def reference_parts(values, dtype_name, backend):
+    """One rank's share of an operation's reference, widened exactly: its input as int64 (int32)
+    or float64, and for Gloo's and NCCL's summation bound its magnitude too (rows of one tensor).
+    The sum of all ranks' shares is exact in any order: int32 inputs are integers, float inputs
+    lie on a grid no finer than 2^-30 within [-1, 1], so every partial sum of up to 2^22 ranks is a
+    float64."""
+    import torch
+
+    if dtype_name == "int32":
+        return values.to(torch.int64).unsqueeze(0)
+    wide = values.to(torch.float64)
+    return torch.stack([wide, wide.abs()]) if backend != "dpa" else wide.unsqueeze(0)
+
+
+def count_wrong_against(result, reference, world, dtype_name, backend):
+    """Elements of `result` (an all_reduce SUM of `world` ranks) that differ from the exact sum by
+    more than `backend`'s bound: exact for int32, the block floating point bound for dpa, the
+    summation bound for Gloo and NCCL. `reference` is the sum over the ranks of reference_parts.
+    NaN counts as wrong."""
     import torch
 
     count = result.numel()
-    device = result.device
     if dtype_name == "int32":
-        exact = torch.zeros(count, dtype=torch.int64, device=device)
-        for seed in seeds:
-            exact += rank_input(seed, count, result.dtype, device).to(torch.int64)
-        return int((result.to(torch.int64) != exact).sum())
-    exact = torch.zeros(count, dtype=torch.float64, device=device)
-    abs_sum = torch.zeros(count, dtype=torch.float64, device=device) if backend != "dpa" else None
-    for seed in seeds:
-        values = rank_input(seed, count, result.dtype, device).to(torch.float64)
-        exact += values
-        if abs_sum is not None:
-            abs_sum += values.abs()
+        return int((result.to(torch.int64) != reference[0]).sum())
+    exact = reference[0]
     if backend == "dpa":
-        bound = dpa_bound(exact, len(seeds), dtype_name)
+        bound = dpa_bound(exact, world, dtype_name)
     else:
-        bound = summation_bound(abs_sum, len(seeds), dtype_name)
+        bound = summation_bound(reference[1], world, dtype_name)
     within = (result.to(torch.float64) - exact).abs() <= bound
     return int(count - within.sum())
+
+
+def count_wrong(result, seeds, dtype_name, backend):
+    """count_wrong_against with the reference computed here from every rank's input (`seeds`, one
+    per rank): for one process that holds no group."""
+    reference = sum(reference_parts(rank_input(seed, result.numel(), result.dtype, result.device), dtype_name,
+                                    backend) for seed in seeds)
+    return count_wrong_against(result, reference, len(seeds), dtype_name, backend)
 
 
 def corrupt(result, world):

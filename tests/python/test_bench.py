@@ -161,3 +161,27 @@ def test_the_exact_sum_passes_and_a_small_error_is_caught(backend, dtype):
     assert _bench_data.count_wrong(result, seeds, dtype, backend) == 1
     result[index] = float("nan") if dtype != "int32" else exact[index] + 1
     assert _bench_data.count_wrong(result, seeds, dtype, backend) == 1
+
+
+@pytest.mark.parametrize("dtype", _bench_data.DTYPES)
+def test_the_reference_is_the_same_in_any_order(dtype):
+    # The ranks add their widened inputs over Gloo in whatever order its algorithm takes: that is
+    # only a valid reference if every order gives the same, exact sum.
+    torch_dtype = getattr(torch, dtype)
+    parts = [_bench_data.reference_parts(_bench_data.rank_input(seed, 4096, torch_dtype, torch.device("cpu")),
+                                         dtype, "gloo") for seed in range(64)]
+    forward = torch.zeros_like(parts[0])
+    for part in parts:
+        forward += part
+    backward = torch.zeros_like(parts[0])
+    for part in reversed(parts):
+        backward += part
+    pairwise = parts
+    while len(pairwise) > 1:
+        pairwise = [pairwise[i] + pairwise[i + 1] for i in range(0, len(pairwise), 2)]
+    assert torch.equal(forward, backward) and torch.equal(forward, pairwise[0])
+    if dtype != "int32":
+        # And it is the exact sum: widening to 128 bits is not available, so check against a
+        # sum of integers on the inputs' finest grid (2^-30).
+        scaled = sum((part[0] * 2.0**30).to(torch.int64) for part in parts)
+        assert torch.equal((forward[0] * 2.0**30).to(torch.int64), scaled)
