@@ -174,15 +174,6 @@ class Trainer:
         self.spec.loss(self.ddp(inputs), targets).backward()
         self.optimizer.step()
 
-    def resynchronise_momentum(self):
-        """The SGD momentum holds the gradients a rank kept for the blocks it missed: copied from
-        the reference rank too, or the resynchronised replicas drift apart again at once."""
-        for group in self.optimizer.param_groups:
-            for parameter in group["params"]:
-                momentum = self.optimizer.state[parameter].get("momentum_buffer")
-                if momentum is not None:
-                    self.node.dist.broadcast(momentum, self.reference_rank)
-
     def train(self):
         """This rank's measurements of the timed steps (gathered by rank 0)."""
         import dpa
@@ -213,8 +204,7 @@ class Trainer:
                 checks += 1
                 largest_checked = max(largest_checked, drift)
                 if drift > settings["resync_threshold"]:
-                    dpa.resynchronise(self.model, src=self.reference_rank)
-                    self.resynchronise_momentum()
+                    dpa.resynchronise(self.model, src=self.reference_rank, optimizer=self.optimizer)
                     resyncs += 1
                 node.synchronize()
                 resync_seconds += time.perf_counter() - check_started

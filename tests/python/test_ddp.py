@@ -6,6 +6,7 @@ import copy
 import math
 import time
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -124,22 +125,33 @@ def test_ddp_hook_fastest_k_with_straggler():
         assert stats["blocks_partial"] > 0, stats
 
 
-def resynchronise_worker(rank, world, init_file):
+def resynchronise_worker(rank, world, init_file, bucket_bytes):
     import dpa
+    from dpa import _ddp
 
+    _ddp.RESYNC_BUCKET_BYTES = bucket_bytes
     init_dpa(rank, world, init_file)
     model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8))
-    with torch.no_grad():  # replicas that drifted apart, buffers included
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.randn(4, 8)).sum().backward()
+    optimizer.step()
+    with torch.no_grad():  # replicas that drifted apart, buffers and momentum included
         for tensor in [*model.parameters(), *model.buffers()]:
             tensor.add_(rank + 1)
-    dpa.resynchronise(model, src=1)
+        for state in optimizer.state.values():
+            state["momentum_buffer"].add_(rank + 1)
+    dpa.resynchronise(model, src=1, optimizer=optimizer)
+    momentum = [optimizer.state[p]["momentum_buffer"] for p in model.parameters()]
     # numpy: torch tensors would travel through shared memory that dies with the rank process.
-    return [t.detach().numpy().copy() for t in [*model.parameters(), *model.buffers()]]
+    return [t.detach().numpy().copy() for t in [*model.parameters(), *model.buffers(), *momentum]]
 
 
-def test_resynchronise_copies_parameters_and_buffers_from_src():
+@pytest.mark.parametrize("bucket_bytes", [256 * 1024 * 1024, 40])
+def test_resynchronise_copies_parameters_buffers_and_optimizer_state_from_src(bucket_bytes):
+    # 40 bytes: most tensors in a bucket of their own, the 8x8 weight alone over the limit.
     world = 3
-    replicas = run_ranks(resynchronise_worker, world)
+    replicas = run_ranks(resynchronise_worker, world, args=(bucket_bytes,))
+    assert len(replicas[1]) == 4 + 3 + 4
     for rank in range(world):
         for ours, theirs in zip(replicas[rank], replicas[1]):
             assert (ours == theirs).all(), f"rank {rank} differs from rank 1"
