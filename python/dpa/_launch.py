@@ -17,7 +17,9 @@ import tempfile
 import time
 import traceback
 
-# Keeps N ranks on a small machine from fighting over intra-op threads, and Gloo on loopback.
+# Keeps N ranks on a small machine from fighting over intra-op threads, and Gloo on loopback;
+# like torchrun, a value the caller set in the environment wins (OMP_NUM_THREADS=3 gives each
+# rank three cores for its compute).
 LOCAL_ENV = {"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
 STACK_DUMP_SIGNAL = signal.SIGUSR1
 STACK_DUMP_GRACE_S = 1.0
@@ -94,13 +96,14 @@ def run_ranks(fn, world, env=None, args=(), timeout=120):
     """Runs fn(rank, world, init_file, *args) on `world` processes; returns the values by rank.
 
     fn usually calls dist.init_process_group(backend, init_method="file://" + init_file, ...).
-    `env` is added to LOCAL_ENV in every rank. A rank that raises fails the run with its
+    `env` is added to LOCAL_ENV (whose variables the caller's environment overrides) in every rank. A rank that raises fails the run with its
     traceback (RuntimeError); a run that exceeds `timeout` seconds once every rank has started,
     or ranks that take STARTUP_TIMEOUT_S to start, fail it, and every process still alive is
     killed."""
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
-    full_env = dict(LOCAL_ENV, **(env or {}))
+    defaults = {key: value for key, value in LOCAL_ENV.items() if key not in os.environ}
+    full_env = dict(defaults, **(env or {}))
     init_file = tempfile.mktemp(prefix="dpa-store-")
     processes = [
         context.Process(target=_child, args=(fn, rank, world, init_file, results, args))

@@ -64,10 +64,14 @@ def threads_worker(rank, world, init_file):
 
 def test_ranks_start_with_their_environment(monkeypatch):
     # Unpickling the worker imports torch before any code of the rank runs, so torch must find
-    # the rank's OMP_NUM_THREADS at spawn, not the parent's.
-    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    # the rank's OMP_NUM_THREADS at spawn, not the parent's (which is 3 here).
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert run_ranks(threads_worker, 2, env={"OMP_NUM_THREADS": "1"}, timeout=60) == [(1, "1"), (1, "1")]
+    assert os.environ["OMP_NUM_THREADS"] == "3"
+    # The launcher's default of one thread gives way to the caller's setting, as torchrun's does.
+    assert run_ranks(threads_worker, 2, timeout=60) == [(3, "3"), (3, "3")]
+    monkeypatch.delenv("OMP_NUM_THREADS")
     assert run_ranks(threads_worker, 2, timeout=60) == [(1, "1"), (1, "1")]
-    assert os.environ["OMP_NUM_THREADS"] == "2"
 
 
 def stuck_worker(rank, world, init_file):
