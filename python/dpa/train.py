@@ -225,6 +225,13 @@ def print_tables(report):
           "resynchronisations/drift checks", flush=True)
 
 
+def horizontal_boxes(matplotlib):
+    """boxplot's argument for horizontal boxes: `orientation` from matplotlib 3.10, which
+    deprecates the `vert` of earlier versions (Debian 12 ships 3.6)."""
+    major, minor = (int(part) for part in matplotlib.__version__.split(".")[:2])
+    return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
+
+
 def plot(report, model, path):
     import matplotlib
 
@@ -239,8 +246,8 @@ def plot(report, model, path):
     for (times, throughput), straggler in zip(axes, stragglers):
         runs = [row for row in rows if row["straggler"] == straggler]
         positions = list(range(len(runs)))
-        times.boxplot([row["iteration_ms_samples"] for row in runs], positions=positions, vert=False,
-                      whis=(1, 99), showmeans=True)
+        times.boxplot([row["iteration_ms_samples"] for row in runs], positions=positions,
+                      whis=(1, 99), showmeans=True, **horizontal_boxes(matplotlib))
         times.set_yticks(positions)
         times.set_yticklabels([row["label"] for row in runs])
         times.invert_yaxis()
