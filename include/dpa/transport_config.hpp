@@ -93,6 +93,12 @@ struct ShmTransportConfig {
   std::uint32_t max_payload = 65536;   // largest packet (bytes); any size, as the buffers hold it
   std::uint32_t buffers = 256;         // transmit buffers per queue (reserved in `directory`)
   std::uint32_t ring = 4096;           // packets an inbox holds (a power of two)
+  // Not a config key: dpa-switch sets it for its own queues. A receiver whose inbox holds this
+  // many packets unread gets no more until it reads: they are dropped (counted in tx_errors) as
+  // datagrams to a full socket buffer are, so a rank that sleeps (a straggler) cannot pin the
+  // buffers the other ranks' results need, nor hold up a multicast to them. 0: a full inbox
+  // holds the sender back instead (a worker's queue: the switch is busy, not slow).
+  std::uint32_t receiver_backlog_limit = 0;
 
   void validate(const std::string& section) const;  // ConfigError naming "<section>.<key>"
 };

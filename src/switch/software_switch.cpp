@@ -63,6 +63,17 @@ std::uint64_t steady_now_ns() {
                                         .count());
 }
 
+// Over shared memory a packet lends the receiver the switch's buffer until it reads it, so a rank
+// that sleeps (a straggler under fastest-K) would pin one buffer per result multicast meanwhile,
+// then every buffer, and stall the ranks that do read. It may hold a quarter of them; what goes
+// beyond is dropped as a full socket buffer drops datagrams (it skips forward when it reads again).
+TransportConfig with_receiver_backlog_limit(TransportConfig transport) {
+  if (auto* shm = std::get_if<ShmTransportConfig>(&transport)) {
+    shm->receiver_backlog_limit = std::max<std::uint32_t>(1, std::min(shm->buffers, shm->ring) / 4);
+  }
+  return transport;
+}
+
 }  // namespace
 
 class SwitchImpl {
@@ -70,7 +81,8 @@ class SwitchImpl {
   explicit SwitchImpl(const SwitchConfig& config) : config_(config) {
     config_.validate();
     // Thread i drives queue i of the device: UDP port (or dpdk.local_port) + i.
-    device_ = transport::open_device(config_.transport, static_cast<std::size_t>(config_.threads));
+    device_ = transport::open_device(with_receiver_backlog_limit(config_.transport),
+                                     static_cast<std::size_t>(config_.threads));
     for (int i = 0; i < config_.threads; ++i) {
       queues_.push_back(device_->open_queue(static_cast<std::size_t>(i)));
       ports_.push_back(queues_.back()->local_endpoint().port);

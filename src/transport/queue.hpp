@@ -32,7 +32,8 @@ class Queue {
   virtual std::size_t send(std::span<const TxRequest> packets) = 0;
 
   // Sends one buffer to every endpoint (the switch's multicast) without copying its payload;
-  // returns how many endpoints were served, in order.
+  // returns how many endpoints were served (in order, except shared memory, which skips a
+  // destination whose inbox is full and serves the rest).
   virtual std::size_t send_to_all(const TxBuffer& buffer, std::span<const Endpoint> to) = 0;
 
   // Hands buffers back; a buffer may still be in flight, the transport frees it when sent.

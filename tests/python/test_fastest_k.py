@@ -2,6 +2,7 @@
 dpa.set_default_fastest_k(), and what dpa.last_stats() reports about them."""
 
 import threading
+from datetime import timedelta
 import time
 
 import pytest
@@ -106,3 +107,39 @@ def subgroup_worker(rank, world, init_file):
 
 def test_second_dpa_group():
     run_ranks(subgroup_worker, 3)
+
+
+def sleeping_rank_worker(rank, world, init_file, elements, operations):
+    import dpa
+
+    init_dpa(rank, world, init_file)
+    store = dist.FileStore(init_file + ".fast", world)
+    own = 10.0 ** rank
+    tensor = torch.full((elements,), own)
+    if rank == world - 1:
+        # Sends nothing, and reads nothing from its inbox, until the others are done: shared
+        # memory lends it the switch's buffers meanwhile, which must not stall the others.
+        store.wait(["fast-ranks-done"], timedelta(seconds=90))
+    with dpa.fastest_k(world - 1, preemptive=True):
+        for _ in range(operations):
+            dist.all_reduce(tensor.fill_(own))
+    stats = dpa.last_stats()
+    if rank == 0:
+        store.set("fast-ranks-done", "1")
+    dist.barrier()
+    return tensor[:4].tolist(), stats["blocks_partial"], stats["blocks"]
+
+
+@pytest.mark.parametrize("transport", ["shm", "udp"])
+def test_fast_ranks_finish_while_a_rank_sleeps(transport):
+    # 12 operations of 3 MB each: many more results than the switch's shared-memory buffers hold.
+    world, elements, operations = 3, 750_000, 12
+    values = run_ranks(sleeping_rank_worker, world, args=(elements, operations),
+                       env={"DPA_TRANSPORT": transport, "DPA_TIMEOUT_MS": "20000"}, timeout=150)
+    for rank in range(world - 1):
+        ours, partial, blocks = values[rank]
+        assert ours == [11.0] * 4, f"rank {rank}: the fast ranks' sum 1 + 10, got {ours}"
+        assert partial == blocks > 0
+    # The late rank gets the stored result where the slot still holds it, else keeps its own 100.
+    late, _, _ = values[world - 1]
+    assert all(value in (11.0, 100.0) for value in late), late

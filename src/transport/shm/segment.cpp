@@ -262,6 +262,16 @@ bool Segment::push(std::uint64_t descriptor) {
   }
 }
 
+bool Segment::holds_unread(std::uint64_t count) const {
+  const SegmentLayout& header = layout();
+  const std::uint64_t position = header.enqueue_position.load(std::memory_order_acquire);
+  if (count == 0) return true;
+  if (position < count) return false;
+  // FIFO: `count` packets are unread exactly when the one pushed `count` ago is.
+  const std::uint64_t oldest = position - count;
+  return cells_[oldest & ring_mask_].sequence.load(std::memory_order_acquire) == oldest + 1;
+}
+
 bool Segment::wake() {
   SegmentLayout& header = layout();
   // Pairs with the fence in wait(): either the owner sees the pushed cells, or this sees it asleep.

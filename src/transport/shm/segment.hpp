@@ -71,6 +71,8 @@ class Segment {
 
   // Inbox, sender side: false when the ring is full. Then wake() once per burst of pushes.
   bool push(std::uint64_t descriptor);
+  // Sender side: whether at least `count` (≤ the ring) pushed packets are still unread.
+  [[nodiscard]] bool holds_unread(std::uint64_t count) const;
   // Wakes the owner if it sleeps in wait(); true when that took a system call.
   bool wake();
 

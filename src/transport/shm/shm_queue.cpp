@@ -94,22 +94,29 @@ void ShmQueue::release(std::span<TxBuffer> buffers) {
   }
 }
 
-bool ShmQueue::enqueue(const TxBuffer& buffer, const Endpoint& to) {
+ShmQueue::Enqueued ShmQueue::enqueue(const TxBuffer& buffer, const Endpoint& to) {
   Segment* destination = this->destination(to.port);
   if (destination == nullptr) {
     ++counters_.tx_errors;  // nobody listens there: lost, as a datagram to a closed port
-    return true;
+    return Enqueued::dropped;
+  }
+  const std::uint32_t limit = config_.receiver_backlog_limit;
+  if (limit != 0 && destination->holds_unread(limit)) {
+    ++counters_.tx_errors;  // a receiver that does not read: lost, as to a full socket buffer
+    return Enqueued::dropped;
   }
   const auto index = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(buffer.native) - 1);
   std::atomic<std::uint32_t>& references = own_->references(index);
   references.fetch_add(1, std::memory_order_relaxed);
   if (!destination->push(Descriptor{own_->port(), own_->tag(), static_cast<std::uint16_t>(index), buffer.size}.pack())) {
     references.fetch_sub(1, std::memory_order_relaxed);
-    return false;
+    if (limit == 0) return Enqueued::full;
+    ++counters_.tx_errors;
+    return Enqueued::dropped;
   }
   ++counters_.tx_packets;
   if (to_wake_.empty() || to_wake_.back() != destination) to_wake_.push_back(destination);
-  return true;
+  return Enqueued::queued;
 }
 
 void ShmQueue::wake_destinations() {
@@ -125,8 +132,8 @@ void ShmQueue::wake_destinations() {
 std::size_t ShmQueue::send(std::span<const TxRequest> packets) {
   std::size_t taken = 0;
   for (const TxRequest& request : packets) {
-    if (!enqueue(*request.buffer, request.to)) break;
-    ++taken;
+    if (enqueue(*request.buffer, request.to) == Enqueued::full) break;
+    ++taken;  // queued, or lost as a datagram is: either way the caller is done with it
   }
   wake_destinations();
   return taken;
@@ -135,8 +142,8 @@ std::size_t ShmQueue::send(std::span<const TxRequest> packets) {
 std::size_t ShmQueue::send_to_all(const TxBuffer& buffer, std::span<const Endpoint> to) {
   std::size_t taken = 0;
   for (const Endpoint& endpoint : to) {  // one buffer, a descriptor per destination
-    if (!enqueue(buffer, endpoint)) break;
-    ++taken;
+    // A full inbox loses only its own copy: the destinations after it are served all the same.
+    if (enqueue(buffer, endpoint) == Enqueued::queued) ++taken;
   }
   wake_destinations();
   return taken;

@@ -45,8 +45,10 @@ class ShmQueue final : public Queue {
   Segment* destination(std::uint16_t port);
   // The segment a received packet's buffer lies in: its sender's, even if closed since.
   Segment* source(const Descriptor& packet);
-  // Queues one descriptor of `buffer` at `to`: false when its inbox is full (nothing taken).
-  bool enqueue(const TxBuffer& buffer, const Endpoint& to);
+  enum class Enqueued { queued, dropped, full };
+  // Queues one descriptor of `buffer` at `to`. full: its inbox has no room (nothing taken);
+  // dropped: it is lost (nobody listens there, or a receiver over the backlog limit).
+  Enqueued enqueue(const TxBuffer& buffer, const Endpoint& to);
   void wake_destinations();
   void drop_reference(Segment& segment, std::uint32_t buffer);
   // Gives back the buffers of the packets the last receive() handed out.
