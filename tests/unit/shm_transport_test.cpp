@@ -1,6 +1,6 @@
 // What the shared-memory transport adds to the suite every transport passes (transport_test):
 // buffers shared by reference (a referenced buffer is not reused), back-pressure from a full
-// inbox, a sleeping receiver woken by a send, packets between processes, a segment whose owner
+// inbox, the switch's backlog limit per receiver, a sleeping receiver woken by a send, packets between processes, a segment whose owner
 // died taken over, and sends to a port nobody owns.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -104,6 +104,7 @@ TEST_F(ShmTransport, AFullInboxRefusesAndTakesAgainOnceDrained) {
   EXPECT_EQ(sender.send(requests), requests.size());
   EXPECT_EQ(sender.send(requests), requests.size());
   EXPECT_EQ(sender.send(requests), 0u);  // full: nothing taken, the caller may offer it again
+  EXPECT_EQ(sender.counters().tx_errors, 0u);  // held back, not dropped: no backlog limit here
 
   std::array<RxPacket, 64> packets;
   std::size_t drained = 0;
@@ -114,6 +115,35 @@ TEST_F(ShmTransport, AFullInboxRefusesAndTakesAgainOnceDrained) {
   }
   EXPECT_EQ(sender.send(requests), requests.size());
   sender.release(buffers);
+}
+
+TEST_F(ShmTransport, ASwitchQueueDropsBeyondAReceiversBacklogAndServesTheOthers) {
+  ShmTransportConfig limited = config_;
+  limited.receiver_backlog_limit = 8;  // what dpa-switch sets for its queues
+  ShmQueue sender(limited, 0);
+  ShmQueue sleeping(config_, 0);  // never reads
+  ShmQueue reading(config_, 0);
+  std::vector<TxBuffer> buffers(20);
+  ASSERT_EQ(sender.allocate(buffers), buffers.size());
+  std::vector<TxRequest> requests;
+  for (TxBuffer& buffer : buffers) {
+    buffer.size = 16;
+    requests.push_back({&buffer, sleeping.local_endpoint()});
+  }
+  // All taken, 8 queued and 12 lost as datagrams to a full socket buffer are: never held back.
+  EXPECT_EQ(sender.send(requests), requests.size());
+  EXPECT_EQ(sender.counters().tx_packets, 8u);
+  EXPECT_EQ(sender.counters().tx_errors, 12u);
+  // A multicast serves the reader though the sleeper, listed first, takes no more.
+  const std::array<Endpoint, 2> both{sleeping.local_endpoint(), reading.local_endpoint()};
+  EXPECT_EQ(sender.send_to_all(buffers[0], both), 1u);
+  std::array<RxPacket, 4> packets;
+  EXPECT_EQ(reading.receive(packets, 100ms), 1u);
+  // The sleeper holds 8 of the sender's buffers at most: the other 12 come back once released.
+  sender.release(buffers);
+  std::vector<TxBuffer> again(32);
+  EXPECT_EQ(sender.allocate(again), 32u - 8u);
+  sender.release(again);
 }
 
 TEST_F(ShmTransport, ASendWakesASleepingReceiver) {
