@@ -47,64 +47,6 @@ std::string_view to_string(DecodeStatus status) {
   return "unknown status";
 }
 
-void encode(const Header& h, std::byte* out) {
-  out[0] = std::byte{h.version};
-  out[1] = std::byte{static_cast<std::uint8_t>(h.error)};
-  store_be16(out + 2, h.flags);
-  store_be32(out + 4, h.session);
-  store_be32(out + 8, h.token);
-  store_be32(out + 12, h.op_id);
-  store_be32(out + 16, h.slot);
-  store_be32(out + 20, h.seq);
-  store_be32(out + 24, h.offset);
-  store_be32(out + 28, h.op_length);
-  store_be16(out + 32, h.count);
-  out[34] = std::byte{h.rank};
-  out[35] = std::byte{h.k};
-  out[36] = std::byte{h.contributors};
-  out[37] = std::byte{exp_to_wire(h.exp_used)};
-  out[38] = std::byte{exp_to_wire(h.exp_next)};
-  out[39] = std::byte{0};
-  store_be64(out + 40, h.bitmap);
-}
-
-DecodeStatus decode(std::span<const std::byte> datagram, Header& h,
-                    std::span<const std::byte>& payload) {
-  if (datagram.size() < kHeaderSize) return DecodeStatus::too_short;
-  const std::byte* in = datagram.data();
-  h.version = std::to_integer<std::uint8_t>(in[0]);
-  if (h.version != kVersion) return DecodeStatus::bad_version;
-  h.error = static_cast<ErrorCode>(std::to_integer<std::uint8_t>(in[1]));
-  h.flags = load_be16(in + 2);
-  if ((h.flags & ~flag::kKnown) != 0) return DecodeStatus::unknown_flags;
-  if (in[39] != std::byte{0}) return DecodeStatus::reserved_nonzero;
-  if ((h.error != ErrorCode::none) != h.has(flag::kError)) return DecodeStatus::error_flag_mismatch;
-  h.session = load_be32(in + 4);
-  h.token = load_be32(in + 8);
-  h.op_id = load_be32(in + 12);
-  h.slot = load_be32(in + 16);
-  h.seq = load_be32(in + 20);
-  h.offset = load_be32(in + 24);
-  h.op_length = load_be32(in + 28);
-  h.count = load_be16(in + 32);
-  h.rank = std::to_integer<std::uint8_t>(in[34]);
-  if (h.rank >= kMaxWorld) return DecodeStatus::rank_out_of_range;
-  h.k = std::to_integer<std::uint8_t>(in[35]);
-  h.contributors = std::to_integer<std::uint8_t>(in[36]);
-  h.exp_used = exp_from_wire(std::to_integer<std::uint8_t>(in[37]));
-  h.exp_next = exp_from_wire(std::to_integer<std::uint8_t>(in[38]));
-  h.bitmap = load_be64(in + 40);
-
-  // An authenticated packet's tag is no part of its payload.
-  const std::size_t trailer = h.has(flag::kAuth) ? kTagSize : 0;
-  if (datagram.size() < kHeaderSize + trailer) return DecodeStatus::too_short;
-  const std::size_t body = datagram.size() - kHeaderSize - trailer;
-  if (body % 4 != 0) return DecodeStatus::bad_payload_length;
-  if (static_cast<std::size_t>(h.count) * 4 > body) return DecodeStatus::count_exceeds_payload;
-  payload = datagram.subspan(kHeaderSize, body);
-  return DecodeStatus::ok;
-}
-
 void encode(const JoinRequest& r, std::byte* out) {
   store_be32(out + 0, r.nonce);
   store_be32(out + 4, r.world_size);
