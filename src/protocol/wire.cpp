@@ -47,6 +47,27 @@ std::string_view to_string(DecodeStatus status) {
   return "unknown status";
 }
 
+void encode(const Header& h, std::byte* out) {
+  out[0] = std::byte{h.version};
+  out[1] = std::byte{static_cast<std::uint8_t>(h.error)};
+  store_be16(out + 2, h.flags);
+  store_be32(out + 4, h.session);
+  store_be32(out + 8, h.token);
+  store_be32(out + 12, h.op_id);
+  store_be32(out + 16, h.slot);
+  store_be32(out + 20, h.seq);
+  store_be32(out + 24, h.offset);
+  store_be32(out + 28, h.op_length);
+  store_be16(out + 32, h.count);
+  out[34] = std::byte{h.rank};
+  out[35] = std::byte{h.k};
+  out[36] = std::byte{h.contributors};
+  out[37] = std::byte{exp_to_wire(h.exp_used)};
+  out[38] = std::byte{exp_to_wire(h.exp_next)};
+  out[39] = std::byte{0};
+  store_be64(out + 40, h.bitmap);
+}
+
 void encode(const JoinRequest& r, std::byte* out) {
   store_be32(out + 0, r.nonce);
   store_be32(out + 4, r.world_size);
