@@ -4,16 +4,6 @@ namespace dpa::detail {
 
 namespace flag = protocol::flag;
 
-std::optional<std::uint32_t> reply_entry(const protocol::Header& reply, const ReplyScope& scope) {
-  if (reply.session != scope.session || reply.token != scope.token || reply.has(flag::kJoin)) {
-    return std::nullopt;
-  }
-  if (reply.slot < scope.slot_base || reply.slot - scope.slot_base >= 2 * scope.window) {
-    return std::nullopt;
-  }
-  return (reply.slot - scope.slot_base) / 2;
-}
-
 ReplyAction classify_reply(const EntryView& entry, const protocol::Header& h,
                            const ReplyScope& scope) {
   if (h.has(flag::kError)) {

@@ -57,9 +57,18 @@ struct ReplyAction {
 
 // Step 1, the header part: the window entry whose slot the reply is about, or nothing when the
 // reply is for another session, a JOIN, or about a slot outside this thread's 2W slots.
-// (The sender address and the decoding are checked by the caller.)
-[[nodiscard]] std::optional<std::uint32_t> reply_entry(const protocol::Header& reply,
-                                                       const ReplyScope& scope);
+// (The sender address and the decoding are checked by the caller.) Inline: it runs for every
+// reply, and as a call its std::optional came back through memory (a stalled load per packet).
+[[nodiscard]] inline std::optional<std::uint32_t> reply_entry(const protocol::Header& reply,
+                                                              const ReplyScope& scope) {
+  if (reply.session != scope.session || reply.token != scope.token || reply.has(protocol::flag::kJoin)) {
+    return std::nullopt;
+  }
+  if (reply.slot < scope.slot_base || reply.slot - scope.slot_base >= 2 * scope.window) {
+    return std::nullopt;
+  }
+  return (reply.slot - scope.slot_base) / 2;
+}
 
 // Steps 2 to 13 for a reply that reply_entry() placed at `entry`. The reply's payload holds
 // `count` values (protocol::decode checks that).

@@ -68,43 +68,6 @@ void encode(const Header& h, std::byte* out) {
   store_be64(out + 40, h.bitmap);
 }
 
-DecodeStatus decode(std::span<const std::byte> datagram, Header& h,
-                    std::span<const std::byte>& payload) {
-  if (datagram.size() < kHeaderSize) return DecodeStatus::too_short;
-  const std::byte* in = datagram.data();
-  h.version = std::to_integer<std::uint8_t>(in[0]);
-  if (h.version != kVersion) return DecodeStatus::bad_version;
-  h.error = static_cast<ErrorCode>(std::to_integer<std::uint8_t>(in[1]));
-  h.flags = load_be16(in + 2);
-  if ((h.flags & ~flag::kKnown) != 0) return DecodeStatus::unknown_flags;
-  if (in[39] != std::byte{0}) return DecodeStatus::reserved_nonzero;
-  if ((h.error != ErrorCode::none) != h.has(flag::kError)) return DecodeStatus::error_flag_mismatch;
-  h.session = load_be32(in + 4);
-  h.token = load_be32(in + 8);
-  h.op_id = load_be32(in + 12);
-  h.slot = load_be32(in + 16);
-  h.seq = load_be32(in + 20);
-  h.offset = load_be32(in + 24);
-  h.op_length = load_be32(in + 28);
-  h.count = load_be16(in + 32);
-  h.rank = std::to_integer<std::uint8_t>(in[34]);
-  if (h.rank >= kMaxWorld) return DecodeStatus::rank_out_of_range;
-  h.k = std::to_integer<std::uint8_t>(in[35]);
-  h.contributors = std::to_integer<std::uint8_t>(in[36]);
-  h.exp_used = exp_from_wire(std::to_integer<std::uint8_t>(in[37]));
-  h.exp_next = exp_from_wire(std::to_integer<std::uint8_t>(in[38]));
-  h.bitmap = load_be64(in + 40);
-
-  // An authenticated packet's tag is no part of its payload.
-  const std::size_t trailer = h.has(flag::kAuth) ? kTagSize : 0;
-  if (datagram.size() < kHeaderSize + trailer) return DecodeStatus::too_short;
-  const std::size_t body = datagram.size() - kHeaderSize - trailer;
-  if (body % 4 != 0) return DecodeStatus::bad_payload_length;
-  if (static_cast<std::size_t>(h.count) * 4 > body) return DecodeStatus::count_exceeds_payload;
-  payload = datagram.subspan(kHeaderSize, body);
-  return DecodeStatus::ok;
-}
-
 void encode(const JoinRequest& r, std::byte* out) {
   store_be32(out + 0, r.nonce);
   store_be32(out + 4, r.world_size);

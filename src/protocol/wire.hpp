@@ -7,6 +7,9 @@
 #include <span>
 #include <string_view>
 
+#include "protocol/auth.hpp"
+#include "protocol/byte_order.hpp"
+
 namespace dpa::protocol {
 
 inline constexpr std::uint8_t kVersion = 2;
@@ -133,8 +136,44 @@ std::string_view to_string(DecodeStatus status);
 
 // Parses and validates a datagram. On success `header` is filled and `payload` points at the
 // bytes after the header, less the tag of an AUTH packet (checked with verify_tag, auth.hpp).
-DecodeStatus decode(std::span<const std::byte> datagram, Header& header,
-                    std::span<const std::byte>& payload);
+// Inline: as a call, the span came back through memory in two stores that the caller read as
+// one, a load that cannot be forwarded and stalls once per packet.
+inline DecodeStatus decode(std::span<const std::byte> datagram, Header& h,
+                           std::span<const std::byte>& payload) {
+  if (datagram.size() < kHeaderSize) return DecodeStatus::too_short;
+  const std::byte* in = datagram.data();
+  h.version = std::to_integer<std::uint8_t>(in[0]);
+  if (h.version != kVersion) return DecodeStatus::bad_version;
+  h.error = static_cast<ErrorCode>(std::to_integer<std::uint8_t>(in[1]));
+  h.flags = load_be16(in + 2);
+  if ((h.flags & ~flag::kKnown) != 0) return DecodeStatus::unknown_flags;
+  if (in[39] != std::byte{0}) return DecodeStatus::reserved_nonzero;
+  if ((h.error != ErrorCode::none) != h.has(flag::kError)) return DecodeStatus::error_flag_mismatch;
+  h.session = load_be32(in + 4);
+  h.token = load_be32(in + 8);
+  h.op_id = load_be32(in + 12);
+  h.slot = load_be32(in + 16);
+  h.seq = load_be32(in + 20);
+  h.offset = load_be32(in + 24);
+  h.op_length = load_be32(in + 28);
+  h.count = load_be16(in + 32);
+  h.rank = std::to_integer<std::uint8_t>(in[34]);
+  if (h.rank >= kMaxWorld) return DecodeStatus::rank_out_of_range;
+  h.k = std::to_integer<std::uint8_t>(in[35]);
+  h.contributors = std::to_integer<std::uint8_t>(in[36]);
+  h.exp_used = exp_from_wire(std::to_integer<std::uint8_t>(in[37]));
+  h.exp_next = exp_from_wire(std::to_integer<std::uint8_t>(in[38]));
+  h.bitmap = load_be64(in + 40);
+
+  // An authenticated packet's tag is no part of its payload.
+  const std::size_t trailer = h.has(flag::kAuth) ? kTagSize : 0;
+  if (datagram.size() < kHeaderSize + trailer) return DecodeStatus::too_short;
+  const std::size_t body = datagram.size() - kHeaderSize - trailer;
+  if (body % 4 != 0) return DecodeStatus::bad_payload_length;
+  if (static_cast<std::size_t>(h.count) * 4 > body) return DecodeStatus::count_exceeds_payload;
+  payload = datagram.subspan(kHeaderSize, body);
+  return DecodeStatus::ok;
+}
 
 // Payload layout of JOIN requests and replies (all fields big-endian 32-bit words).
 struct JoinRequest {
