@@ -110,6 +110,8 @@ PYBIND11_MODULE(_C, module) {
       .def_property_readonly("authenticated", &ProcessGroupDpa::authenticated);
 
   module.def("close_all", &ProcessGroupDpa::close_all, py::call_guard<py::gil_scoped_release>());
+  module.def("embedded_switch_counters",
+             [] { return counters_to_dict(ProcessGroupDpa::embedded_switch_totals()); });
 
   module.def(
       "set_thread_fastest_k",

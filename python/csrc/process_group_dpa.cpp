@@ -143,8 +143,21 @@ std::uint32_t ProcessGroupDpa::payload_for(std::size_t elements) const {
 }
 
 std::optional<SwitchCounters> ProcessGroupDpa::switch_counters() const {
+  std::shared_lock lifecycle(lifecycle_mutex_);  // close() stops the switch under the unique lock
   if (embedded_switch_ == nullptr) return std::nullopt;
   return embedded_switch_->counters();
+}
+
+std::optional<SwitchCounters> ProcessGroupDpa::embedded_switch_totals() {
+  std::lock_guard lock(live_groups_mutex);
+  std::optional<SwitchCounters> totals;
+  for (const ProcessGroupDpa* group : live_groups) {
+    if (const std::optional<SwitchCounters> counters = group->switch_counters()) {
+      if (!totals) totals.emplace();
+      *totals += *counters;
+    }
+  }
+  return totals;
 }
 
 std::string ProcessGroupDpa::switch_address() const {

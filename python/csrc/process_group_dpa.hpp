@@ -35,6 +35,10 @@ class ProcessGroupDpa final : public BackendBase {
   void close();
   // Closes every live dpa process group of this process (at interpreter exit).
   static void close_all();
+  // The counters of every live group's embedded switch, summed; nullopt when no live group of
+  // this process embeds one. Whatever group object a caller holds (torch wraps backends per
+  // device type), the process's switch is counted once per group that runs one.
+  [[nodiscard]] static std::optional<SwitchCounters> embedded_switch_totals();
 
   [[nodiscard]] std::string mode() const { return to_string(settings_.mode); }
   [[nodiscard]] std::uint32_t payload() const;
@@ -125,7 +129,7 @@ class ProcessGroupDpa final : public BackendBase {
   std::deque<c10::weak_intrusive_ptr<DpaWork>> outstanding_;  // for barrier()
 
   // Shared by issuing calls, exclusive for close(): nothing is issued into a closing group.
-  std::shared_mutex lifecycle_mutex_;
+  mutable std::shared_mutex lifecycle_mutex_;
   bool closed_ = false;
 };
 

@@ -221,10 +221,11 @@ class Measurement:
 # was lost means the timer fired before the other ranks had sent (arrival skew, not loss);
 # duplicates are resent values the switch had already counted; copies are stored results sent
 # again for resent values.
-DPA_COUNTERS = ("retransmissions", "timeouts", "syn_probes", "udp_drops",
+DPA_COUNTERS = ("retransmissions", "timeouts", "syn_probes", "udp_drops", "switch_rounds",
                 "switch_probe_answers", "switch_duplicates", "switch_copies", "switch_late")
-SWITCH_COUNTERS = {"switch_probe_answers": "syn_replies", "switch_duplicates": "duplicates",
-                   "switch_copies": "retransmitted_results", "switch_late": "late_contributions"}
+SWITCH_COUNTERS = {"switch_probe_answers": ("syn_replies",), "switch_duplicates": ("duplicates",),
+                   "switch_copies": ("retransmitted_results",), "switch_late": ("late_contributions",),
+                   "switch_rounds": ("completed_full", "completed_partial")}
 
 
 def dpa_counters(node):
@@ -232,10 +233,12 @@ def dpa_counters(node):
     from dpa import _C
 
     totals = _C.total_stats()
-    switch = default_backend(node).switch_counters or {}
+    # Every live group's embedded switch in this process, whichever object torch hands out for
+    # the default group and device (None on ranks without one).
+    switch = _C.embedded_switch_counters() or {}
     values = {"retransmissions": totals["retransmissions"], "timeouts": totals["timeouts"],
               "syn_probes": totals["syn_probes"], "udp_drops": dpa.udp_drops()}
-    values.update({key: switch.get(name, 0) for key, name in SWITCH_COUNTERS.items()})
+    values.update({key: sum(switch.get(name, 0) for name in names) for key, names in SWITCH_COUNTERS.items()})
     return [values[key] for key in DPA_COUNTERS]
 
 

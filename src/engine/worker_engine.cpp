@@ -63,6 +63,7 @@ WorkerEngine::WorkerEngine(std::uint32_t thread_index, const Config& config,
              .rank = static_cast<std::uint8_t>(config.rank),
              .syn_disable = config.syn_disable},
       queue_(queue),
+      lossless_(queue.lossless()),
       entries_(static_cast<std::size_t>(config.window)),
       data_send_ring_(std::bit_ceil(4 * entries_.size() + 64)) {
   // Each entry queues at most its data packet and its probe per step; more only when a batch
@@ -114,6 +115,13 @@ void WorkerEngine::start(Operation& op, std::uint64_t now_ns) {
   op_rto_ceiling_ns_ = k < session_.world_size
                            ? op_max_rto_ns_
                            : std::max(to_ns(config_.retransmit_timeout), to_ns(config_.timeout) / 4);
+  // On a lossless queue a timer expiry cannot repair a loss; it only finds a stalled peer (a
+  // descheduled rank holds a round for a scheduler time slice, many round trips) or drives
+  // reactive fastest-K. The timeout therefore starts at the back-off cap, where probes would
+  // end up anyway: no spurious expiries, and K < N keeps its straggler-timeout clock.
+  op_rto_floor_ns_ = to_ns(config_.retransmit_timeout);
+  if (lossless_) op_rto_floor_ns_ = std::max(op_rto_floor_ns_, op_max_rto_ns_);
+  op_rto_ceiling_ns_ = std::max(op_rto_ceiling_ns_, op_rto_floor_ns_);
   try {
     for (std::uint32_t e = 0; e < entries_.size(); ++e) start_entry(e, now_ns);
   } catch (...) {
@@ -312,8 +320,7 @@ void WorkerEngine::send_retransmit_probe(std::uint32_t e, std::uint64_t now) {
 }
 
 void WorkerEngine::arm_rto(Entry& entry) const {
-  const std::uint64_t floor = to_ns(config_.retransmit_timeout);
-  std::uint64_t base = std::clamp(round_rtt_.rto_ns(), floor, op_rto_ceiling_ns_);
+  std::uint64_t base = std::clamp(round_rtt_.rto_ns(), op_rto_floor_ns_, op_rto_ceiling_ns_);
   if (entry.round == entry.first_round) {
     // The first round also waits for the ranks' arrival skew, up to the back-off cap: a rank
     // later than that is probed for (header-only probes) rather than waited for, so that a
@@ -328,7 +335,8 @@ void WorkerEngine::arm_rto(Entry& entry) const {
 void WorkerEngine::queue_send(std::uint32_t e, std::uint64_t now) {
   Entry& entry = entries_[e];
   set_deadline(entry, now + entry.rto_ns);
-  if (!entry.probing) {
+  // The ring feeds loss detection by overtaking, which a lossless queue does without.
+  if (!entry.probing && !lossless_) {
     entry.data_send = ++data_sends_;
     if (data_send_count_ == data_send_ring_.size()) {
       // Full: unroll into a ring twice the size (the window's retransmissions outgrew it).

@@ -154,6 +154,8 @@ class WorkerEngine {
   ReplyScope scope_;                          // op_id: the running operation's
 
   transport::Queue& queue_;
+  // The queue never loses a packet (shared memory): a late round is a stalled peer, not a loss.
+  const bool lossless_;
   std::vector<Entry> entries_;
   std::vector<transport::TxRequest> tx_;
   std::size_t active_entries_ = 0;
@@ -190,6 +192,7 @@ class WorkerEngine {
   // The running part (op_ null when idle).
   Operation* op_ = nullptr;
   std::uint64_t op_max_rto_ns_ = 0;      // back-off cap
+  std::uint64_t op_rto_floor_ns_ = 0;    // the estimates' floor
   std::uint64_t op_rto_ceiling_ns_ = 0;  // the estimates' ceiling
   BlockPlan plan_{0, 1, 0, 1};
   OpStats stats_;

@@ -52,6 +52,10 @@ class Queue {
   // (an engine thread between operations), not after every loop step.
   virtual void flush() = 0;
 
+  // Whether the medium never loses a packet that send() took: only a receiver that stopped
+  // reading (a full inbox) or went away loses one. The engine's timer then watches for stalled
+  // peers, not for loss, and need not fire within a round trip.
+  [[nodiscard]] virtual bool lossless() const { return false; }
   [[nodiscard]] virtual std::uint32_t max_payload() const = 0;
   [[nodiscard]] virtual Endpoint local_endpoint() const = 0;
   [[nodiscard]] virtual QueueCounters counters() const = 0;

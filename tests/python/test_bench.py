@@ -18,8 +18,8 @@ from test_torchrun import stream_flags
 SMALL = ["--sizes", "4KiB,100000", "--iterations", "3", "--warmup", "1"]
 ROW_KEYS = {"backend", "bytes", "elements", "dtype", "device", "ranks", "iterations", "warmup", "time_us", "algbw",
             "busbw", "p50_us", "p99_us", "wrong", "checked", "dpa"}
-DPA_COUNTER_KEYS = {"retransmissions", "timeouts", "syn_probes", "udp_drops", "switch_probe_answers",
-                    "switch_duplicates", "switch_copies", "switch_late"}
+DPA_COUNTER_KEYS = {"retransmissions", "timeouts", "syn_probes", "udp_drops", "switch_rounds",
+                    "switch_probe_answers", "switch_duplicates", "switch_copies", "switch_late"}
 
 
 def run_bench(*arguments, timeout=300):
@@ -54,6 +54,9 @@ def test_every_size_and_backend_is_measured_and_verified(tmp_path, dtype):
         assert set(counters) == DPA_COUNTER_KEYS and all(v >= 0 for v in counters.values()), details
         # The embedded switch cannot answer more probes than the ranks sent.
         assert details["switch_probe_answers"] <= details["retransmissions"] + details["syn_probes"], details
+        # Its counters are read at all: each of the size's 7 operations completed at least one
+        # round there (a float32 one an exponent round too).
+        assert details["switch_rounds"] >= (1 + 3 + 3) * (2 if dtype == "float32" else 1), details
     assert "#wrong" in result.stdout and " 100000 " in result.stdout
     assert "# embedded switch:" in result.stdout and "probes answered" in result.stdout
 

@@ -175,6 +175,10 @@ class Harness {
   Harness(std::uint32_t thread, const Config& config, const SessionInfo& session,
           std::uint64_t& now)
       : engine(thread, config, session, queue), now_(now) {}
+  // On a queue that reports a lossless medium (shared memory's).
+  Harness(transport::testing::MemoryQueue::Lossless lossless, const Config& config,
+          const SessionInfo& session, std::uint64_t& now)
+      : queue(lossless), engine(0, config, session, queue), now_(now) {}
 
   void start(Operation& op) {
     engine.start(op, now_);
@@ -997,6 +1001,53 @@ TEST_F(EngineStep, BackOffStopsAtTheCapForTheOperationsK) {
       last = at;
     }
     EXPECT_EQ(intervals, c.intervals_ms);
+    h.engine.fail(nullptr);
+  }
+}
+
+// On a lossless queue (shared memory) an expiry cannot repair a loss, only find a stalled peer
+// or drive reactive fastest-K: the timeout starts at the operation's back-off cap, fast round
+// trips do not lower it, and a round overtaken by later ones is not probed.
+TEST_F(EngineStep, OnALosslessQueueTheTimeoutStartsAtTheBackOffCap) {
+  struct Case {
+    std::string name;
+    std::uint8_t op_k;
+    std::chrono::microseconds rto_floor;
+    std::uint64_t timeout_ms;
+  };
+  const std::vector<Case> cases = {
+      {"K = N: the back-off cap", 2, 2ms, 64},
+      {"K < N: half the straggler timeout", 1, 2ms, 10},
+      {"a floor above the cap stays the floor", 2, 80ms, 80},
+  };
+  config.window = 4;
+  config.max_retransmit_timeout = 64ms;
+  config.timeout = 10'000ms;
+  session.straggler_timeout = 20ms;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    config.retransmit_timeout = c.rto_floor;
+    Harness h(transport::testing::MemoryQueue::Lossless{}, config, session, now);
+    auto job = int_job(4 * 3 * kPayload);  // three rounds on each of four entries
+    job.op->k = c.op_k;
+    h.start(*job.op);
+    EXPECT_EQ(rto(h), c.timeout_ms * kMs) << "the first rounds";
+    std::vector<Sent> sent;
+    for (std::uint32_t e = 0; e < 4; ++e) sent.push_back(h.take_data(slot_of(e, 0, 0, 4), 1));
+    // Entries 1 to 3 complete first: entry 0's round is overtaken three times over, and waited for.
+    now += kMs;
+    for (std::uint32_t e = 1; e < 4; ++e) (void)h.answer_int(sent[e]);
+    for (std::uint32_t e = 1; e < 4; ++e) sent[e] = h.take_data(slot_of(e, 1, 0, 4), seq_of(1));
+    EXPECT_TRUE(h.nothing_pending()) << "a round overtaken on a lossless queue was probed:" << h.pending();
+    (void)h.answer_int(sent[0]);
+    sent[0] = h.take_data(slot_of(0, 1, 0, 4), seq_of(1));
+    // Every entry's second round completes after 1 ms: fast samples, which leave the timeout alone.
+    now += kMs;
+    for (std::uint32_t e = 0; e < 4; ++e) (void)h.answer_int(sent[e]);
+    const std::uint64_t sent_at = h.take_data(slot_of(0, 2, 0, 4), seq_of(2)).at;
+    EXPECT_EQ(rto(h), c.timeout_ms * kMs) << "fast round trips lowered the timeout";
+    expire(h);
+    EXPECT_EQ(h.take_probe(slot_of(0, 2, 0, 4), seq_of(2)).at - sent_at, c.timeout_ms * kMs);
     h.engine.fail(nullptr);
   }
 }

@@ -23,6 +23,9 @@ class MemoryQueue final : public Queue {
 
   explicit MemoryQueue(OnSend on_send = {}, OnReceive on_receive = {}, OnFlush on_flush = {})
       : on_send_(std::move(on_send)), on_receive_(std::move(on_receive)), on_flush_(std::move(on_flush)) {}
+  // A queue that reports a lossless medium (as shared memory does), for the engine's timer rules.
+  struct Lossless {};
+  explicit MemoryQueue(Lossless) : lossless_(true) {}
 
   std::size_t receive(std::span<RxPacket> out, std::chrono::nanoseconds timeout) override {
     const std::size_t received = on_receive_ ? on_receive_(out, timeout) : 0;
@@ -66,6 +69,7 @@ class MemoryQueue final : public Queue {
     if (on_flush_) on_flush_();
   }
 
+  [[nodiscard]] bool lossless() const override { return lossless_; }
   [[nodiscard]] std::uint32_t max_payload() const override { return kCapacity; }
   [[nodiscard]] Endpoint local_endpoint() const override { return Endpoint{0x7f000001, 40000}; }
   [[nodiscard]] QueueCounters counters() const override { return counters_; }
@@ -76,6 +80,7 @@ class MemoryQueue final : public Queue {
   OnSend on_send_;
   OnReceive on_receive_;
   OnFlush on_flush_;
+  bool lossless_ = false;
   std::vector<std::unique_ptr<std::byte[]>> storage_;
   std::vector<std::size_t> free_;
   std::size_t held_ = 0;

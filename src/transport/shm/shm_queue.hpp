@@ -31,6 +31,8 @@ class ShmQueue final : public Queue {
   void release(std::span<TxBuffer> buffers) override;
   void flush() override {}  // every send is in its inbox at once
 
+  // A descriptor the inbox took is read: nothing between the processes drops it.
+  [[nodiscard]] bool lossless() const override { return true; }
   [[nodiscard]] std::uint32_t max_payload() const override { return own_->max_payload(); }
   [[nodiscard]] Endpoint local_endpoint() const override;
   [[nodiscard]] QueueCounters counters() const override { return counters_; }
