@@ -247,7 +247,9 @@ TEST(BenchWorker, RingSwitchWithTwoLcoresVerifiesEveryResultAndReportsEachLcore)
                 dpa["switch_lcores"][0]["handed_off"].get<std::uint64_t>() +
                     dpa["switch_lcores"][1]["handed_off"].get<std::uint64_t>());
     }
-    if (hand_off) EXPECT_GT(handed_off, 0u);
+    if (hand_off) {
+      EXPECT_GT(handed_off, 0u);
+    }
   }
 #endif
 }

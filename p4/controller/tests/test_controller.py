@@ -3,11 +3,9 @@ of a join, a rejoin, a second session, and the errors of bad configs and bad JOI
 import copy
 import json
 import os
-import random
 import re
 import subprocess
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
