@@ -48,28 +48,35 @@ def register_ddp_hook(ddp_model, k=None, preemptive=False):
 RESYNC_BUCKET_BYTES = 256 * 1024 * 1024
 
 
-def _coalesced_broadcast(tensors, src, group):
-    """Broadcasts ``tensors`` from ``src`` in flat buckets of one device and dtype each."""
-    import torch
-
+def _buckets(tensors):
+    """``tensors`` grouped by device and dtype, in order, into lists of at most
+    RESYNC_BUCKET_BYTES each (a larger tensor is a bucket of its own)."""
     by_kind = {}
     for tensor in tensors:
         by_kind.setdefault((tensor.device, tensor.dtype), []).append(tensor)
     for same_kind in by_kind.values():
         bucket, bucket_bytes = [], 0
-        for tensor in same_kind + [None]:
-            size = 0 if tensor is None else tensor.numel() * tensor.element_size()
-            if bucket and (tensor is None or bucket_bytes + size > RESYNC_BUCKET_BYTES):
-                flat = torch.cat([t.reshape(-1) for t in bucket])
-                dist.broadcast(flat, src, group=group)
-                offset = 0
-                for t in bucket:
-                    t.copy_(flat[offset:offset + t.numel()].view_as(t))
-                    offset += t.numel()
+        for tensor in same_kind:
+            size = tensor.numel() * tensor.element_size()
+            if bucket and bucket_bytes + size > RESYNC_BUCKET_BYTES:
+                yield bucket
                 bucket, bucket_bytes = [], 0
-            if tensor is not None:
-                bucket.append(tensor)
-                bucket_bytes += size
+            bucket.append(tensor)
+            bucket_bytes += size
+        yield bucket
+
+
+def _coalesced_broadcast(tensors, src, group):
+    """Broadcasts ``tensors`` from ``src``, one flat tensor per bucket."""
+    import torch
+
+    for bucket in _buckets(tensors):
+        flat = torch.cat([t.reshape(-1) for t in bucket])
+        dist.broadcast(flat, src, group=group)
+        offset = 0
+        for tensor in bucket:
+            tensor.copy_(flat[offset:offset + tensor.numel()].view_as(tensor))
+            offset += tensor.numel()
 
 
 def resynchronise(module, src=0, group=None, optimizer=None):
