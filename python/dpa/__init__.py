@@ -52,7 +52,8 @@ if (_C.TORCH_VERSION_MAJOR, _C.TORCH_VERSION_MINOR) != tuple(
         "rebuild the extension with this torch."
     )
 
-from ._ddp import DdpHookState, allreduce_hook, register_ddp_hook, resynchronise  # noqa: E402
+from ._ddp import DdpHookState, allreduce_hook, register_ddp_hook  # noqa: E402
+from ._resync import Resynchroniser, resynchronise  # noqa: E402
 from ._fastest_k import fastest_k, last_stats, set_default_fastest_k, total_retransmissions  # noqa: E402
 from ._socket_drops import udp_drops  # noqa: E402
 
@@ -63,6 +64,7 @@ __all__ = [
     "fastest_k",
     "last_stats",
     "register_ddp_hook",
+    "Resynchroniser",
     "resynchronise",
     "set_default_fastest_k",
     "total_retransmissions",

@@ -167,6 +167,11 @@ class Trainer:
         # The rank the runs are compared on and the replicas resynchronised from: fastest-K is
         # about the ranks that do not wait, and the straggler's parameters are the drifted ones.
         self.reference_rank = next(rank for rank in range(node.world) if rank != self.straggler_rank)
+        # --resync async: only a rank that missed blocks asks the reference rank for its replica.
+        self.resynchroniser = None
+        if self.fastest_k and settings["resync_every"] and settings["resync"] == "async":
+            self.resynchroniser = dpa.Resynchroniser(self.model, self.optimizer, src=self.reference_rank,
+                                                     every=settings["resync_every"])
 
     def step(self, index):
         inputs, targets = self.batches[index % len(self.batches)]
@@ -198,7 +203,12 @@ class Trainer:
                 current = dpa_totals()
                 steps_partial += current["blocks_partial"] > previous["blocks_partial"]
                 previous = current
-            if self.fastest_k and settings["resync_every"] and (index + 1) % settings["resync_every"] == 0:
+            if self.resynchroniser is not None:
+                check_started = time.perf_counter()
+                checks += (index + 1) % settings["resync_every"] == 0
+                resyncs += self.resynchroniser.step()
+                resync_seconds += time.perf_counter() - check_started
+            elif self.fastest_k and settings["resync_every"] and (index + 1) % settings["resync_every"] == 0:
                 check_started = time.perf_counter()
                 drift = max(node.drift(self.model, self.reference_rank))
                 checks += 1
@@ -209,12 +219,16 @@ class Trainer:
                 node.synchronize()
                 resync_seconds += time.perf_counter() - check_started
             step_seconds.append(time.perf_counter() - started)
+        if self.resynchroniser is not None:
+            self.resynchroniser.close()  # the reference rank answers the last requests
+            if node.rank == self.reference_rank:
+                resyncs = self.resynchroniser.served
         # Everyone, the straggler too, has finished before the replicas are compared.
         node.barrier()
         drift_by_rank = node.drift(self.model, self.reference_rank)
         measured = {
             "rank": node.rank, "step_seconds": step_seconds, "resync_seconds": resync_seconds,
-            "drift_checks": checks, "resyncs": resyncs, "largest_checked_drift": largest_checked,
+            "drift_checks": checks, "resyncs": resyncs, "largest_checked_drift": largest_checked if self.resynchroniser is None else None,
             "drift_by_rank": drift_by_rank, "dpa": None,
         }
         if self.uses_dpa:

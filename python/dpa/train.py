@@ -4,7 +4,8 @@ rank slowed down, dpa against Gloo (and NCCL): python -m dpa.train.
     python -m dpa.train [-n RANKS] [--models resnet50,gpt] [--stragglers none,random]
                         [--runs gloo,dpa,reactive,preemptive,nccl] [--device cpu|cuda] [--steps N]
                         [--straggler-rank R] [--straggler-delay-ms D] [--delay-probability P]
-                        [--resync-every S] [--resync-threshold T] [--out DIR] [--json PATH]
+                        [--resync async|collective] [--resync-every S] [--resync-threshold T]
+                        [--out DIR] [--json PATH]
     torchrun --nproc_per_node R [--nnodes H ...] -m dpa.train [same options, no -n]
 
 Every (model, straggler model, run) trains the same model from the same initial parameters for
@@ -13,9 +14,11 @@ with K = N, dpa with reactive and with preemptive fastest-K (K = N - 1 by defaul
 every rank has a GPU of its own. Reported per run: time per iteration (mean, median, p99) of the
 reference rank (the lowest rank that is not the straggler), samples/s, the share of blocks and of
 steps whose all-reduces completed with fewer than N ranks, the blocks the straggler missed, and
-the largest parameter difference to the reference rank; the fastest-K runs check that difference
-every --resync-every steps and copy the reference rank's parameters to every rank
-(dpa.resynchronise) when it exceeds --resync-threshold. Writes the report as JSON and one plot per model (iteration-time distribution
+the largest parameter difference to the reference rank. In the fastest-K runs, every
+--resync-every steps a rank that missed blocks adopts the reference rank's replica of that step
+(dpa.Resynchroniser: nobody else waits), or with --resync collective all ranks measure the
+difference and copy the reference rank's replica (dpa.resynchronise) when it exceeds
+--resync-threshold. Writes the report as JSON and one plot per model (iteration-time distribution
 and throughput per run). docs/training-benchmark.md describes every option and the report.
 Exit status: 0 done, 1 a run failed, 2 a usage error.
 """
@@ -67,10 +70,14 @@ def parse_arguments(argv):
     add("--straggler-timeout-ms", type=float, default=2.0,
         help="how long the embedded switch waits for the last ranks before a reactive fastest-K block completes "
              "without them (sets DPA_STRAGGLER_TIMEOUT_US; a configured switch keeps its own; default 2)")
+    add("--resync", choices=["async", "collective"], default="async",
+        help="fastest-K runs: async, a rank that missed blocks adopts the reference rank's replica and nobody "
+             "waits (dpa.Resynchroniser); collective, every rank measures the drift and dpa.resynchronise "
+             "copies the replica when it exceeds --resync-threshold (default async)")
     add("--resync-every", type=int, default=25,
-        help="fastest-K runs: measure the parameter drift every this many steps (0: never; default 25)")
+        help="fastest-K runs: resynchronisation checkpoint every this many steps (0: never; default 25)")
     add("--resync-threshold", type=float, default=1e-4,
-        help="fastest-K runs: resynchronise when a check finds a larger drift (default 1e-4)")
+        help="--resync collective: resynchronise when a check finds a larger drift (default 1e-4)")
     add("--steps", type=int, default=50, help="timed iterations per run (default 50)")
     add("--warmup-steps", type=int, default=5, help="untimed iterations first, without delays (default 5)")
     add("--batch", type=int, help="samples per rank and step (default 32 for the ResNets, 8 sequences for gpt)")
@@ -142,7 +149,8 @@ def parse_arguments(argv):
         "ranks": ranks, "models": models, "stragglers": stragglers, "runs": runs, "device": arguments.device, "k": k,
         "straggler_rank": straggler_rank, "delay_ms": arguments.straggler_delay_ms,
         "delay_probability": arguments.delay_probability, "straggler_timeout_ms": arguments.straggler_timeout_ms,
-        "resync_every": arguments.resync_every, "resync_threshold": arguments.resync_threshold,
+        "resync": arguments.resync, "resync_every": arguments.resync_every,
+        "resync_threshold": arguments.resync_threshold,
         "steps": arguments.steps, "warmup_steps": arguments.warmup_steps, "batch": arguments.batch,
         "lr": arguments.lr, "bucket_mb": arguments.bucket_mb, "image_size": arguments.image_size,
         "classes": arguments.classes, "sequence": arguments.sequence, "vocabulary": arguments.vocabulary,
@@ -198,7 +206,8 @@ def print_tables(report):
     print(f"\n# dpa.train: {config['ranks']} ranks on {len(config['hosts'])} host(s), {config['device']}, "
           f"{config['steps']} timed steps after {config['warmup_steps']}; fastest-K K = {config['k']}, reactive "
           f"after {config['straggler_timeout_ms']:g} ms; straggler rank {config['straggler_rank']}, "
-          f"D = {config['delay_ms']:g} ms, p = {config['delay_probability']:g}")
+          f"D = {config['delay_ms']:g} ms, p = {config['delay_probability']:g}; resync {config['resync']} "
+          f"every {config['resync_every']} steps")
     for model in config["models"]:
         rows = [row for row in report["results"] if row["model"] == model]
         first = rows[0]
@@ -222,7 +231,7 @@ def print_tables(report):
     print("\nms: iterations of the reference rank, the lowest that is not the straggler; x Gloo, x K=N: its mean against theirs; "
           "part.blk, part.stp: blocks and steps with an all-reduce completed by fewer than N ranks; missed: blocks "
           "the straggler missed; drift: largest parameter difference to that rank at the end; resync: "
-          "resynchronisations/drift checks", flush=True)
+          "replicas copied/checkpoints", flush=True)
 
 
 def horizontal_boxes(matplotlib):

@@ -104,11 +104,13 @@ JobSizing JobSizing::for_job(const JobLayout& layout, const HostResources& host,
   JobSizing sizing;
   // Every rank sends to the switch; the ranks of one host share its cores (rank 0's are the
   // ones known here, and the switch runs there too): each gets its share for engine threads,
-  // and the switch as many threads as a rank has.
+  // rounded up (engine threads sleep while they wait, and measured on 16 cores with 12 ranks, 2
+  // threads each moved 1.7x what 1 did), and the switch as many threads as a rank has, or a
+  // quarter of the cores where that is more (12 ranks: 4 switch threads beat 2 by 1.1x).
   const int ranks = std::max(1, layout.world_size);
   const int ranks_here = std::clamp(layout.ranks_per_host, 1, ranks);
-  sizing.threads = std::clamp(host.cores / ranks_here, 1, kMaxThreads);
-  sizing.switch_threads = sizing.threads;
+  sizing.threads = std::clamp((host.cores + ranks_here - 1) / ranks_here, 1, kMaxThreads);
+  sizing.switch_threads = std::clamp(host.cores / 4, sizing.threads, kMaxThreads);
   // Across hosts a packet must cross every rank's path unfragmented (a lost fragment loses the
   // whole datagram, and a Tofino never reassembles).
   sizing.payload = layout.over_network() && layout.max_payload != 0 ? std::min(kLoopbackPayload, layout.max_payload)

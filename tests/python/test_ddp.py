@@ -127,9 +127,9 @@ def test_ddp_hook_fastest_k_with_straggler():
 
 def resynchronise_worker(rank, world, init_file, bucket_bytes):
     import dpa
-    from dpa import _ddp
+    from dpa import _resync
 
-    _ddp.RESYNC_BUCKET_BYTES = bucket_bytes
+    _resync.RESYNC_BUCKET_BYTES = bucket_bytes
     init_dpa(rank, world, init_file)
     model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)

@@ -30,8 +30,9 @@ def test_every_rank_uses_rank_0s_sizing():
     assert results[0] == results[1]
     sizing, small_payload, large_payload = results[0]
     cores = len(os.sched_getaffinity(0))
-    assert int(sizing["threads"]) == max(1, min(4, cores // 2))
-    assert int(sizing["switch_threads"]) == int(sizing["threads"])
+    threads = max(1, min(4, (cores + 1) // 2))
+    assert int(sizing["threads"]) == threads
+    assert int(sizing["switch_threads"]) == max(threads, min(4, cores // 4))
     assert (small_payload, large_payload) == (2048, 16000)
     assert 1 <= int(sizing["window"]) <= 64
 

@@ -139,6 +139,23 @@ TEST_F(JobSizingTest, OneHostKeepsLoopbackSizing) {
   }
 }
 
+// configuration.md §8: engine threads are the host's share of cores per rank rounded up, switch
+// threads at least a quarter of the cores, both at most 4.
+TEST_F(JobSizingTest, ThreadsFollowRanksPerHostAndCores) {
+  struct Case {
+    int ranks, cores, threads, switch_threads;
+  };
+  for (const Case c : {Case{2, 16, 4, 4}, Case{4, 16, 4, 4}, Case{8, 16, 2, 4}, Case{12, 16, 2, 4}, Case{16, 16, 1, 4},
+                       Case{32, 16, 1, 4}, Case{2, 2, 1, 1}, Case{3, 2, 1, 1}, Case{1, 2, 2, 2}, Case{6, 8, 2, 2}}) {
+    SCOPED_TRACE(std::to_string(c.ranks) + " ranks on " + std::to_string(c.cores) + " cores");
+    dpa::HostResources resources = host();
+    resources.cores = c.cores;
+    const dpa::JobSizing sizing = dpa::JobSizing::for_job(c.ranks, resources, dpa::Config{});
+    EXPECT_EQ(sizing.threads, c.threads);
+    EXPECT_EQ(sizing.switch_threads, c.switch_threads);
+  }
+}
+
 TEST_F(JobSizingTest, AcrossHostsUdpPacketsFitEveryPath) {
   const dpa::JobLayout layout = dpa::JobLayout::of({placement("1", 16365), placement("1", 16365),
                                                     placement("2", 356), placement("2", 356)});
