@@ -101,12 +101,13 @@ def test_torchrun_ranks_write_the_report(tmp_path):
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
                "--master_port", str(free_port()), *stream_flags(), "-m", "dpa.train", "--models", "gpt",
                "--stragglers", "persistent", "--straggler-rank", "0", "--runs", "dpa,preemptive", *SMALL,
-               "--resync-every", "1", "--resync-threshold", "1e-4",
+               "--resync", "collective", "--resync-every", "1", "--resync-threshold", "1e-4",
                "--out", str(tmp_path), "--json", str(output)]
     result = subprocess.run(command, env=dict(os.environ, **BASE_ENV), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(output.read_text())
     assert report["config"]["launcher"] == "torchrun" and report["config"]["ranks"] == 2
+    assert report["config"]["resync"] == "collective"
     assert [row["run"] for row in report["results"]] == ["dpa", "preemptive"]
     for row in report["results"]:
         check_row(row, 2, straggler_rank=0, resync_threshold=1e-4)
