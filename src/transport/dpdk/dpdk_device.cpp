@@ -269,7 +269,8 @@ class DpdkDevice final : public Device {
     for (std::size_t i = 0; i < port_ids.size(); ++i) {
       const std::uint64_t mac = start_port(port_ids[i], infos[i], config, state.port_queues);
       state.link_of_port[port_ids[i]] = static_cast<std::int16_t>(i);
-      state.links.push_back(PortState::Link{port_ids[i], mac});
+      const std::string_view driver = infos[i].driver_name != nullptr ? infos[i].driver_name : "";
+      state.links.push_back(PortState::Link{port_ids[i], mac, driver == "net_memif"});
     }
     for (const DpdkNeighbour& neighbour : config.neighbours) {
       state.neighbours.learn(parse_ipv4(neighbour.ip), NeighbourTable::Entry{parse_mac(neighbour.mac), 0});
@@ -384,6 +385,7 @@ class DpdkDevice final : public Device {
   void drain_receive_queues() {
     std::array<rte_mbuf*, 64> stale{};
     for (const PortState::Link& link : state_->links) {
+      if (link.poll_only_when_up && !link_is_up(link.port_id)) continue;  // nothing to drain, and see Link
       for (std::uint16_t queue = 0; queue < state_->port_queues; ++queue) {
         while (const std::uint16_t n = rte_eth_rx_burst(link.port_id, queue, stale.data(), stale.size())) {
           rte_pktmbuf_free_bulk(stale.data(), n);

@@ -12,6 +12,8 @@ namespace {
 
 // At most one ARP request per queue per this many microseconds while a neighbour is unknown.
 constexpr std::uint64_t kArpIntervalUs = 1000;
+// Polls of an up port between two reads of its link (PortState::Link::poll_only_when_up).
+constexpr std::uint32_t kLinkCheckPolls = 4096;
 
 std::uint64_t cycles_for(std::chrono::nanoseconds duration) {
   return static_cast<std::uint64_t>(static_cast<double>(duration.count()) * 1e-9 *
@@ -30,11 +32,11 @@ DpdkQueue::DpdkQueue(std::shared_ptr<PortState> port, std::uint16_t queue, rte_m
     for (std::uint16_t rx_queue = 0; rx_queue < port_->port_queues; ++rx_queue) {
       PortState::RxClaim* claim = shared ? &port_->claim_of(link, rx_queue) : nullptr;
       if (rx_queue % port_->queues == queue_) {
-        own_rx_.push_back(RxSource{port_id, rx_queue, claim});
+        own_rx_.push_back(RxSource{port_id, rx_queue, claim, port_->links[link].poll_only_when_up});
       } else if (shared && (!port_->hardware_steering || rx_queue == 0)) {
         // With rte_flow rules only RX queue 0 (where frames no rule matches land: ARP) needs
         // others' polls.
-        others_rx_.push_back(RxSource{port_id, rx_queue, claim});
+        others_rx_.push_back(RxSource{port_id, rx_queue, claim, port_->links[link].poll_only_when_up});
       }
     }
   }
@@ -112,7 +114,15 @@ std::size_t DpdkQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds
   return delivered;
 }
 
-std::size_t DpdkQueue::poll(const RxSource& source, std::size_t taken, std::size_t capacity) {
+bool DpdkQueue::ready(RxSource& source) {
+  if (source.up && --source.polls_until_link_check != 0) return true;
+  source.up = link_is_up(source.port_id);
+  source.polls_until_link_check = kLinkCheckPolls;
+  return source.up;
+}
+
+std::size_t DpdkQueue::poll(RxSource& source, std::size_t taken, std::size_t capacity) {
+  if (source.poll_only_when_up && !ready(source)) return taken;
   if (source.claim != nullptr && !source.claim->try_take()) return taken;  // another thread polls it now
   taken += rte_eth_rx_burst(source.port_id, source.rx_queue, rx_.data() + taken,
                             static_cast<std::uint16_t>(capacity - taken));

@@ -102,9 +102,15 @@ class DpdkQueue final : public Queue {
     std::uint16_t port_id = 0;
     std::uint16_t rx_queue = 0;
     PortState::RxClaim* claim = nullptr;  // null: polled by this queue alone
+    bool poll_only_when_up = false;       // PortState::Link
+    bool up = false;                      // its link, as last read
+    std::uint32_t polls_until_link_check = 0;
   };
   // Polls one source into rx_[taken..capacity); returns how many it received.
-  std::size_t poll(const RxSource& source, std::size_t taken, std::size_t capacity);
+  std::size_t poll(RxSource& source, std::size_t taken, std::size_t capacity);
+  // For a port polled only when up: reads its link while down, and every kLinkCheckPolls polls
+  // while up (a peer that goes away and comes back connects again).
+  static bool ready(RxSource& source);
 
   std::vector<TxBurst> tx_;  // one per link
   std::vector<RxSource> own_rx_;

@@ -20,6 +20,11 @@ struct PortState {
   struct Link {
     std::uint16_t port_id = 0;
     std::uint64_t mac = 0;
+    // net_memif maps a connection's rings in its control thread, and its rx_burst computes the
+    // ring's address before it checks that the connection is up: polled while the peer connects,
+    // it follows a ring at an unmapped address (a segfault seen in CI). Such a port is polled only
+    // while it reports its link up, which memif does once the rings are mapped.
+    bool poll_only_when_up = false;
   };
   std::vector<Link> links;  // the device's ports, in config order
   std::array<std::int16_t, RTE_MAX_ETHPORTS> link_of_port{};  // port id -> index in links, or -1
@@ -66,5 +71,10 @@ struct PortState {
     return udp_port >= base_port && udp_port - base_port < queues;
   }
 };
+
+[[nodiscard]] inline bool link_is_up(std::uint16_t port_id) {
+  rte_eth_link link{};
+  return rte_eth_link_get_nowait(port_id, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+}
 
 }  // namespace dpa::transport::dpdk
