@@ -6,10 +6,15 @@ to every rank, a collective. ``Resynchroniser`` does the same without making any
 rank that missed blocks asks for a copy, and the source sends its current replica between two of
 its own steps, so the fast ranks never wait for the straggler."""
 
+import threading
 import time
 
 import torch
 import torch.distributed as dist
+
+# Checkpoint copies the source keeps on the replica's device; older ones wait in host memory, so a
+# straggler many checkpoints behind costs host memory, not GPU memory.
+DEVICE_COPIES = 2
 
 # Resynchronisation moves every parameter in few large transfers: one per tensor costs a Gloo
 # round trip each (hundreds for a ResNet-50 with its momentum, about a second on a GPU host).
@@ -83,21 +88,25 @@ class Resynchroniser:
 
     Call ``step()`` on every rank after each ``optimizer.step()`` and ``close()`` after the last.
     Every ``every`` steps (a checkpoint) rank ``src`` keeps a copy of its replica (parameters,
-    buffers, optimizer state) on the replica's device, and every other rank checks whether it
-    missed blocks (dpa's ``blocks_missed``, this process's all-reduces) since its last checkpoint.
-    A rank that did, or whose source did, asks for the source's copy of that same checkpoint and
-    adopts it: from there on it receives the same results as the source, so the replicas stay
-    equal. A rank that missed nothing only says so. The source looks for requests at each of its
-    steps (one store round trip) and answers from host memory over Gloo in the background; it
-    drops a copy once every rank has passed that checkpoint. So the ranks that missed nothing never wait, and the source holds one
-    copy per checkpoint that the slowest rank has not reached yet (with a persistent straggler,
-    its lag in steps / ``every``). ``src`` must be a rank that is not expected to straggle.
+    buffers, optimizer state; the newest two on the replica's device, older ones in host memory),
+    and every other rank checks whether it missed blocks (dpa's ``blocks_missed``, this process's
+    all-reduces) since its last checkpoint. A rank that did, or whose source did, asks for the
+    source's copy of that same checkpoint and adopts it: from there on it receives the same
+    results as the source, so the replicas stay equal. A rank that missed nothing only says so.
+    A thread of the source answers, from one host copy per checkpoint, over Gloo, whatever the
+    source's own training loop is doing (the ranks that ask may be the ones its next all-reduce
+    needs), and drops a copy once every rank has passed that checkpoint. So the ranks that missed
+    nothing never wait, and the source holds one copy per checkpoint that the slowest rank has not
+    reached yet (with a persistent straggler, its lag in steps / ``every``). ``src`` must be a rank
+    that is not expected to straggle: the others read at each checkpoint whether it missed blocks.
 
     Needs the default process group (any backend) and its store; every rank constructs it at the
-    same point (it creates a Gloo group for the transfers). Counts: ``requests`` (this rank asked),
-    ``served`` (``src`` answered), ``wait_seconds`` (this rank's time waiting for a copy)."""
+    same point (it creates two Gloo groups: requests and transfers). Counts: ``requests`` (this
+    rank asked), ``served`` (``src`` answered), ``wait_seconds`` (this rank's time waiting for a
+    copy)."""
 
     _instances = 0
+    _PASSED, _REQUEST, _DONE = 0, 1, 2
 
     def __init__(self, module, optimizer=None, src=0, every=25):
         if every < 1:
@@ -108,19 +117,24 @@ class Resynchroniser:
         Resynchroniser._instances += 1
         self.module, self.optimizer, self.src, self.every = module, optimizer, src, every
         self.rank, self.world = dist.get_rank(), world
-        self.gloo = dist.new_group(backend="gloo")
+        self.requests_group = dist.new_group(backend="gloo")
+        self.transfers = dist.new_group(backend="gloo")
         store = dist.distributed_c10d._get_default_store()
         self.store = dist.PrefixStore(f"dpa-resync/{Resynchroniser._instances}/", store)
         self.steps = 0
         self.missed_at_check = _blocks_missed()
         self.requests = self.served = 0
         self.wait_seconds = 0.0
-        # The source's bookkeeping: tickets read, copies by checkpoint, ranks past each, requests
-        # for checkpoints it has not reached, ranks closed, answers in flight.
-        self._tickets_seen = 0
-        self._copies, self._host_copies, self._passed, self._early = {}, {}, {}, []
-        self._done = set()
+        # The source's: copies by checkpoint (device, host), ranks past each, checkpoints every
+        # rank has passed (their store markers to delete), answers in flight, the server thread.
+        self._copies, self._host_copies, self._passed, self._forgotten = {}, {}, {}, []
         self._sending = []
+        self._lock = threading.Condition()
+        self._server_error = None
+        self._server = None
+        if self.rank == self.src and world > 1:
+            self._server = threading.Thread(target=self._serve, name="dpa-resync", daemon=True)
+            self._server.start()
         self._closed = False
 
     def step(self):
@@ -128,28 +142,41 @@ class Resynchroniser:
         if self._closed:
             raise RuntimeError("dpa.Resynchroniser: step() after close()")
         self.steps += 1
-        checkpoint = self.steps % self.every == 0 and self.world > 1
-        if self.rank == self.src:
-            if checkpoint:
-                self._publish_own_misses()
-            if checkpoint:
-                # No other rank can have passed it yet: each waits for the line published above.
-                with torch.no_grad():
-                    tensors = _replica_tensors(self.module, self.optimizer)
-                    self._copies[self.steps] = [_flatten(bucket) for bucket in _buckets(tensors)]
-                self._passed[self.steps] = 0
-            self._serve()
+        if self.steps % self.every or self.world == 1:
             return False
-        if not checkpoint:
+        if self.rank == self.src:
+            self._checkpoint()
             return False
         missed = self._missed_since_checkpoint()
         # A source that missed blocks has a replica the others lack: they adopt it too (this waits
         # for the source to reach the checkpoint, which it usually has).
         if not missed and self.store.get(f"source-missed/{self.steps}") == b"0":
-            self._take_ticket(f"passed {self.steps} {self.rank}")
+            self._message(self._PASSED)
             return False
         self._receive()
         return True
+
+    def close(self):
+        """After the last step, on every rank: the source's thread answers the remaining requests
+        until every other rank has closed; then the source waits for its transfers."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.rank != self.src:
+            self._message(self._DONE)
+            return
+        if self._server is not None:
+            self._server.join()
+        with self._lock:  # every checkpoint is passed by now, so no copy is left
+            sending, self._sending = self._sending, []
+        for works, _ in sending:
+            for work in works:
+                work.wait()
+        if self._server_error is not None:
+            raise RuntimeError(f"dpa.Resynchroniser: rank {self.src} could not answer: {self._server_error}")
+
+    def _device(self):
+        return next((p.device for p in self.module.parameters()), torch.device("cpu"))
 
     def _missed_since_checkpoint(self):
         if self._device().type == "cuda":
@@ -158,95 +185,82 @@ class Resynchroniser:
         changed, self.missed_at_check = missed != self.missed_at_check, missed
         return changed
 
-    def _publish_own_misses(self):
+    def _checkpoint(self):
+        """The source at a checkpoint: says whether it missed blocks, keeps a copy of its replica
+        for the ranks that will ask, and forgets what every rank has passed."""
         self.store.set(f"source-missed/{self.steps}", "1" if self._missed_since_checkpoint() else "0")
+        with torch.no_grad():
+            copy = [_flatten(bucket) for bucket in _buckets(_replica_tensors(self.module, self.optimizer))]
+        if self._device().type == "cuda":
+            torch.cuda.synchronize()  # the server thread reads the copy on another stream
+        with self._lock:
+            self._copies[self.steps] = copy
+            self._passed.setdefault(self.steps, 0)
+            for step in sorted(self._copies)[:-DEVICE_COPIES]:
+                self._host_copy(step)
+            forgotten, self._forgotten = self._forgotten, []
+            self._lock.notify_all()
+        for step in forgotten:
+            self.store.delete_key(f"source-missed/{step}")
 
-    def close(self):
-        """After the last step, on every rank: the source answers the remaining requests until
-        every other rank has closed, then waits for its transfers."""
-        if self._closed:
-            return
-        self._closed = True
-        if self.rank != self.src:
-            self._take_ticket(f"done 0 {self.rank}")
-            return
-        while len(self._done) < self.world - 1:
-            self._serve(wait_for_one=True)
-        self._finish_sends()
-        self._copies.clear()
-        self._host_copies.clear()
-
-    def _device(self):
-        return next((p.device for p in self.module.parameters()), torch.device("cpu"))
-
-    def _take_ticket(self, message):
-        ticket = self.store.add("tickets", 1) - 1
-        self.store.set(f"ticket/{ticket}", message)
+    def _message(self, kind):
+        dist.send(torch.tensor([kind, self.steps, self.rank], dtype=torch.int64), self.src, group=self.requests_group)
 
     def _receive(self):
         started = time.perf_counter()
         self.requests += 1
-        self._take_ticket(f"request {self.steps} {self.rank}")
+        self._message(self._REQUEST)
         with torch.no_grad():
             for bucket in _buckets(_replica_tensors(self.module, self.optimizer)):
                 flat = torch.empty(sum(t.numel() for t in bucket), dtype=bucket[0].dtype)
-                dist.recv(flat, self.src, group=self.gloo)
+                dist.recv(flat, self.src, group=self.transfers)
                 _unflatten_into(bucket, flat)
         self.wait_seconds += time.perf_counter() - started
 
-    def _serve(self, wait_for_one=False):
-        """Reads the tickets taken since the last call (with ``wait_for_one``, waits in the store
-        for one more if there is none) and answers the requests it has a copy for."""
-        tickets = self.store.add("tickets", 0)
-        if wait_for_one and tickets == self._tickets_seen:
-            self.store.wait([f"ticket/{self._tickets_seen}"])
-            tickets = self._tickets_seen + 1
-        for ticket in range(self._tickets_seen, tickets):
-            kind, step, rank = self.store.get(f"ticket/{ticket}").decode().split()
-            self.store.delete_key(f"ticket/{ticket}")  # the store would grow with every checkpoint
-            if kind == "done":
-                self._done.add(int(rank))
-            elif kind == "passed":
-                self._pass(int(step))
-            else:
-                self._early.append((int(step), int(rank)))
-        self._tickets_seen = tickets
-        # A rank ahead of the source asks for a checkpoint the source has not reached: answered
-        # when it has.
-        waiting = []
-        for step, rank in self._early:
-            if step in self._copies:
-                self._send_copy(step, rank)
-                self._pass(step)
-            else:
-                waiting.append((step, rank))
-        self._early = waiting
+    def _serve(self):
+        """The source's thread: every other rank's messages, until each has closed."""
+        message = torch.zeros(3, dtype=torch.int64)
+        closed = 0
+        try:
+            while closed < self.world - 1:
+                dist.recv(message, group=self.requests_group)  # from any rank
+                kind, step, rank = message.tolist()
+                if kind == self._DONE:
+                    closed += 1
+                    continue
+                with self._lock:
+                    if kind == self._REQUEST:
+                        # A rank ahead of the source asks for a checkpoint the source has not reached.
+                        self._lock.wait_for(lambda: step in self._copies)
+                        self._send_copy(step, rank)
+                    self._pass(step)
+        except Exception as error:  # reported by close(); the ranks waiting time out in Gloo
+            self._server_error = error
 
     def _pass(self, step):
         """One more rank is past checkpoint ``step`` (it has the copy, or has read that it needs
         none): the copy goes when all are. A send in flight keeps its buffers alive through
         self._sending."""
-        self._passed[step] += 1
+        self._passed[step] = self._passed.get(step, 0) + 1
         if self._passed[step] == self.world - 1:
-            del self._copies[step], self._passed[step]
+            self._copies.pop(step, None)
             self._host_copies.pop(step, None)
-            self.store.delete_key(f"source-missed/{step}")
+            del self._passed[step]
+            self._forgotten.append(step)
 
     def _send_copy(self, step, rank):
         """Sends checkpoint ``step`` to ``rank`` in the background. One host copy per checkpoint
         serves every rank that asks for it; sends run side by side (measured on a GPU host:
         one host copy and one send after another cost the source 0.25-0.3 s per checkpoint when
         three ranks asked for 200 MB)."""
-        if step not in self._host_copies:
-            self._host_copies[step] = [flat.to("cpu") for flat in self._copies[step]]
-        buffers = self._host_copies[step]
-        self._sending.append(([dist.isend(flat, rank, group=self.gloo) for flat in buffers], buffers))
+        buffers = self._host_copy(step)
+        self._sending.append(([dist.isend(flat, rank, group=self.transfers) for flat in buffers], buffers))
         self.served += 1
         self._sending = [(works, buffers) for works, buffers in self._sending
                          if not all(work.is_completed() for work in works)]
 
-    def _finish_sends(self):
-        for works, _ in self._sending:
-            for work in works:
-                work.wait()
-        self._sending = []
+    def _host_copy(self, step):
+        if step not in self._host_copies:
+            self._host_copies[step] = [flat.to("cpu") for flat in self._copies[step]]
+            self._copies[step] = None  # the device copy goes; the checkpoint stays known
+        return self._host_copies[step]

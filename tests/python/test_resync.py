@@ -10,8 +10,8 @@ import torch.nn as nn
 
 from harness import init_dpa, run_ranks
 
-STEPS = 6
-EVERY = 3
+STEPS = 9
+EVERY = 3  # three checkpoints: the source keeps the oldest copy in host memory by then
 
 
 def replica(model, optimizer):
@@ -64,14 +64,58 @@ def test_a_rank_that_missed_blocks_adopts_the_source_replica_and_the_others_neve
     assert fast["requests"] == 0 and fast["adopted"] == [], "a rank that missed no block asked for a copy"
     # The straggler missed every block, so it asks at each checkpoint; the source, done with its
     # steps by then, answers each with its replica of that same checkpoint.
-    assert [step for step, _ in straggler["adopted"]] == [EVERY - 1, 2 * EVERY - 1]
-    assert straggler["requests"] == 2 and source["served"] == 2 and source["copies_left"] == 0
+    checkpoints = [EVERY - 1, 2 * EVERY - 1, 3 * EVERY - 1]
+    assert [step for step, _ in straggler["adopted"]] == checkpoints
+    assert straggler["requests"] == 3 and source["served"] == 3 and source["copies_left"] == 0
     for step, copy in straggler["adopted"]:
         for ours, theirs in zip(copy, source["checkpoints"][step]):
             assert (ours == theirs).all(), f"step {step}"
     # The two checkpoints' replicas differ: a copy of the newest would not have passed.
-    first, second = source["checkpoints"][EVERY - 1], source["checkpoints"][2 * EVERY - 1]
+    first, second = source["checkpoints"][checkpoints[0]], source["checkpoints"][checkpoints[1]]
     assert not all((a == b).all() for a, b in zip(first, second))
+
+
+def late_source_worker(rank, world, init_file):
+    import dpa
+
+    init_dpa(rank, world, init_file)
+    hold = dist.FileStore(init_file + ".hold", world)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 64), nn.Tanh(), nn.Linear(64, 8))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    resync = dpa.Resynchroniser(model, optimizer, src=0, every=EVERY)
+    if rank == 0:
+        # The source starts once the others have taken two steps: it misses their blocks.
+        hold.wait(["two-steps-done"], timedelta(seconds=90))
+    adopted, generator = [], torch.Generator().manual_seed(rank)
+    for step in range(STEPS):
+        optimizer.zero_grad()
+        model(torch.randn(16, 32, generator=generator)).square().mean().backward()
+        flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+        with dpa.fastest_k(world - 1, preemptive=True):
+            dist.all_reduce(flat)
+        offset = 0
+        for parameter in model.parameters():
+            parameter.grad.copy_(flat[offset:offset + parameter.numel()].view_as(parameter) / world)
+            offset += parameter.numel()
+        optimizer.step()
+        if resync.step():
+            adopted.append(step)
+        if rank == 1 and step == 1:
+            hold.set("two-steps-done", "1")
+    resync.close()
+    return {"adopted": adopted, "final": replica(model, optimizer), "missed": dpa.last_stats()["blocks_missed"]}
+
+
+def test_when_the_source_missed_blocks_the_others_adopt_its_replica():
+    world = 3
+    results = run_ranks(late_source_worker, world, timeout=180)
+    # The source missed the first two steps' blocks, so at the first checkpoint both other ranks
+    # take its replica; every rank ends with the same replica (the last step is a checkpoint).
+    for rank in (1, 2):
+        assert results[rank]["adopted"][:1] == [EVERY - 1], results[rank]["adopted"]
+        for ours, theirs in zip(results[rank]["final"], results[0]["final"]):
+            assert (ours == theirs).all(), f"rank {rank} differs from the source at the end"
 
 
 def bad_settings_worker(rank, world, init_file):
