@@ -1,10 +1,11 @@
 """Inputs and verification of python -m dpa.bench.
 
 Every rank derives its input of every operation from the run's seed, and checks its result against
-the exact sum of all ranks' inputs (float64, int64 for int32), which the ranks add up over Gloo
-after the timed region: one all_reduce instead of each rank generating all N inputs again. Float inputs are uniform in [-1, 1) on a 2^-23 grid (exact in float32, rounded
-once to float16/bfloat16); int32 inputs are uniform in [-2^19, 2^19), so sums of up to 4096 ranks
-neither overflow nor wrap."""
+the exact sum of all ranks' inputs (float64, int64 for int32): on CPU tensors the ranks add their
+own inputs up over Gloo after the timed region, one all_reduce instead of each rank generating
+all N inputs again; on a GPU each rank generates all N (count_wrong). Float inputs are uniform in
+[-1, 1) on a 2^-23 grid (exact in float32, rounded once to float16/bfloat16); int32 inputs are
+uniform in [-2^19, 2^19), so sums of up to 4096 ranks neither overflow nor wrap."""
 
 import math
 

@@ -96,10 +96,10 @@ def run_ranks(fn, world, env=None, args=(), timeout=120):
     """Runs fn(rank, world, init_file, *args) on `world` processes; returns the values by rank.
 
     fn usually calls dist.init_process_group(backend, init_method="file://" + init_file, ...).
-    `env` is added to LOCAL_ENV (whose variables the caller's environment overrides) in every rank. A rank that raises fails the run with its
-    traceback (RuntimeError); a run that exceeds `timeout` seconds once every rank has started,
-    or ranks that take STARTUP_TIMEOUT_S to start, fail it, and every process still alive is
-    killed."""
+    `env` is added to LOCAL_ENV (whose variables the caller's environment overrides) in every
+    rank. A rank that raises fails the run with its traceback (RuntimeError); a run that exceeds
+    `timeout` seconds once every rank has started, or ranks that take STARTUP_TIMEOUT_S to start,
+    fail it, and every process still alive is killed."""
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
     defaults = {key: value for key, value in LOCAL_ENV.items() if key not in os.environ}

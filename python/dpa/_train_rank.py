@@ -228,7 +228,8 @@ class Trainer:
         drift_by_rank = node.drift(self.model, self.reference_rank)
         measured = {
             "rank": node.rank, "step_seconds": step_seconds, "resync_seconds": resync_seconds,
-            "drift_checks": checks, "resyncs": resyncs, "largest_checked_drift": largest_checked if self.resynchroniser is None else None,
+            "drift_checks": checks, "resyncs": resyncs,
+            "largest_checked_drift": largest_checked if self.resynchroniser is None else None,
             "drift_by_rank": drift_by_rank, "dpa": None,
         }
         if self.uses_dpa:

@@ -228,10 +228,10 @@ def print_tables(report):
                   f"{drift['resyncs']:>2}/{drift['checks']:<3}")
     for name, reason in config["skipped"].items():
         print(f"# not run: {name}: {reason}")
-    print("\nms: iterations of the reference rank, the lowest that is not the straggler; x Gloo, x K=N: its mean against theirs; "
-          "part.blk, part.stp: blocks and steps with an all-reduce completed by fewer than N ranks; missed: blocks "
-          "the straggler missed; drift: largest parameter difference to that rank at the end; resync: "
-          "replicas copied/checkpoints", flush=True)
+    print("\nms: iterations of the reference rank, the lowest that is not the straggler; x Gloo, x K=N: its mean "
+          "against theirs; part.blk, part.stp: blocks and steps with an all-reduce completed by fewer than N ranks; "
+          "missed: blocks the straggler missed; drift: largest parameter difference to that rank at the end; "
+          "resync: replicas copied/checkpoints", flush=True)
 
 
 def horizontal_boxes(matplotlib):

@@ -263,9 +263,8 @@ bool Segment::push(std::uint64_t descriptor) {
 }
 
 bool Segment::holds_unread(std::uint64_t count) const {
-  const SegmentLayout& header = layout();
-  const std::uint64_t position = header.enqueue_position.load(std::memory_order_acquire);
   if (count == 0) return true;
+  const std::uint64_t position = layout().enqueue_position.load(std::memory_order_acquire);
   if (position < count) return false;
   // FIFO: `count` packets are unread exactly when the one pushed `count` ago is.
   const std::uint64_t oldest = position - count;
