@@ -17,16 +17,20 @@ EVERY = 3  # three checkpoints: the source keeps the oldest copy in host memory 
 def replica(model, optimizer):
     # numpy: torch tensors would travel through shared memory that dies with the rank process.
     momentum = [optimizer.state[p]["momentum_buffer"] for p in model.parameters()]
-    return [t.detach().numpy().copy() for t in [*model.parameters(), *model.buffers(), *momentum]]
+    return [t.detach().cpu().numpy().copy() for t in [*model.parameters(), *model.buffers(), *momentum]]
 
 
-def straggler_worker(rank, world, init_file):
+def straggler_worker(rank, world, init_file, device_type):
     import dpa
 
     init_dpa(rank, world, init_file)
+    device = torch.device(device_type)
+    if device_type == "cuda":
+        device = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
     hold = dist.FileStore(init_file + ".hold", world)
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(32, 64), nn.BatchNorm1d(64), nn.Linear(64, 8))
+    model = nn.Sequential(nn.Linear(32, 64), nn.BatchNorm1d(64), nn.Linear(64, 8)).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     resync = dpa.Resynchroniser(model, optimizer, src=0, every=EVERY)
     straggler = rank == world - 1
@@ -37,7 +41,7 @@ def straggler_worker(rank, world, init_file):
     adopted, checkpoints, generator = [], {}, torch.Generator().manual_seed(rank)
     for step in range(STEPS):
         optimizer.zero_grad()
-        model(torch.randn(16, 32, generator=generator)).square().mean().backward()
+        model(torch.randn(16, 32, generator=generator).to(device)).square().mean().backward()
         flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
         with dpa.fastest_k(world - 1, preemptive=True):
             dist.all_reduce(flat)
@@ -57,9 +61,11 @@ def straggler_worker(rank, world, init_file):
             "copies_left": len(resync._copies)}
 
 
-def test_a_rank_that_missed_blocks_adopts_the_source_replica_and_the_others_never_wait():
+@pytest.mark.parametrize("device_type", [
+    "cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"))])
+def test_a_rank_that_missed_blocks_adopts_the_source_replica_and_the_others_never_wait(device_type):
     world = 3
-    results = run_ranks(straggler_worker, world, timeout=180)
+    results = run_ranks(straggler_worker, world, args=(device_type,), timeout=180)
     source, fast, straggler = results
     assert fast["requests"] == 0 and fast["adopted"] == [], "a rank that missed no block asked for a copy"
     # The straggler missed every block, so it asks at each checkpoint; the source, done with its
