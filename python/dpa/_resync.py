@@ -119,6 +119,7 @@ class Resynchroniser:
         self.rank, self.world = dist.get_rank(), world
         self.requests_group = dist.new_group(backend="gloo")
         self.transfers = dist.new_group(backend="gloo")
+        self._check_same_settings()
         store = dist.distributed_c10d._get_default_store()
         self.store = dist.PrefixStore(f"dpa-resync/{Resynchroniser._instances}/", store)
         self.steps = 0
@@ -136,6 +137,18 @@ class Resynchroniser:
             self._server = threading.Thread(target=self._serve, name="dpa-resync", daemon=True)
             self._server.start()
         self._closed = False
+
+    def _check_same_settings(self):
+        """Ranks that disagree on the source or the period would wait for checkpoints the others
+        never reach: every rank fails here instead, naming the ranks' values."""
+        mine = torch.tensor([self.src, self.every], dtype=torch.int64)
+        everyone = [torch.zeros(2, dtype=torch.int64) for _ in range(self.world)]
+        dist.all_gather(everyone, mine, group=self.requests_group)
+        values = [tuple(int(v) for v in settings.tolist()) for settings in everyone]
+        if len(set(values)) > 1:
+            listed = ", ".join(f"rank {rank}: src={src} every={every}" for rank, (src, every) in enumerate(values))
+            raise ValueError(f"dpa.Resynchroniser: the ranks disagree on src or every ({listed}); "
+                             "give every rank the same")
 
     def step(self):
         """After each optimizer step. Returns True when this rank adopted the source's replica."""

@@ -141,6 +141,20 @@ def bad_settings_worker(rank, world, init_file):
     return errors
 
 
+def disagreeing_worker(rank, world, init_file):
+    import dpa
+
+    init_dpa(rank, world, init_file)
+    with pytest.raises(ValueError) as failure:
+        dpa.Resynchroniser(nn.Linear(2, 2), every=5 if rank == 0 else 7)
+    return str(failure.value)
+
+
+def test_ranks_that_disagree_on_the_period_all_fail_naming_the_values():
+    for message in run_ranks(disagreeing_worker, 2):
+        assert "rank 0: src=0 every=5" in message and "rank 1: src=0 every=7" in message, message
+
+
 def test_bad_settings_are_refused_naming_them():
     errors = run_ranks(bad_settings_worker, 2)[0]
     assert "every=0" in errors[0] and "src=2" in errors[1] and "world of 2" in errors[1]
