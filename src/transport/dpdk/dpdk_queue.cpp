@@ -12,7 +12,7 @@ namespace {
 
 // At most one ARP request per queue per this many microseconds while a neighbour is unknown.
 constexpr std::uint64_t kArpIntervalUs = 1000;
-// Polls of an up port between two reads of its link (PortState::Link::poll_only_when_up).
+// Idle polls of an up port between two reads of its link (PortState::Link::poll_only_when_up).
 constexpr std::uint32_t kLinkCheckPolls = 4096;
 
 std::uint64_t cycles_for(std::chrono::nanoseconds duration) {
@@ -32,11 +32,13 @@ DpdkQueue::DpdkQueue(std::shared_ptr<PortState> port, std::uint16_t queue, rte_m
     for (std::uint16_t rx_queue = 0; rx_queue < port_->port_queues; ++rx_queue) {
       PortState::RxClaim* claim = shared ? &port_->claim_of(link, rx_queue) : nullptr;
       if (rx_queue % port_->queues == queue_) {
-        own_rx_.push_back(RxSource{port_id, rx_queue, claim, port_->links[link].poll_only_when_up});
+        own_rx_.push_back(RxSource{port_id, rx_queue, claim, port_->links[link].poll_only_when_up,
+                                   port_->links[link].poll_only_when_up});
       } else if (shared && (!port_->hardware_steering || rx_queue == 0)) {
         // With rte_flow rules only RX queue 0 (where frames no rule matches land: ARP) needs
         // others' polls.
-        others_rx_.push_back(RxSource{port_id, rx_queue, claim, port_->links[link].poll_only_when_up});
+        others_rx_.push_back(RxSource{port_id, rx_queue, claim, port_->links[link].poll_only_when_up,
+                                      port_->links[link].poll_only_when_up});
       }
     }
   }
@@ -114,20 +116,24 @@ std::size_t DpdkQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds
   return delivered;
 }
 
-bool DpdkQueue::ready(RxSource& source) {
-  if (source.up && --source.polls_until_link_check != 0) return true;
-  source.up = link_is_up(source.port_id);
-  source.polls_until_link_check = kLinkCheckPolls;
-  return source.up;
+bool DpdkQueue::link_came_up(RxSource& source) {
+  if (!link_is_up(source.port_id)) return false;
+  source.link_unknown = false;
+  source.idle_polls_until_link_check = kLinkCheckPolls;
+  return true;
 }
 
 std::size_t DpdkQueue::poll(RxSource& source, std::size_t taken, std::size_t capacity) {
-  if (source.poll_only_when_up && !ready(source)) return taken;
+  if (source.link_unknown && !link_came_up(source)) return taken;
   if (source.claim != nullptr && !source.claim->try_take()) return taken;  // another thread polls it now
-  taken += rte_eth_rx_burst(source.port_id, source.rx_queue, rx_.data() + taken,
-                            static_cast<std::uint16_t>(capacity - taken));
+  const std::uint16_t received = rte_eth_rx_burst(source.port_id, source.rx_queue, rx_.data() + taken,
+                                                  static_cast<std::uint16_t>(capacity - taken));
   if (source.claim != nullptr) source.claim->give_back();
-  return taken;
+  // Only idle polls count towards reading the link again: a busy port pays nothing for it.
+  if (received == 0 && source.poll_only_when_up && --source.idle_polls_until_link_check == 0) {
+    source.link_unknown = true;
+  }
+  return taken + received;
 }
 
 void DpdkQueue::classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& delivered) {

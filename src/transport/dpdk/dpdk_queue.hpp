@@ -103,14 +103,14 @@ class DpdkQueue final : public Queue {
     std::uint16_t rx_queue = 0;
     PortState::RxClaim* claim = nullptr;  // null: polled by this queue alone
     bool poll_only_when_up = false;       // PortState::Link
-    bool up = false;                      // its link, as last read
-    std::uint32_t polls_until_link_check = 0;
+    bool link_unknown = false;            // such a port's link is read before the next poll
+    std::uint32_t idle_polls_until_link_check = 0;
   };
   // Polls one source into rx_[taken..capacity); returns how many it received.
   std::size_t poll(RxSource& source, std::size_t taken, std::size_t capacity);
-  // For a port polled only when up: reads its link while down, and every kLinkCheckPolls polls
-  // while up (a peer that goes away and comes back connects again).
-  static bool ready(RxSource& source);
+  // For a port polled only when up: reads its link while down, and again after kLinkCheckPolls
+  // idle polls while up (a peer that goes away and comes back connects again). True when up.
+  static bool link_came_up(RxSource& source);
 
   std::vector<TxBurst> tx_;  // one per link
   std::vector<RxSource> own_rx_;
