@@ -20,6 +20,23 @@ def replica(model, optimizer):
     return [t.detach().cpu().numpy().copy() for t in [*model.parameters(), *model.buffers(), *momentum]]
 
 
+def fastest_k_step(model, optimizer, generator, device, world):
+    """One training step whose gradients are averaged by a preemptive fastest-K all_reduce of
+    world - 1 ranks: a late rank misses blocks."""
+    import dpa
+
+    optimizer.zero_grad()
+    model(torch.randn(16, 32, generator=generator).to(device)).square().mean().backward()
+    flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+    with dpa.fastest_k(world - 1, preemptive=True):
+        dist.all_reduce(flat)
+    offset = 0
+    for parameter in model.parameters():
+        parameter.grad.copy_(flat[offset:offset + parameter.numel()].view_as(parameter) / world)
+        offset += parameter.numel()
+    optimizer.step()
+
+
 def straggler_worker(rank, world, init_file, device_type):
     import dpa
 
@@ -40,16 +57,7 @@ def straggler_worker(rank, world, init_file, device_type):
         hold.wait(["fast-ranks-done"], timedelta(seconds=90))
     adopted, checkpoints, generator = [], {}, torch.Generator().manual_seed(rank)
     for step in range(STEPS):
-        optimizer.zero_grad()
-        model(torch.randn(16, 32, generator=generator).to(device)).square().mean().backward()
-        flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
-        with dpa.fastest_k(world - 1, preemptive=True):
-            dist.all_reduce(flat)
-        offset = 0
-        for parameter in model.parameters():
-            parameter.grad.copy_(flat[offset:offset + parameter.numel()].view_as(parameter) / world)
-            offset += parameter.numel()
-        optimizer.step()
+        fastest_k_step(model, optimizer, generator, device, world)
         if resync.step():
             adopted.append((step, replica(model, optimizer)))
         if rank == 0 and (step + 1) % EVERY == 0:
@@ -95,16 +103,7 @@ def late_source_worker(rank, world, init_file):
         hold.wait(["two-steps-done"], timedelta(seconds=90))
     adopted, generator = [], torch.Generator().manual_seed(rank)
     for step in range(STEPS):
-        optimizer.zero_grad()
-        model(torch.randn(16, 32, generator=generator)).square().mean().backward()
-        flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
-        with dpa.fastest_k(world - 1, preemptive=True):
-            dist.all_reduce(flat)
-        offset = 0
-        for parameter in model.parameters():
-            parameter.grad.copy_(flat[offset:offset + parameter.numel()].view_as(parameter) / world)
-            offset += parameter.numel()
-        optimizer.step()
+        fastest_k_step(model, optimizer, generator, torch.device("cpu"), world)
         if resync.step():
             adopted.append(step)
         if rank == 1 and step == 1:
