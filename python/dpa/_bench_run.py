@@ -306,8 +306,8 @@ def run(node):
         progress(node, f"not measuring {backend}: {reason}")
     progress(node, f"{node.world} ranks on {len(set(hosts))} host(s), {node.device.type}, {settings['dtype']}, "
                    f"backends {','.join(node.backends)}")
+    smallest = min(settings["sizes"])
     for backend_index, backend in enumerate(node.backends):
-        smallest = min(settings["sizes"])
         Measurement(node, backend_index, backend, len(settings["sizes"]), smallest).back_to_back(
             VIEW_WARMUP, RUN_WARMUP_OPERATIONS)
     rows = []

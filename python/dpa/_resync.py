@@ -39,8 +39,9 @@ def _buckets(tensors):
         yield bucket
 
 
-def _flatten(bucket, device=None):
-    return torch.cat([t.detach().reshape(-1) for t in bucket]).to(device or bucket[0].device)
+def _flatten(bucket):
+    """One new flat tensor of ``bucket``'s values, on their device."""
+    return torch.cat([t.detach().reshape(-1) for t in bucket])
 
 
 def _unflatten_into(bucket, flat):
