@@ -109,9 +109,11 @@ using TransportConfig = std::variant<UdpTransportConfig, DpdkTransportConfig, Sh
 // config readers both call this): its own keys, and that the base port leaves room for every
 // queue (queue t uses base + t). Sections are named `prefix` + "udp" / "dpdk" / "shm" ("" or "switch.");
 // `port_variable` and `threads_variable` name the environment variables that set the UDP or shm base
-// port and the thread count, for the message (empty where none does).
+// port and the thread count, for the message (empty where none does). The transport must also carry
+// `control_bytes`, the largest control packet its side sends or receives (a JOIN and its reply).
 void validate_transport(const TransportConfig& transport, int threads, const std::string& prefix,
-                        const std::string& port_variable, const std::string& threads_variable);
+                        const std::string& port_variable, const std::string& threads_variable,
+                        std::uint32_t control_bytes);
 
 // The largest dpa packet (a UDP payload, or a shared-memory buffer) the transport carries, and the
 // setting that limits it, named with `prefix` as validate_transport names sections.

@@ -429,7 +429,7 @@ void Config::validate() const {
   require_in(kProbabilities, faults.delay, "faults.delay", "DPA_FAULT_DELAY");
   require_in(kFaultDelayUs, std::chrono::microseconds(faults.delay_time).count(), "faults.delay_time_us",
              "DPA_FAULT_DELAY_US");
-  validate_transport(transport, threads, "", "DPA_LOCAL_PORT", "DPA_THREADS");
+  validate_transport(transport, threads, "", "DPA_LOCAL_PORT", "DPA_THREADS", protocol::kMaxControlBytes);
 }
 
 }  // namespace dpa

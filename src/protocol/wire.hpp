@@ -200,6 +200,9 @@ struct JoinReply {
 
   [[nodiscard]] std::size_t words() const { return 9 + (switch_ports + 1) / 2; }
 };
+// The largest control packet of either side: a sealed JOIN reply listing kMaxThreads switch ports
+// (a JOIN request lists as many worker ports in four words fewer). Transports must carry it.
+inline constexpr std::uint32_t kMaxControlBytes = kHeaderSize + 4 * (9 + (kMaxThreads + 1) / 2) + kTagSize;
 
 void encode(const JoinRequest& request, std::byte* out);  // request.words() * 4 bytes
 bool decode(std::span<const std::byte> payload, JoinRequest& request);

@@ -225,7 +225,7 @@ UdpTransportConfig SwitchConfig::udp_defaults() {
 void SwitchConfig::validate() const {
   require(threads >= 1 && threads <= kMaxSwitchThreads, "switch.threads {} out of range [1, {}]", threads,
           kMaxSwitchThreads);
-  validate_transport(transport, threads, "switch.", "", "");
+  validate_transport(transport, threads, "switch.", "", "", protocol::kMaxControlBytes);
   require(busy_poll.count() >= 0 && busy_poll <= std::chrono::seconds(1),
           "switch.busy_poll_us {} out of range [0, 1000000]", busy_poll.count());
   require(busy_poll_threads >= 0 && busy_poll_threads <= threads,

@@ -90,7 +90,8 @@ void ShmTransportConfig::validate(const std::string& section) const {
 }
 
 void validate_transport(const TransportConfig& transport, int threads, const std::string& prefix,
-                        const std::string& port_variable, const std::string& threads_variable) {
+                        const std::string& port_variable, const std::string& threads_variable,
+                        std::uint32_t control_bytes) {
   const auto last_port_exists = [&](const std::string& key, std::uint32_t base, const std::string& variables) {
     if (std::int64_t{base} + threads - 1 <= 65535) return;
     throw ConfigError(fmt::format("{}{} {} + threads {} - 1 exceeds 65535{}", prefix, key, base, threads,
@@ -110,6 +111,13 @@ void validate_transport(const TransportConfig& transport, int threads, const std
     const auto& dpdk = std::get<DpdkTransportConfig>(transport);
     dpdk.validate(prefix + "dpdk");
     last_port_exists("dpdk.local_port", dpdk.local_port, threads_variable);
+  }
+  // A JOIN that does not fit would never leave (or arrive cut short), and the join would time out
+  // blaming the switch.
+  if (const PacketLimit limit = packet_limit(transport, prefix); limit.bytes < control_bytes) {
+    throw ConfigError(fmt::format("{}: below {} bytes, the largest control packet (a sealed JOIN reply listing "
+                                  "the most ports): raise it",
+                                  limit.setting, control_bytes));
   }
 }
 

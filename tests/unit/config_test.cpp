@@ -1166,6 +1166,15 @@ TEST(WorkerJson, SharedMemorySectionIsReadAndChecked) {
               HasSubstr("switch.shm.base_port 65534 + threads 4 - 1 exceeds 65535"));
 }
 
+TEST(WorkerJson, TransportTooSmallForAJoinIsRefusedOnEitherSide) {
+  // 219 bytes: one short of a sealed JOIN reply listing 64 ports, which would never arrive whole.
+  EXPECT_THAT(config_error([] { worker_from_json(R"({"udp": {"max_payload": 219}})").validate(); }),
+              HasSubstr("udp.max_payload 219: below 220 bytes, the largest control packet"));
+  EXPECT_THAT(config_error([] { switch_from_json(R"({"switch": {"shm": {"max_payload": 100}}})").validate(); }),
+              HasSubstr("switch.shm.max_payload 100: below 220 bytes"));
+  EXPECT_NO_THROW(worker_from_json(R"({"udp": {"max_payload": 220}})").validate());
+}
+
 TEST_F(EnvTest, DpdkMonitorWithUdpIsAnError) {
   set("DPA_DPDK_MONITOR", "1");
   EXPECT_THAT(config_error([] { dpa::Config::from_env(); }), HasSubstr("DPA_DPDK_MONITOR applies to the dpdk transport"));
