@@ -14,6 +14,7 @@ import sys
 import time
 
 from . import _bench_data as data
+from ._tool_rank import ToolRank, UsageError
 
 VIEW_WARMUP, VIEW_BACK_TO_BACK, VIEW_LATENCY = 0, 1, 2
 # Untimed, verified operations of the smallest size on each backend before the first size: without
@@ -60,28 +61,16 @@ def host_info():
             "cuda": torch.version.cuda, "gpus": gpus}
 
 
-class Rank:
+class Rank(ToolRank):
     """This rank's groups and settings, and the collectives the benchmark itself needs (on Gloo)."""
 
     def __init__(self, rank, world, local_rank, local_world, settings):
-        import torch
-        import torch.distributed as dist
-
-        self.torch, self.dist = torch, dist
-        self.rank, self.world = rank, world
-        self.local_rank, self.local_world = local_rank, local_world
-        self.settings = settings
-        self.dtype = getattr(torch, settings["dtype"])
-        self.device = torch.device(settings["device"])
-        if self.device.type == "cuda":
-            self.device = torch.device("cuda", local_rank % torch.cuda.device_count())
-            torch.cuda.set_device(self.device)
-        self.gloo = dist.new_group(backend="gloo")
-        self.skipped = {}
+        super().__init__(rank, world, local_rank, local_world, settings)
+        self.dtype = getattr(self.torch, settings["dtype"])
         self.backends = self._agree_on_backends()
         self.groups = {"dpa": None, "gloo": self.gloo}
         if "nccl" in self.backends:
-            self.groups["nccl"] = dist.new_group(backend="nccl")
+            self.groups["nccl"] = self.dist.new_group(backend="nccl")
         if "gloo" in self.backends:
             self._probe_gloo()
 
@@ -105,43 +94,19 @@ class Rank:
         self.skipped["gloo"] = reason
 
     def _agree_on_backends(self):
-        """The backends to measure, the same on every rank: NCCL needs a GPU of its own for every
-        rank on every host, which each rank can only say for its own host."""
-        own_gpu = self.device.type == "cuda" and self.torch.cuda.device_count() >= self.local_world
-        ranks_without = self.torch.tensor([0 if own_gpu else 1], dtype=self.torch.int64)
-        self.dist.all_reduce(ranks_without, group=self.gloo)
-        every_rank_has_a_gpu = int(ranks_without) == 0
+        """The backends to measure, the same on every rank."""
+        ranks_without = self.ranks_without_own_gpu()
         requested = self.settings["backends"]
         if requested is None:
-            return ["dpa", "gloo"] + (["nccl"] if every_rank_has_a_gpu else [])
-        if "nccl" in requested and not every_rank_has_a_gpu:
-            raise UsageError(
-                f"--backends nccl: {int(ranks_without)} of {self.world} ranks have no GPU of their own "
-                f"(--device {self.settings['device']}, this host: {self.local_world} local ranks, "
-                f"{self.torch.cuda.device_count()} GPUs); NCCL needs one GPU per rank")
+            return ["dpa", "gloo"] + (["nccl"] if ranks_without == 0 else [])
+        if "nccl" in requested and ranks_without:
+            raise UsageError(f"--backends nccl: {self.nccl_reason(ranks_without)}")
         return requested
-
-    def synchronize(self):
-        if self.device.type == "cuda":
-            self.torch.cuda.synchronize(self.device)
-
-    def barrier(self):
-        self.synchronize()
-        self.dist.barrier(group=self.gloo)
-
-    def gather_objects(self, value):
-        gathered = [None] * self.world
-        self.dist.all_gather_object(gathered, value, group=self.gloo)
-        return gathered
 
     def reduce(self, values, op):
         tensor = self.torch.tensor(values, dtype=self.torch.float64)
         self.dist.all_reduce(tensor, op=op, group=self.gloo)
         return tensor.tolist()
-
-
-class UsageError(Exception):
-    """A setting every rank finds wrong in the same way (exit status 2)."""
 
 
 class Measurement:

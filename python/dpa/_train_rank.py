@@ -12,6 +12,7 @@ import time
 
 from . import _models
 from ._bench_run import percentile
+from ._tool_rank import ToolRank, UsageError
 
 RUNS = {
     # name: (process group, fastest-K, preemptive); fastest-K None waits for every rank.
@@ -36,10 +37,6 @@ STRAGGLERS = {
 }
 
 
-class UsageError(Exception):
-    """A setting every rank finds wrong in the same way (exit status 2)."""
-
-
 def delay_schedule(straggler, settings):
     """Seconds the straggler sleeps before each timed step; the same steps in every run of a
     straggler model (one generator per model, seeded by --seed)."""
@@ -57,56 +54,26 @@ def delay_schedule(straggler, settings):
     return delays
 
 
-class Node:
+class Node(ToolRank):
     """This rank's device and process groups, and the Gloo collectives the benchmark itself uses."""
 
     def __init__(self, rank, world, local_rank, local_world, settings):
-        import torch
-        import torch.distributed as dist
-
-        self.torch, self.dist = torch, dist
-        self.rank, self.world, self.local_world = rank, world, local_world
-        self.settings = settings
-        self.device = torch.device(settings["device"])
-        if self.device.type == "cuda":
-            self.device = torch.device("cuda", local_rank % torch.cuda.device_count())
-            torch.cuda.set_device(self.device)
-        self.gloo = dist.new_group(backend="gloo")
-        self.skipped = {}
+        super().__init__(rank, world, local_rank, local_world, settings)
         self.runs = self._agree_on_runs()
         self.groups = {"dpa": None, "gloo": self.gloo}  # None: the default group, dpa's
         if "nccl" in self.runs:
-            self.groups["nccl"] = dist.new_group(backend="nccl")
+            self.groups["nccl"] = self.dist.new_group(backend="nccl")
 
     def _agree_on_runs(self):
-        """NCCL needs a GPU of its own for every rank on every host, which each rank can only
-        say for its own host: the ranks agree before anything else."""
-        own_gpu = self.device.type == "cuda" and self.torch.cuda.device_count() >= self.local_world
-        ranks_without = self.torch.tensor([0 if own_gpu else 1], dtype=self.torch.int64)
-        self.dist.all_reduce(ranks_without, group=self.gloo)
+        """The runs, the same on every rank: NCCL's only where every rank has a GPU of its own."""
+        ranks_without = self.ranks_without_own_gpu()
         requested = self.settings["runs"]
-        if int(ranks_without) == 0 or (requested is not None and "nccl" not in requested):
+        if ranks_without == 0 or (requested is not None and "nccl" not in requested):
             return requested or ["gloo", "dpa", "reactive", "preemptive", "nccl"]
-        reason = (f"{int(ranks_without)} of {self.world} ranks have no GPU of their own (--device "
-                  f"{self.settings['device']}, this host: {self.local_world} local ranks, "
-                  f"{self.torch.cuda.device_count()} GPUs); NCCL needs one GPU per rank")
         if requested is not None and "nccl" in requested:
-            raise UsageError(f"--runs nccl: {reason}")
-        self.skipped["nccl"] = reason
+            raise UsageError(f"--runs nccl: {self.nccl_reason(ranks_without)}")
+        self.skipped["nccl"] = self.nccl_reason(ranks_without)
         return requested or ["gloo", "dpa", "reactive", "preemptive"]
-
-    def synchronize(self):
-        if self.device.type == "cuda":
-            self.torch.cuda.synchronize(self.device)
-
-    def barrier(self):
-        self.synchronize()
-        self.dist.barrier(group=self.gloo)
-
-    def gather_objects(self, value):
-        gathered = [None] * self.world
-        self.dist.all_gather_object(gathered, value, group=self.gloo)
-        return gathered
 
     def drift(self, module, reference_rank):
         """Every rank's largest absolute parameter difference to `reference_rank` (a list by rank)."""

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from . import _bench_data, _bench_run
 from ._launch import run_ranks
+from ._tool_rank import UsageError, exit_status
 
 BACKENDS = ("dpa", "gloo", "nccl")
 DEFAULT_SIZES = "4KiB,64KiB,1MiB,16MiB,64MiB"
@@ -187,15 +188,8 @@ def main(argv=None):
             env = {"DPA_LOG": os.environ.get("DPA_LOG", "warn")}
             wrong = run_ranks(local_rank_main, ranks, env=env, args=(settings, arguments.json),
                               timeout=arguments.timeout)[0]
-    except _bench_run.UsageError as error:
-        print(f"dpa.bench: {error}", file=sys.stderr)
-        return 2
-    except RuntimeError as error:
-        if "UsageError: " in str(error):  # raised in a local rank: the message is the last line
-            print(f"dpa.bench: {str(error).strip().splitlines()[-1].split('UsageError: ', 1)[1]}", file=sys.stderr)
-            return 2
-        print(f"dpa.bench: {error}", file=sys.stderr)
-        return 1
+    except (UsageError, RuntimeError) as error:
+        return exit_status("dpa.bench", error)
     if wrong:
         print(f"dpa.bench: {wrong} wrong elements", file=sys.stderr)
         return 1

@@ -33,6 +33,7 @@ from pathlib import Path
 from . import _models, _train_rank
 from ._bench_run import host_info
 from ._launch import run_ranks
+from ._tool_rank import UsageError, exit_status
 from .bench import torchrun_world
 
 DEFAULT_MODELS = "resnet50,gpt"
@@ -307,15 +308,8 @@ def main(argv=None):
             env = dict(straggler_timeout_environment(settings), DPA_LOG=os.environ.get("DPA_LOG", "warn"))
             report = run_ranks(local_rank_main, settings["ranks"], env=env, args=(settings,),
                                timeout=arguments.timeout)[0]
-    except _train_rank.UsageError as error:
-        print(f"dpa.train: {error}", file=sys.stderr)
-        return 2
-    except RuntimeError as error:
-        if "UsageError: " in str(error):  # raised in a local rank: the message is the last line
-            print(f"dpa.train: {str(error).strip().splitlines()[-1].split('UsageError: ', 1)[1]}", file=sys.stderr)
-            return 2
-        print(f"dpa.train: {error}", file=sys.stderr)
-        return 1
+    except (UsageError, RuntimeError) as error:
+        return exit_status("dpa.train", error)
     if report is not None:
         write_outputs(report, arguments)
         print(f"# {time.monotonic() - started:.0f} s in all")
