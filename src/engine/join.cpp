@@ -163,12 +163,15 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
                         std::to_string(config.rank) + "?");
     }
     if (now >= deadline) {
+      // A port without link explains the silence better than the switch or the other ranks.
+      const std::string link_problems = control.link_problems();
       throw TimeoutError("rank " + std::to_string(config.rank) + ": session " +
                          std::to_string(config.session) + " at " + switch_endpoint.to_string() +
                          " did not complete its join within " +
                          std::to_string(config.join_timeout.count()) +
                          " ms: is dpa-switch running there and have all " +
-                         std::to_string(config.world_size) + " ranks started?");
+                         std::to_string(config.world_size) + " ranks started?" +
+                         (link_problems.empty() ? "" : " This rank's " + link_problems));
     }
     if (now >= resend_at) {
       transport::send_datagram(control, join, switch_endpoint);

@@ -110,6 +110,7 @@ class FaultInjector final : public Queue {
 
   [[nodiscard]] std::uint32_t max_payload() const override { return inner_->max_payload(); }
   [[nodiscard]] Endpoint local_endpoint() const override { return inner_->local_endpoint(); }
+  [[nodiscard]] std::string link_problems() const override { return inner_->link_problems(); }
 
   [[nodiscard]] QueueCounters counters() const override {
     QueueCounters total = inner_->counters();

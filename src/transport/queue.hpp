@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "transport/buffer.hpp"
 #include "transport/queue_counters.hpp"
@@ -56,6 +57,9 @@ class Queue {
   // reading (a full inbox) or went away loses one. The engine's timer then watches for stalled
   // peers, not for loss, and need not fire within a round trip.
   [[nodiscard]] virtual bool lossless() const { return false; }
+  // What keeps this queue's ports from carrying packets now (a DPDK port without link, and why it
+  // may be), for the message of a join that timed out; empty when nothing is known to be wrong.
+  [[nodiscard]] virtual std::string link_problems() const { return {}; }
   [[nodiscard]] virtual std::uint32_t max_payload() const = 0;
   [[nodiscard]] virtual Endpoint local_endpoint() const = 0;
   [[nodiscard]] virtual QueueCounters counters() const = 0;

@@ -143,6 +143,7 @@ class TransportTest : public ::testing::TestWithParam<Kind> {
         DpdkTransportConfig config = dpdk_base("net_memif0", "10.99.0.1", 6000);
         config.neighbours = {{"10.99.0.2", "02:00:00:00:00:02"}};
         open_local(config, "10.99.0.1");
+        link_problems_without_peer_ = queues_[0]->link_problems();
         start_echo_process();
         wait_for_memif_link();
       }
@@ -357,6 +358,7 @@ class TransportTest : public ::testing::TestWithParam<Kind> {
 #endif
   std::unique_ptr<Device> local_;
   std::vector<std::unique_ptr<Queue>> queues_;
+  std::string link_problems_without_peer_;  // memif: what the local queue said before its peer connected
   std::uint32_t local_ip_ = 0;
   std::unique_ptr<Device> peer_device_;
   std::vector<std::unique_ptr<Queue>> peer_queues_;
@@ -370,6 +372,14 @@ class TransportTest : public ::testing::TestWithParam<Kind> {
   std::map<std::size_t, std::vector<std::vector<std::byte>>> received_;
   std::map<std::size_t, std::vector<Endpoint>> senders_;
 };
+
+TEST_P(TransportTest, APortWithoutLinkSaysWhyAndAConnectedOneSaysNothing) {
+  for (const auto& queue : queues_) EXPECT_EQ(queue->link_problems(), "");
+  if (GetParam() != Kind::dpdk_memif) return;  // only a memif port waits for its peer to have link
+  EXPECT_THAT(link_problems_without_peer_,
+              ::testing::HasSubstr("DPDK port net_memif0 (net_memif) has no link (memif server of socket " + memif_socket()));
+  EXPECT_THAT(link_problems_without_peer_, ::testing::HasSubstr("no client has connected"));
+}
 
 TEST_P(TransportTest, PropertiesDescribeTheDevice) {
   const DeviceProperties properties = local_->properties();

@@ -11,7 +11,9 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -48,9 +50,28 @@ void check_pool_size(const DpdkTransportConfig& config, std::size_t ports, std::
   }
 }
 
-// Why a port that would not start may have failed, for the drivers whose reasons are known.
-std::string start_failure_hint(std::uint16_t port_id, std::string_view driver, const DpdkTransportConfig& config) {
-  if (driver != "net_memif") return "";
+// A memif port's side of its connection, from its devargs (the PMD's defaults where not given).
+struct MemifPort {
+  std::string role;
+  std::string socket;
+  bool abstract = true;
+
+  [[nodiscard]] std::string describe() const {
+    return fmt::format("memif {} of socket {}{}", role, socket, abstract ? ", abstract" : "");
+  }
+  // Why a client has no server to talk to, where the file system can tell.
+  [[nodiscard]] std::string missing_server() const {
+    if (abstract) return "";
+    if (::access(socket.c_str(), F_OK) != 0) return "the socket does not exist: start the server side (dpa-switch) first";
+    if (::access(socket.c_str(), R_OK | W_OK) != 0) {
+      return fmt::format("no permission to connect to it ({})", std::strerror(errno));
+    }
+    return "";
+  }
+};
+
+std::optional<MemifPort> memif_port(std::uint16_t port_id, std::string_view driver, const DpdkTransportConfig& config) {
+  if (driver != "net_memif") return std::nullopt;
   char name[RTE_ETH_NAME_MAX_LEN]{};
   rte_eth_dev_get_name_by_port(port_id, name);
   std::string devargs;
@@ -64,23 +85,40 @@ std::string start_failure_hint(std::uint16_t port_id, std::string_view driver, c
     const std::size_t start = at + field.size();
     return devargs.substr(start, devargs.find(',', start) - start);
   };
-  const std::string role = value_of("role").empty() ? "server" : value_of("role");
-  const std::string socket = value_of("socket").empty() ? "/run/memif.sock" : value_of("socket");
-  const bool abstract = value_of("socket-abstract") != "no";
-  if (role != "client") {
-    return fmt::format(" (memif server on socket {}{}: is its directory there and writable, and no other server "
-                       "listening on it?)",
-                       socket, abstract ? ", abstract" : "");
+  return MemifPort{value_of("role").empty() ? "server" : value_of("role"),
+                   value_of("socket").empty() ? "/run/memif.sock" : value_of("socket"),
+                   value_of("socket-abstract") != "no"};
+}
+
+// Why a port that would not start may have failed, for the drivers whose reasons are known.
+std::string start_failure_hint(std::uint16_t port_id, std::string_view driver, const DpdkTransportConfig& config) {
+  const std::optional<MemifPort> memif = memif_port(port_id, driver, config);
+  if (!memif) return "";
+  if (memif->role != "client") {
+    return fmt::format(" ({}: is its directory there and writable, and no other server listening on it?)",
+                       memif->describe());
   }
-  std::string why;
-  if (!abstract && ::access(socket.c_str(), F_OK) != 0) {
-    why = "the socket does not exist: start the server side (dpa-switch) first";
-  } else if (!abstract && ::access(socket.c_str(), R_OK | W_OK) != 0) {
-    why = fmt::format("no permission to connect to it ({})", std::strerror(errno));
-  } else {
-    why = "no memif server accepts it: is the server side (dpa-switch) running, with role=server on this socket?";
+  const std::string missing = memif->missing_server();
+  return fmt::format(" ({}: {})", memif->describe(),
+                     missing.empty() ? "no memif server accepts it: is the server side (dpa-switch) running, with "
+                                       "role=server on this socket?"
+                                     : missing);
+}
+
+// Why a started port may still have no link, for the drivers whose reasons are known.
+std::string no_link_hint(std::uint16_t port_id, std::string_view driver, const DpdkTransportConfig& config) {
+  const std::optional<MemifPort> memif = memif_port(port_id, driver, config);
+  if (!memif) return "";
+  if (memif->role != "client") {
+    return fmt::format(" ({}: no client has connected; are the peers running, each a client of this socket?)",
+                       memif->describe());
   }
-  return fmt::format(" (memif client of socket {}{}: {})", socket, abstract ? ", abstract" : "", why);
+  const std::string missing = memif->missing_server();
+  return fmt::format(" ({}: {})", memif->describe(),
+                     missing.empty() ? "its server has not accepted it: is the server side (dpa-switch) running "
+                                       "with role=server on this socket, the same id, and at least as many queue "
+                                       "pairs? The server says why it refused at DPDK log level pmd.net.memif:debug"
+                                     : missing);
 }
 
 std::uint32_t parse_ipv4(const std::string& text) {
@@ -271,6 +309,10 @@ class DpdkDevice final : public Device {
       state.link_of_port[port_ids[i]] = static_cast<std::int16_t>(i);
       const std::string_view driver = infos[i].driver_name != nullptr ? infos[i].driver_name : "";
       state.links.push_back(PortState::Link{port_ids[i], mac, driver == "net_memif"});
+      char port_name[RTE_ETH_NAME_MAX_LEN]{};
+      rte_eth_dev_get_name_by_port(port_ids[i], port_name);
+      state.link_names.push_back(fmt::format("{} ({})", port_name, driver));
+      state.no_link_hints.push_back(no_link_hint(port_ids[i], driver, config));
     }
     for (const DpdkNeighbour& neighbour : config.neighbours) {
       state.neighbours.learn(parse_ipv4(neighbour.ip), NeighbourTable::Entry{parse_mac(neighbour.mac), 0});

@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+
+#include <fmt/format.h>
 
 namespace dpa::transport::dpdk {
 namespace {
@@ -114,6 +117,16 @@ std::size_t DpdkQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds
   if (idle_from != 0) idle_cycles_ += rte_rdtsc() - idle_from;
   counters_.rx_packets += delivered;
   return delivered;
+}
+
+std::string DpdkQueue::link_problems() const {
+  std::string problems;
+  for (std::size_t link = 0; link < port_->links.size(); ++link) {
+    if (link_is_up(port_->links[link].port_id)) continue;
+    problems += fmt::format("{}DPDK port {} has no link{}", problems.empty() ? "" : "; ", port_->link_names[link],
+                            port_->no_link_hints[link]);
+  }
+  return problems;
 }
 
 bool DpdkQueue::link_came_up(RxSource& source) {

@@ -39,6 +39,7 @@ class DpdkQueue final : public Queue {
     return Endpoint{port_->local_ip, static_cast<std::uint16_t>(port_->base_port + queue_)};
   }
   [[nodiscard]] QueueCounters counters() const override;
+  [[nodiscard]] std::string link_problems() const override;
 
  private:
   static constexpr std::size_t kHeaderCacheSize = 256;  // power of two; direct-mapped

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "transport/dpdk/neighbour_table.hpp"
@@ -27,6 +28,8 @@ struct PortState {
     bool poll_only_when_up = false;
   };
   std::vector<Link> links;  // the device's ports, in config order
+  // Per link, for messages only: its name and driver, and what may keep it without link.
+  std::vector<std::string> link_names, no_link_hints;
   std::array<std::int16_t, RTE_MAX_ETHPORTS> link_of_port{};  // port id -> index in links, or -1
   std::uint32_t local_ip = 0;      // host byte order
   std::uint16_t base_port = 0;     // queue q receives on base_port + q
