@@ -3,8 +3,8 @@
 A rank whose gradients a fastest-K all-reduce left out (a straggler) keeps its own values for
 those blocks, so its replica drifts from the others'. ``resynchronise`` copies one rank's replica
 to every rank, a collective. ``Resynchroniser`` does the same without making anyone wait: only a
-rank that missed blocks asks for a copy, and the source sends its current replica between two of
-its own steps, so the fast ranks never wait for the straggler."""
+rank that missed blocks asks for a copy, from a rank that missed none, whose thread sends it, so
+the fast ranks never wait for the straggler."""
 
 import threading
 import time
@@ -88,23 +88,32 @@ class Resynchroniser:
     """Resynchronises the replicas of a fastest-K job without making the fast ranks wait.
 
     Call ``step()`` on every rank after each ``optimizer.step()`` and ``close()`` after the last.
-    Every ``every`` steps (a checkpoint) rank ``src`` keeps a copy of its replica (parameters,
-    buffers, optimizer state; the newest two on the replica's device, older ones in host memory),
-    and every other rank checks whether it missed blocks (dpa's ``blocks_missed``, this process's
-    all-reduces) since its last checkpoint. A rank that did, or whose source did, asks for the
-    source's copy of that same checkpoint and adopts it: from there on it receives the same
-    results as the source, so the replicas stay equal. A rank that missed nothing only says so.
-    A thread of the source answers, from one host copy per checkpoint, over Gloo, whatever the
-    source's own training loop is doing (the ranks that ask may be the ones its next all-reduce
-    needs), and drops a copy once every rank has passed that checkpoint. So the ranks that missed
-    nothing never wait, and the source holds one copy per checkpoint that the slowest rank has not
-    reached yet (with a persistent straggler, its lag in steps / ``every``). ``src`` must be a rank
-    that is not expected to straggle: the others read at each checkpoint whether it missed blocks.
+    Every ``every`` steps is a checkpoint. There each rank checks whether it missed blocks (dpa's
+    ``blocks_missed``, this process's all-reduces) since its last checkpoint, and the checkpoint
+    gets one source, through the store: the first rank to arrive that missed nothing, or rank
+    ``src`` when it arrives before any such rank. The source keeps a copy of its replica
+    (parameters, buffers, optimizer state; the newest two on the replica's device, older ones in
+    host memory). A rank that missed blocks, or whose source did (``src`` as the fallback), asks
+    the source for its copy of that same checkpoint and adopts it: from there on it receives the
+    same results as the source, so the replicas stay equal. A rank that missed nothing, like a
+    source that did, only says it passed. So when the straggler is one rank, only it copies,
+    whichever rank that is; and ranks that missed nothing all hold the same parameters and
+    optimizer state, so which of them is the source does not matter (buffers, such as BatchNorm's
+    running statistics, are each rank's own unless DDP broadcasts them, as it does by default).
+
+    Each rank's thread answers the requests for the checkpoints it is the source of, from one host
+    copy per checkpoint, over Gloo, whatever its own training loop is doing (the ranks that ask may
+    be the ones its next all-reduce needs), and drops a copy once every rank has passed that
+    checkpoint. The ranks that missed nothing never wait; a rank that missed blocks waits for its
+    copy (and, arriving first, for the first rank that missed nothing or for ``src``, so ``src``
+    should be a rank that is not expected to straggle). The sources hold one copy per checkpoint
+    the slowest rank has not reached (with a persistent straggler, its lag in steps / ``every``).
+    ``close()`` returns once every rank has closed, since any rank may still be asked for a copy.
 
     Needs the default process group (any backend) and its store; every rank constructs it at the
     same point (it creates two Gloo groups: requests and transfers). Counts: ``requests`` (this
-    rank asked), ``served`` (``src`` answered), ``wait_seconds`` (this rank's time waiting for a
-    copy)."""
+    rank asked), ``served`` (copies this rank sent), ``sources`` (checkpoints this rank was the
+    source of), ``wait_seconds`` (this rank's time waiting for a copy)."""
 
     _instances = 0
     _PASSED, _REQUEST, _DONE = 0, 1, 2
@@ -125,23 +134,23 @@ class Resynchroniser:
         self.store = dist.PrefixStore(f"dpa-resync/{Resynchroniser._instances}/", store)
         self.steps = 0
         self.missed_at_check = _blocks_missed()
-        self.requests = self.served = 0
+        self.requests = self.served = self.sources = 0
         self.wait_seconds = 0.0
-        # The source's: copies by checkpoint (device, host), ranks past each, checkpoints every
-        # rank has passed (their store markers to delete), answers in flight, the server thread.
+        # As a source: copies by checkpoint (device, host), ranks past each, checkpoints every rank
+        # has passed (their store keys to delete), answers in flight; the thread that answers.
         self._copies, self._host_copies, self._passed, self._forgotten = {}, {}, {}, []
         self._sending = []
         self._lock = threading.Condition()
         self._server_error = None
         self._server = None
-        if self.rank == self.src and world > 1:
+        if world > 1:
             self._server = threading.Thread(target=self._serve, name="dpa-resync", daemon=True)
             self._server.start()
         self._closed = False
 
     def _check_same_settings(self):
-        """Ranks that disagree on the source or the period would wait for checkpoints the others
-        never reach: every rank fails here instead, naming the ranks' values."""
+        """Ranks that disagree on the fallback source or the period would wait for checkpoints the
+        others never reach: every rank fails here instead, naming the ranks' values."""
         mine = torch.tensor([self.src, self.every], dtype=torch.int64)
         everyone = [torch.zeros(2, dtype=torch.int64) for _ in range(self.world)]
         dist.all_gather(everyone, mine, group=self.requests_group)
@@ -152,42 +161,44 @@ class Resynchroniser:
                              "give every rank the same")
 
     def step(self):
-        """After each optimizer step. Returns True when this rank adopted the source's replica."""
+        """After each optimizer step. Returns True when this rank adopted another rank's replica."""
         if self._closed:
             raise RuntimeError("dpa.Resynchroniser: step() after close()")
         self.steps += 1
         if self.steps % self.every or self.world == 1:
             return False
-        if self.rank == self.src:
-            self._checkpoint()
-            return False
+        self._forget()
         missed = self._missed_since_checkpoint()
-        # A source that missed blocks has a replica the others lack: they adopt it too (this waits
-        # for the source to reach the checkpoint, which it usually has).
-        if not missed and self.store.get(f"source-missed/{self.steps}") == b"0":
-            self._message(self._PASSED)
+        source, source_missed = self._source_of_checkpoint(missed)
+        if source == self.rank:
+            self._keep_copy()
             return False
-        self._receive()
+        if not missed and not source_missed:
+            self._message(self._PASSED, source)
+            return False
+        self._receive(source)
         return True
 
     def close(self):
-        """After the last step, on every rank: the source's thread answers the remaining requests
-        until every other rank has closed; then the source waits for its transfers."""
+        """After the last step, on every rank: tells every other rank, then waits until each has
+        closed (this rank's thread answers their last requests) and for this rank's transfers."""
         if self._closed:
             return
         self._closed = True
-        if self.rank != self.src:
-            self._message(self._DONE)
+        if self._server is None:
             return
-        if self._server is not None:
-            self._server.join()
+        for rank in range(self.world):
+            if rank != self.rank:
+                self._message(self._DONE, rank)
+        self._server.join()
         with self._lock:  # every checkpoint is passed by now, so no copy is left
             sending, self._sending = self._sending, []
         for works, _ in sending:
             for work in works:
                 work.wait()
+        self._forget()
         if self._server_error is not None:
-            raise RuntimeError(f"dpa.Resynchroniser: rank {self.src} could not answer: {self._server_error}")
+            raise RuntimeError(f"dpa.Resynchroniser: rank {self.rank} could not answer: {self._server_error}")
 
     def _device(self):
         return next((p.device for p in self.module.parameters()), torch.device("cpu"))
@@ -199,10 +210,22 @@ class Resynchroniser:
         changed, self.missed_at_check = missed != self.missed_at_check, missed
         return changed
 
-    def _checkpoint(self):
-        """The source at a checkpoint: says whether it missed blocks, keeps a copy of its replica
-        for the ranks that will ask, and forgets what every rank has passed."""
-        self.store.set(f"source-missed/{self.steps}", "1" if self._missed_since_checkpoint() else "0")
+    def _source_of_checkpoint(self, missed):
+        """The source of this checkpoint and whether it missed blocks. A rank that missed nothing,
+        or ``src``, offers itself; the first offer stands (the store's compare-and-set). Any other
+        rank waits for that offer."""
+        key = f"source/{self.steps}"
+        if not missed or self.rank == self.src:
+            value = self.store.compare_set(key, "", f"{self.rank}:{int(missed)}")
+        else:
+            value = self.store.get(key)
+        source, source_missed = value.decode().split(":")
+        return int(source), source_missed == "1"
+
+    def _keep_copy(self):
+        """This rank is the checkpoint's source: it keeps a copy of its replica for the ranks that
+        will ask."""
+        self.sources += 1
         with torch.no_grad():
             copy = [_flatten(bucket) for bucket in _buckets(_replica_tensors(self.module, self.optimizer))]
         if self._device().type == "cuda":
@@ -212,27 +235,33 @@ class Resynchroniser:
             self._passed.setdefault(self.steps, 0)
             for step in sorted(self._copies)[:-DEVICE_COPIES]:
                 self._host_copy(step)
-            forgotten, self._forgotten = self._forgotten, []
             self._lock.notify_all()
+
+    def _forget(self):
+        """Deletes the store keys of the checkpoints this rank was the source of that every rank
+        has passed."""
+        with self._lock:
+            forgotten, self._forgotten = self._forgotten, []
         for step in forgotten:
-            self.store.delete_key(f"source-missed/{step}")
+            self.store.delete_key(f"source/{step}")
 
-    def _message(self, kind):
-        dist.send(torch.tensor([kind, self.steps, self.rank], dtype=torch.int64), self.src, group=self.requests_group)
+    def _message(self, kind, to):
+        dist.send(torch.tensor([kind, self.steps, self.rank], dtype=torch.int64), to, group=self.requests_group)
 
-    def _receive(self):
+    def _receive(self, source):
         started = time.perf_counter()
         self.requests += 1
-        self._message(self._REQUEST)
+        self._message(self._REQUEST, source)
         with torch.no_grad():
             for bucket in _buckets(_replica_tensors(self.module, self.optimizer)):
                 flat = torch.empty(sum(t.numel() for t in bucket), dtype=bucket[0].dtype)
-                dist.recv(flat, self.src, group=self.transfers)
+                dist.recv(flat, source, group=self.transfers)
                 _unflatten_into(bucket, flat)
         self.wait_seconds += time.perf_counter() - started
 
     def _serve(self):
-        """The source's thread: every other rank's messages, until each has closed."""
+        """This rank's thread: the other ranks' messages about the checkpoints it is the source of,
+        until each has closed."""
         message = torch.zeros(3, dtype=torch.int64)
         closed = 0
         try:
@@ -244,7 +273,7 @@ class Resynchroniser:
                     continue
                 with self._lock:
                     if kind == self._REQUEST:
-                        # A rank ahead of the source asks for a checkpoint the source has not reached.
+                        # A rank can ask before this rank has made the copy its offer promised.
                         self._lock.wait_for(lambda: step in self._copies)
                         self._send_copy(step, rank)
                     self._pass(step)

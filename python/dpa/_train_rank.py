@@ -134,7 +134,8 @@ class Trainer:
         # The rank the runs are compared on and the replicas resynchronised from: fastest-K is
         # about the ranks that do not wait, and the straggler's parameters are the drifted ones.
         self.reference_rank = next(rank for rank in range(node.world) if rank != self.straggler_rank)
-        # --resync async: only a rank that missed blocks asks the reference rank for its replica.
+        # --resync async: only a rank that missed blocks asks for a replica, of a rank that missed none
+        # (the reference rank when it arrives first at a checkpoint having missed some).
         self.resynchroniser = None
         if self.fastest_k and settings["resync_every"] and settings["resync"] == "async":
             self.resynchroniser = dpa.Resynchroniser(self.model, self.optimizer, src=self.reference_rank,
@@ -187,9 +188,8 @@ class Trainer:
                 resync_seconds += time.perf_counter() - check_started
             step_seconds.append(time.perf_counter() - started)
         if self.resynchroniser is not None:
-            self.resynchroniser.close()  # the reference rank answers the last requests
-            if node.rank == self.reference_rank:
-                resyncs = self.resynchroniser.served
+            self.resynchroniser.close()  # waits for every rank: any may be asked for a copy
+            resyncs = self.resynchroniser.served  # summed over the ranks in the report
         # Everyone, the straggler too, has finished before the replicas are compared.
         node.barrier()
         drift_by_rank = node.drift(self.model, self.reference_rank)
@@ -237,7 +237,10 @@ def summarise(trainer, gathered):
         "by_rank": [{"rank": rank["rank"], "iteration_ms_mean": 1000.0 * sum(rank["step_seconds"]) / steps,
                      "train_seconds": sum(rank["step_seconds"])} for rank in gathered],
         "drift": {"final": max(mine["drift_by_rank"]), "final_by_rank": mine["drift_by_rank"],
-                  "checks": mine["drift_checks"], "resyncs": mine["resyncs"],
+                  "checks": mine["drift_checks"],
+                  # async: the copies every rank sent; collective: the broadcasts, which all ranks count
+                  "resyncs": (sum(rank["resyncs"] for rank in gathered) if mine["largest_checked_drift"] is None
+                              else mine["resyncs"]),
                   "largest_checked": mine["largest_checked_drift"],
                   "check_and_resync_ms": 1000.0 * mine["resync_seconds"]},
         "dpa": None,

@@ -1,5 +1,6 @@
-"""dpa.Resynchroniser: a rank that missed fastest-K blocks adopts the source's replica, the ranks
-that missed nothing never ask and never wait, and bad settings are refused."""
+"""dpa.Resynchroniser: a rank that missed fastest-K blocks adopts the replica of a rank that missed
+none (or of src, arriving first), the ranks that missed nothing never ask and never wait, and bad
+settings are refused."""
 
 from datetime import timedelta
 
@@ -55,41 +56,54 @@ def straggler_worker(rank, world, init_file, device_type):
         # Starts only when the others have taken every step: had anything of theirs waited for
         # this rank, the test would fail by the timeout.
         hold.wait(["fast-ranks-done"], timedelta(seconds=90))
-    adopted, checkpoints, generator = [], {}, torch.Generator().manual_seed(rank)
+    adopted, sourced, checkpoints, generator = [], [], {}, torch.Generator().manual_seed(rank)
     for step in range(STEPS):
         fastest_k_step(model, optimizer, generator, device, world)
+        sources = resync.sources
         if resync.step():
             adopted.append((step, replica(model, optimizer)))
-        if rank == 0 and (step + 1) % EVERY == 0:
+        if resync.sources > sources:
+            sourced.append(step)
+        if rank < world - 1 and (step + 1) % EVERY == 0:
             checkpoints[step] = replica(model, optimizer)
     if rank == 0:
         hold.set("fast-ranks-done", "1")
     resync.close()
     return {"adopted": adopted, "checkpoints": checkpoints, "requests": resync.requests, "served": resync.served,
-            "copies_left": len(resync._copies)}
+            "sources": resync.sources, "sourced": sourced, "copies_left": len(resync._copies)}
 
 
 @pytest.mark.parametrize("device_type", [
     "cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"))])
-def test_a_rank_that_missed_blocks_adopts_the_source_replica_and_the_others_never_wait(device_type):
+def test_a_rank_that_missed_blocks_adopts_a_clean_replica_and_the_others_never_wait(device_type):
     world = 3
     results = run_ranks(straggler_worker, world, args=(device_type,), timeout=180)
-    source, fast, straggler = results
-    assert fast["requests"] == 0 and fast["adopted"] == [], "a rank that missed no block asked for a copy"
-    # The straggler missed every block, so it asks at each checkpoint; the source, done with its
-    # steps by then, answers each with its replica of that same checkpoint.
+    fast, straggler = results[:2], results[2]
+    assert all(r["requests"] == 0 and r["adopted"] == [] for r in fast), "a rank that missed no block asked for a copy"
+    # The straggler missed every block, so it asks at each checkpoint; one of the ranks that
+    # missed nothing (the first at the checkpoint) is the source of each and, done with its steps
+    # by then, answers with its replica of that same checkpoint. Those ranks' replicas are equal.
     checkpoints = [EVERY - 1, 2 * EVERY - 1, 3 * EVERY - 1]
     assert [step for step, _ in straggler["adopted"]] == checkpoints
-    assert straggler["requests"] == 3 and source["served"] == 3 and source["copies_left"] == 0
+    assert straggler["requests"] == 3 and straggler["sources"] == 0 and straggler["served"] == 0
+    assert sum(r["sources"] for r in fast) == 3 and sum(r["served"] for r in fast) == 3
+    assert all(r["copies_left"] == 0 for r in results)
     for step, copy in straggler["adopted"]:
+        (source,) = [r for r in fast if step in r["sourced"]]
         for ours, theirs in zip(copy, source["checkpoints"][step]):
             assert (ours == theirs).all(), f"step {step}"
+    # The fast ranks' parameters are equal at every checkpoint (the BatchNorm statistics are
+    # each rank's own: DDP would broadcast them).
+    parameters = len(list(nn.Sequential(nn.Linear(32, 64), nn.BatchNorm1d(64), nn.Linear(64, 8)).parameters()))
+    for step in checkpoints:
+        for ours, theirs in zip(fast[0]["checkpoints"][step][:parameters], fast[1]["checkpoints"][step][:parameters]):
+            assert (ours == theirs).all(), f"step {step}"
     # The two checkpoints' replicas differ: a copy of the newest would not have passed.
-    first, second = source["checkpoints"][checkpoints[0]], source["checkpoints"][checkpoints[1]]
+    first, second = fast[0]["checkpoints"][checkpoints[0]], fast[0]["checkpoints"][checkpoints[1]]
     assert not all((a == b).all() for a, b in zip(first, second))
 
 
-def late_source_worker(rank, world, init_file):
+def late_source_worker(rank, world, init_file, source_first):
     import dpa
 
     init_dpa(rank, world, init_file)
@@ -99,28 +113,47 @@ def late_source_worker(rank, world, init_file):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     resync = dpa.Resynchroniser(model, optimizer, src=0, every=EVERY)
     if rank == 0:
-        # The source starts once the others have taken two steps: it misses their blocks.
+        # Rank src starts once the others have taken two steps: it misses their blocks.
         hold.wait(["two-steps-done"], timedelta(seconds=90))
     adopted, generator = [], torch.Generator().manual_seed(rank)
     for step in range(STEPS):
         fastest_k_step(model, optimizer, generator, torch.device("cpu"), world)
+        if source_first and rank != 0 and step == EVERY - 1:
+            hold.wait(["source-at-checkpoint"], timedelta(seconds=90))
         if resync.step():
             adopted.append(step)
+        if rank == 0 and step == EVERY - 1:
+            hold.set("source-at-checkpoint", "1")
         if rank == 1 and step == 1:
             hold.set("two-steps-done", "1")
     resync.close()
-    return {"adopted": adopted, "final": replica(model, optimizer), "missed": dpa.last_stats()["blocks_missed"]}
+    return {"adopted": adopted, "final": replica(model, optimizer), "sources": resync.sources}
 
 
-def test_when_the_source_missed_blocks_the_others_adopt_its_replica():
+def test_when_src_missed_blocks_it_adopts_the_replica_of_a_rank_that_missed_none():
     world = 3
-    results = run_ranks(late_source_worker, world, timeout=180)
-    # The source missed the first two steps' blocks, so at the first checkpoint both other ranks
-    # take its replica; every rank ends with the same replica (the last step is a checkpoint).
+    results = run_ranks(late_source_worker, world, args=(False,), timeout=180)
+    # Ranks 1 and 2 missed nothing and reached the first checkpoint first: one of them is its
+    # source, rank 0 takes that replica, and neither of them copies anything there.
+    assert results[0]["adopted"][:1] == [EVERY - 1], results[0]["adopted"]
+    for rank in (1, 2):
+        assert EVERY - 1 not in results[rank]["adopted"], results[rank]["adopted"]
+    # Every rank ends with the same replica (the last step is a checkpoint).
+    for rank in (1, 2):
+        for ours, theirs in zip(results[rank]["final"], results[0]["final"]):
+            assert (ours == theirs).all(), f"rank {rank} differs from rank 0 at the end"
+
+
+def test_when_src_missed_blocks_and_arrives_first_the_others_adopt_its_replica():
+    world = 3
+    results = run_ranks(late_source_worker, world, args=(True,), timeout=180)
+    # The others wait at the first checkpoint until rank src has passed it: src, no rank that
+    # missed nothing having offered itself, is the source, and both others take its replica.
+    assert EVERY - 1 not in results[0]["adopted"] and results[0]["sources"] >= 1
     for rank in (1, 2):
         assert results[rank]["adopted"][:1] == [EVERY - 1], results[rank]["adopted"]
         for ours, theirs in zip(results[rank]["final"], results[0]["final"]):
-            assert (ours == theirs).all(), f"rank {rank} differs from the source at the end"
+            assert (ours == theirs).all(), f"rank {rank} differs from rank 0 at the end"
 
 
 def bad_settings_worker(rank, world, init_file):
