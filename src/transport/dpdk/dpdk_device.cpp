@@ -90,35 +90,30 @@ std::optional<MemifPort> memif_port(std::uint16_t port_id, std::string_view driv
                    value_of("socket-abstract") != "no"};
 }
 
-// Why a port that would not start may have failed, for the drivers whose reasons are known.
-std::string start_failure_hint(std::uint16_t port_id, std::string_view driver, const DpdkTransportConfig& config) {
+// What a memif port's trouble may come from: the socket's state where the file system tells, else
+// `server_why` or `client_why` by the port's role. Empty for other drivers.
+std::string memif_hint(std::uint16_t port_id, std::string_view driver, const DpdkTransportConfig& config,
+                       std::string_view server_why, std::string_view client_why) {
   const std::optional<MemifPort> memif = memif_port(port_id, driver, config);
   if (!memif) return "";
-  if (memif->role != "client") {
-    return fmt::format(" ({}: is its directory there and writable, and no other server listening on it?)",
-                       memif->describe());
-  }
-  const std::string missing = memif->missing_server();
-  return fmt::format(" ({}: {})", memif->describe(),
-                     missing.empty() ? "no memif server accepts it: is the server side (dpa-switch) running, with "
-                                       "role=server on this socket?"
-                                     : missing);
+  const bool client = memif->role == "client";
+  const std::string missing = client ? memif->missing_server() : "";
+  return fmt::format(" ({}: {})", memif->describe(), !missing.empty() ? missing : client ? client_why : server_why);
 }
 
-// Why a started port may still have no link, for the drivers whose reasons are known.
+// Why a port that would not start may have failed.
+std::string start_failure_hint(std::uint16_t port_id, std::string_view driver, const DpdkTransportConfig& config) {
+  return memif_hint(port_id, driver, config, "is its directory there and writable, and no other server listening on it?",
+                    "no memif server accepts it: is the server side (dpa-switch) running, with role=server on this "
+                    "socket?");
+}
+
+// Why a started port may still have no link.
 std::string no_link_hint(std::uint16_t port_id, std::string_view driver, const DpdkTransportConfig& config) {
-  const std::optional<MemifPort> memif = memif_port(port_id, driver, config);
-  if (!memif) return "";
-  if (memif->role != "client") {
-    return fmt::format(" ({}: no client has connected; are the peers running, each a client of this socket?)",
-                       memif->describe());
-  }
-  const std::string missing = memif->missing_server();
-  return fmt::format(" ({}: {})", memif->describe(),
-                     missing.empty() ? "its server has not accepted it: is the server side (dpa-switch) running "
-                                       "with role=server on this socket, the same id, and at least as many queue "
-                                       "pairs? The server says why it refused at DPDK log level pmd.net.memif:debug"
-                                     : missing);
+  return memif_hint(port_id, driver, config, "no client has connected; are the peers running, each a client of this socket?",
+                    "its server has not accepted it: is the server side (dpa-switch) running with role=server on "
+                    "this socket, the same id, and at least as many queue pairs? The server says why it refused at "
+                    "DPDK log level pmd.net.memif:debug");
 }
 
 std::uint32_t parse_ipv4(const std::string& text) {
