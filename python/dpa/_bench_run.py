@@ -19,8 +19,10 @@ from ._tool_rank import ToolRank, UsageError
 VIEW_WARMUP, VIEW_BACK_TO_BACK, VIEW_LATENCY = 0, 1, 2
 # Untimed, verified operations of the smallest size on each backend before the first size: without
 # them the first size measured the start (2-core VM, dpa, 2 ranks, 4 KiB back to back: 196 us
-# first, 114 us when measured again after 64 KiB).
+# first, 114 us when measured again after 64 KiB). At most RUN_WARMUP_BYTES of them: 100 of
+# 64 MiB, verified, took minutes on a GPU host's CPU (--sizes 64MiB alone).
 RUN_WARMUP_OPERATIONS = 100
+RUN_WARMUP_BYTES = 64 << 20
 
 
 def percentile(sorted_values, percent):
@@ -272,9 +274,10 @@ def run(node):
     progress(node, f"{node.world} ranks on {len(set(hosts))} host(s), {node.device.type}, {settings['dtype']}, "
                    f"backends {','.join(node.backends)}")
     smallest = min(settings["sizes"])
+    warmup_operations = max(1, min(RUN_WARMUP_OPERATIONS, RUN_WARMUP_BYTES // smallest))
     for backend_index, backend in enumerate(node.backends):
         Measurement(node, backend_index, backend, len(settings["sizes"]), smallest).back_to_back(
-            VIEW_WARMUP, RUN_WARMUP_OPERATIONS)
+            VIEW_WARMUP, warmup_operations)
     rows = []
     for size_index, size in enumerate(settings["sizes"]):
         for backend_index, backend in enumerate(node.backends):
