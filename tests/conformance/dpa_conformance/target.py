@@ -2,7 +2,7 @@
 "Targets").
 
 The case files are written for the software switch: small P, up to 64 ranks, S switch ports, a
-straggler clock the runner sets. A Tofino fixes P at compile time (112 on netberg, 256 on
+straggler clock the runner sets. A Tofino fixes P at compile time (80 on netberg, 256 on
 edgecore), takes at most 32 ranks and one switch port, and its clock is the ASIC's global
 timestamp. `adapt` turns a case into the same case for such a target, or says why it cannot run
 there:
