@@ -301,6 +301,9 @@ TEST(BenchWorker, ReportFollowsTheSharedSchema) {
   EXPECT_EQ(report["config"]["ranks"], 2);
   EXPECT_EQ(report["wrong"], 0);
   ASSERT_EQ(report["results"].size(), 2u);
+  // The first size warms up the run: at least 100 operations; the next has --warmup's 1.
+  EXPECT_EQ(report["results"][0]["warmup"], 100);
+  EXPECT_EQ(report["results"][1]["warmup"], 1);
   for (const nlohmann::json& row : report["results"]) {
     for (const char* key : {"backend", "bytes", "elements", "dtype", "device", "ranks", "iterations", "warmup",
                             "time_us", "algbw", "busbw", "p50_us", "p99_us", "wrong", "checked", "dpa"}) {
@@ -308,7 +311,8 @@ TEST(BenchWorker, ReportFollowsTheSharedSchema) {
     }
     EXPECT_EQ(row["backend"], "dpa");
     EXPECT_EQ(row["iterations"], 3);
-    EXPECT_EQ(row["checked"], (1 + 3 + 3) * row["elements"].get<std::uint64_t>() * 2) << row.dump();
+    EXPECT_EQ(row["checked"], (row["warmup"].get<std::uint64_t>() + 3 + 3) * row["elements"].get<std::uint64_t>() * 2)
+        << row.dump();
     EXPECT_EQ(row["wrong"], 0);
     EXPECT_LE(row["p50_us"].get<double>(), row["p99_us"].get<double>());
   }

@@ -25,12 +25,12 @@ std::string error_of(const nlohmann::json& config) {
   return "accepted";
 }
 
-TEST(P4gen, NetbergIsTofino1WithTwoChunksOf56Values) {
+TEST(P4gen, NetbergIsTofino1WithTwoChunksOf40Values) {
   const ProgramConfig config = parse_program_config(load("netberg.json"));
   EXPECT_EQ(config.target(), "tofino");
   EXPECT_EQ(config.arch(), "tna");
   EXPECT_EQ(config.pipes, (std::vector<int>{1, 0}));
-  EXPECT_EQ(config.payload(), 112);
+  EXPECT_EQ(config.payload(), 80);
   EXPECT_EQ(config.slot_bits(), 14);
 }
 
@@ -45,7 +45,7 @@ TEST(P4gen, RendersEveryDefineTheProgramReads) {
   const std::string defines = render_defines(parse_program_config(load("tofino-model.json")), "m.json");
   for (const char* line :
        {"#define DPA_TARGET 1\n", "#define DPA_MODEL 1\n", "#define DPA_PIPES 2\n",
-        "#define DPA_CHUNKS 2\n", "#define DPA_REDUCERS 28\n", "#define DPA_PAYLOAD 112\n",
+        "#define DPA_CHUNKS 2\n", "#define DPA_REDUCERS 20\n", "#define DPA_PAYLOAD 80\n",
         "#define DPA_SLOTS 4096\n", "#define DPA_SLOT_BITS 12\n", "#define DPA_SESSIONS 4\n",
         "#define DPA_IDENTITIES 1024\n", "#define DPA_HOSTS 256\n", "#define DPA_L2_ENTRIES 1024\n",
         "#define DPA_PASS_PORTS 16\n", "#define DPA_UDP_PORT 4242\n", "#define DPA_CPU_PORT 64\n",
