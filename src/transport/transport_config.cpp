@@ -14,6 +14,7 @@ namespace {
 
 // The protocol's largest packet (header + payload) fits in 16 KiB; sockets accept up to 64 KiB.
 constexpr std::uint32_t kMaxUdpPayload = 65507;
+constexpr std::uint32_t kMaxShmPayload = 8u << 20;
 
 bool is_ipv4(const std::string& text) {
   in_addr address{};
@@ -35,8 +36,9 @@ bool is_mac(const std::string& text) {
 
 void UdpTransportConfig::validate(const std::string& section) const {
   if (bind_host.empty()) reject(section, "bind_host", "must not be empty");
-  if (max_payload < 64 || max_payload > kMaxUdpPayload) {
-    reject(section, "max_payload", fmt::format("{} outside 64..{}", max_payload, kMaxUdpPayload));
+  // The floor (the largest control packet) is validate_transport's.
+  if (max_payload > kMaxUdpPayload) {
+    reject(section, "max_payload", fmt::format("{} above {}, the largest UDP datagram", max_payload, kMaxUdpPayload));
   }
   if (batch == 0 || batch > 1024) reject(section, "batch", fmt::format("{} outside 1..1024", batch));
   if (buffers == 0 || buffers > 65536) reject(section, "buffers", fmt::format("{} outside 1..65536", buffers));
@@ -80,8 +82,8 @@ void ShmTransportConfig::validate(const std::string& section) const {
   };
   if (!plain(fabric)) reject(section, "fabric", fmt::format("\"{}\" is not 1..64 letters, digits, '-', '_' or '.'", fabric));
   if (directory.empty()) reject(section, "directory", "must name a directory (a tmpfs such as /dev/shm)");
-  if (max_payload < 64 || max_payload > (8u << 20)) {
-    reject(section, "max_payload", fmt::format("{} outside 64..{}", max_payload, 8u << 20));
+  if (max_payload > kMaxShmPayload) {
+    reject(section, "max_payload", fmt::format("{} above {}", max_payload, kMaxShmPayload));
   }
   if (buffers < 16 || buffers > 65536) reject(section, "buffers", fmt::format("{} outside 16..65536", buffers));
   if (ring < 64 || ring > (1u << 20) || (ring & (ring - 1)) != 0) {

@@ -16,6 +16,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "api/logging.hpp"
 #include "dpa/error.hpp"
@@ -290,9 +291,6 @@ class DpdkDevice final : public Device {
       if (info.max_rx_pktlen > kFrameHeaderBytes && std::string_view(driver) != "net_memif") {
         state.max_payload = std::min<std::uint32_t>(state.max_payload, info.max_rx_pktlen - kFrameHeaderBytes);
       }
-      char port_name[RTE_ETH_NAME_MAX_LEN]{};
-      rte_eth_dev_get_name_by_port(port_ids[i], port_name);
-      name_ += fmt::format("{}{} ({})", name_.empty() ? "dpdk " : ", ", port_name, driver);
     }
     check_pool_size(config, port_ids.size(), static_cast<std::uint16_t>((state.port_queues + queues - 1) / queues));
     for (std::uint16_t queue = 0; queue < queues; ++queue) {
@@ -309,6 +307,7 @@ class DpdkDevice final : public Device {
       state.link_names.push_back(fmt::format("{} ({})", port_name, driver));
       state.no_link_hints.push_back(no_link_hint(port_ids[i], driver, config));
     }
+    name_ = fmt::format("dpdk {}", fmt::join(state.link_names, ", "));
     for (const DpdkNeighbour& neighbour : config.neighbours) {
       state.neighbours.learn(parse_ipv4(neighbour.ip), NeighbourTable::Entry{parse_mac(neighbour.mac), 0});
     }
