@@ -56,7 +56,7 @@ SH_ASSIGN = re.compile(r"(?:^|[\s;(])(?:export\s+|local\s+|readonly\s+)?" + VARI
 TOOL_BINARIES = ("dpa-switch", "dpa-bench", "dpa-p4gen")
 PYTHON_MODULES = {"dpa.bench": "python/dpa/bench.py", "dpa.demo": "python/dpa/demo.py",
                   "dpa.train": "python/dpa/train.py"}
-PASS_THROUGH = {"dpa-bench-memif.sh": "dpa-bench"}  # arguments after `--` go to this tool
+PASS_THROUGH = {"dpa-bench-memif.sh": "dpa-bench", "dpa-bench-servers.sh": "dpa-bench"}  # arguments after `--` go to this tool
 COMMAND_END = re.compile(r"^(\||;|&|#|>|<|\d>|\$\()")
 
 
