@@ -8,6 +8,7 @@ the fast ranks never wait for the straggler."""
 
 import threading
 import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -15,6 +16,10 @@ import torch.distributed as dist
 # Checkpoint copies the source keeps on the replica's device; older ones wait in host memory, so a
 # straggler many checkpoints behind costs host memory, not GPU memory.
 DEVICE_COPIES = 2
+
+# How many checkpoints the slowest rank may be behind before the others wait for it: bounds the
+# copies the sources hold (one per checkpoint not yet passed by every rank) and the straggler's lag.
+DEFAULT_MAX_LAG = 4
 
 # Resynchronisation moves every parameter in few large transfers: one per tensor costs a Gloo
 # round trip each (hundreds for a ResNet-50 with its momentum, about a second on a GPU host).
@@ -78,6 +83,12 @@ def resynchronise(module, src=0, group=None, optimizer=None):
             _unflatten_into(bucket, flat)
 
 
+def _default_group_timeout():
+    """The default store's timeout (init_process_group gives it the group's), else torch's default."""
+    store_timeout = getattr(dist.distributed_c10d._get_default_store(), "timeout", None)
+    return store_timeout if isinstance(store_timeout, timedelta) else dist.distributed_c10d.default_pg_timeout
+
+
 def _blocks_missed():
     from . import _C
 
@@ -110,32 +121,44 @@ class Resynchroniser:
     the slowest rank has not reached (with a persistent straggler, its lag in steps / ``every``).
     ``close()`` returns once every rank has closed, since any rank may still be asked for a copy.
 
+    Staleness is bounded: a rank at its i-th checkpoint first waits until every rank has passed
+    checkpoint i - ``max_lag`` (default 4), so the slowest rank is never more than ``max_lag``
+    checkpoints behind and the sources never hold more than ``max_lag`` + 1 copies each. Until the
+    straggler is that far behind, nobody waits. A wait longer than ``lag_timeout`` (default: the
+    default group's timeout) fails that rank with an error naming the ranks it waited for.
+
     Needs the default process group (any backend) and its store; every rank constructs it at the
     same point (it creates two Gloo groups: requests and transfers). Counts: ``requests`` (this
     rank asked), ``served`` (copies this rank sent), ``sources`` (checkpoints this rank was the
-    source of), ``wait_seconds`` (this rank's time waiting for a copy)."""
+    source of), ``wait_seconds`` (this rank's time waiting for a copy), ``lag_waits`` and
+    ``lag_wait_seconds`` (checkpoints at which, and the time for which, this rank waited for a rank
+    ``max_lag`` checkpoints behind)."""
 
     _instances = 0
     _PASSED, _REQUEST, _DONE = 0, 1, 2
 
-    def __init__(self, module, optimizer=None, src=0, every=25):
+    def __init__(self, module, optimizer=None, src=0, every=25, max_lag=DEFAULT_MAX_LAG, lag_timeout=None):
         if every < 1:
             raise ValueError(f"dpa.Resynchroniser: every={every}: check every 1 or more steps")
+        if max_lag < 1:
+            raise ValueError(f"dpa.Resynchroniser: max_lag={max_lag}: let the slowest rank be 1 or more checkpoints behind")
         world = dist.get_world_size()
         if not 0 <= src < world:
             raise ValueError(f"dpa.Resynchroniser: src={src} is not a rank of a world of {world}")
         Resynchroniser._instances += 1
-        self.module, self.optimizer, self.src, self.every = module, optimizer, src, every
+        self.module, self.optimizer, self.src, self.every, self.max_lag = module, optimizer, src, every, max_lag
         self.rank, self.world = dist.get_rank(), world
         self.requests_group = dist.new_group(backend="gloo")
         self.transfers = dist.new_group(backend="gloo")
         self._check_same_settings()
         store = dist.distributed_c10d._get_default_store()
         self.store = dist.PrefixStore(f"dpa-resync/{Resynchroniser._instances}/", store)
+        self.lag_timeout = lag_timeout if lag_timeout is not None else _default_group_timeout()
         self.steps = 0
         self.missed_at_check = _blocks_missed()
         self.requests = self.served = self.sources = 0
         self.wait_seconds = 0.0
+        self.lag_waits, self.lag_wait_seconds = 0, 0.0
         # As a source: copies by checkpoint (device, host), ranks past each, checkpoints every rank
         # has passed (their store keys to delete), answers in flight; the thread that answers.
         self._copies, self._host_copies, self._passed, self._forgotten = {}, {}, {}, []
@@ -151,13 +174,14 @@ class Resynchroniser:
     def _check_same_settings(self):
         """Ranks that disagree on the fallback source or the period would wait for checkpoints the
         others never reach: every rank fails here instead, naming the ranks' values."""
-        mine = torch.tensor([self.src, self.every], dtype=torch.int64)
-        everyone = [torch.zeros(2, dtype=torch.int64) for _ in range(self.world)]
+        mine = torch.tensor([self.src, self.every, self.max_lag], dtype=torch.int64)
+        everyone = [torch.zeros(3, dtype=torch.int64) for _ in range(self.world)]
         dist.all_gather(everyone, mine, group=self.requests_group)
         values = [tuple(int(v) for v in settings.tolist()) for settings in everyone]
         if len(set(values)) > 1:
-            listed = ", ".join(f"rank {rank}: src={src} every={every}" for rank, (src, every) in enumerate(values))
-            raise ValueError(f"dpa.Resynchroniser: the ranks disagree on src or every ({listed}); "
+            listed = ", ".join(f"rank {rank}: src={src} every={every} max_lag={max_lag}"
+                               for rank, (src, every, max_lag) in enumerate(values))
+            raise ValueError(f"dpa.Resynchroniser: the ranks disagree on src, every or max_lag ({listed}); "
                              "give every rank the same")
 
     def step(self):
@@ -167,17 +191,51 @@ class Resynchroniser:
         self.steps += 1
         if self.steps % self.every or self.world == 1:
             return False
+        checkpoint = self.steps // self.every
+        self._wait_for_laggards(checkpoint)
         self._forget()
         missed = self._missed_since_checkpoint()
         source, source_missed = self._source_of_checkpoint(missed)
+        adopted = False
         if source == self.rank:
             self._keep_copy()
-            return False
-        if not missed and not source_missed:
+        elif not missed and not source_missed:
             self._message(self._PASSED, source)
-            return False
-        self._receive(source)
-        return True
+        else:
+            self._receive(source)
+            adopted = True
+        self._mark_passed(checkpoint)
+        return adopted
+
+    def _mark_passed(self, checkpoint):
+        """Counts this rank past ``checkpoint``; the last rank there says so for the waiters."""
+        self.store.add(f"passed/{checkpoint}/{self.rank}", 1)  # who, for a wait's error message
+        if self.store.add(f"passed/{checkpoint}", 1) == self.world:
+            self.store.set(f"all-passed/{checkpoint}", "1")
+
+    def _wait_for_laggards(self, checkpoint):
+        """Waits until every rank has passed checkpoint ``checkpoint - max_lag``."""
+        behind = checkpoint - self.max_lag
+        if behind < 1:
+            return
+        if self.store.add(f"passed/{behind}", 0) < self.world:
+            self.lag_waits += 1
+            started = time.perf_counter()
+            try:
+                self.store.wait([f"all-passed/{behind}"], self.lag_timeout)
+            except Exception as error:
+                missing = [rank for rank in range(self.world) if self.store.add(f"passed/{behind}/{rank}", 0) == 0]
+                raise RuntimeError(
+                    f"dpa.Resynchroniser: rank {self.rank} waited {self.lag_timeout.total_seconds():g} s at step "
+                    f"{self.steps} for rank(s) {', '.join(map(str, missing))} to pass step {behind * self.every} "
+                    f"(max_lag={self.max_lag} checkpoints of {self.every} steps): {error}") from error
+            self.lag_wait_seconds += time.perf_counter() - started
+        # Every rank is past checkpoint `behind`, so its next wait is for a checkpoint after
+        # behind - max_lag: nobody reads that one's keys again.
+        old = behind - self.max_lag
+        if old >= 1:
+            for key in (f"passed/{old}/{self.rank}", f"passed/{old}", f"all-passed/{old}"):
+                self.store.delete_key(key)
 
     def close(self):
         """After the last step, on every rank: tells every other rank, then waits until each has

@@ -139,7 +139,8 @@ class Trainer:
         self.resynchroniser = None
         if self.fastest_k and settings["resync_every"] and settings["resync"] == "async":
             self.resynchroniser = dpa.Resynchroniser(self.model, self.optimizer, src=self.reference_rank,
-                                                     every=settings["resync_every"])
+                                                     every=settings["resync_every"],
+                                                     max_lag=settings["resync_max_lag"])
 
     def step(self, index):
         inputs, targets = self.batches[index % len(self.batches)]

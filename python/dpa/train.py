@@ -4,7 +4,8 @@ rank slowed down, dpa against Gloo (and NCCL): python -m dpa.train.
     python -m dpa.train [-n RANKS] [--models resnet50,gpt] [--stragglers none,random]
                         [--runs gloo,dpa,reactive,preemptive,nccl] [--device cpu|cuda] [--steps N]
                         [--straggler-rank R] [--straggler-delay-ms D] [--delay-probability P]
-                        [--resync async|collective] [--resync-every S] [--resync-threshold T]
+                        [--resync async|collective] [--resync-every S] [--resync-max-lag L]
+                        [--resync-threshold T]
                         [--out DIR] [--json PATH]
     torchrun --nproc_per_node R [--nnodes H ...] -m dpa.train [same options, no -n]
 
@@ -77,6 +78,9 @@ def parse_arguments(argv):
              "copies the replica when it exceeds --resync-threshold (default async)")
     add("--resync-every", type=int, default=25,
         help="fastest-K runs: resynchronisation checkpoint every this many steps (0: never; default 25)")
+    add("--resync-max-lag", type=int, default=4,
+        help="--resync async: the others wait for a rank this many checkpoints behind (bounds the copies held "
+             "and the lag; default 4)")
     add("--resync-threshold", type=float, default=1e-4,
         help="--resync collective: resynchronise when a check finds a larger drift (default 1e-4)")
     add("--steps", type=int, default=50, help="timed iterations per run (default 50)")
@@ -121,7 +125,8 @@ def parse_arguments(argv):
         parser.error(f"--delay-probability must be in [0, 1], got {arguments.delay_probability:g}")
     if arguments.straggler_timeout_ms <= 0:
         parser.error(f"--straggler-timeout-ms must be positive, got {arguments.straggler_timeout_ms:g}")
-    for option, value, least in (("--resync-every", arguments.resync_every, 0), ("--steps", arguments.steps, 1),
+    for option, value, least in (("--resync-every", arguments.resync_every, 0), ("--resync-max-lag", arguments.resync_max_lag, 1),
+                                 ("--steps", arguments.steps, 1),
                                  ("--warmup-steps", arguments.warmup_steps, 0), ("--classes", arguments.classes, 2),
                                  ("--sequence", arguments.sequence, 1), ("--vocabulary", arguments.vocabulary, 2),
                                  ("--gpt-width", arguments.gpt_width, 1), ("--gpt-layers", arguments.gpt_layers, 1),
@@ -150,7 +155,7 @@ def parse_arguments(argv):
         "ranks": ranks, "models": models, "stragglers": stragglers, "runs": runs, "device": arguments.device, "k": k,
         "straggler_rank": straggler_rank, "delay_ms": arguments.straggler_delay_ms,
         "delay_probability": arguments.delay_probability, "straggler_timeout_ms": arguments.straggler_timeout_ms,
-        "resync": arguments.resync, "resync_every": arguments.resync_every,
+        "resync": arguments.resync, "resync_every": arguments.resync_every, "resync_max_lag": arguments.resync_max_lag,
         "resync_threshold": arguments.resync_threshold,
         "steps": arguments.steps, "warmup_steps": arguments.warmup_steps, "batch": arguments.batch,
         "lr": arguments.lr, "bucket_mb": arguments.bucket_mb, "image_size": arguments.image_size,

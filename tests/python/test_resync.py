@@ -2,6 +2,7 @@
 none (or of src, arriving first), the ranks that missed nothing never ask and never wait, and bad
 settings are refused."""
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -162,7 +163,7 @@ def bad_settings_worker(rank, world, init_file):
     init_dpa(rank, world, init_file)
     model = nn.Linear(2, 2)
     errors = []
-    for kwargs in ({"every": 0}, {"src": world}):
+    for kwargs in ({"every": 0}, {"src": world}, {"max_lag": 0}):
         with pytest.raises(ValueError) as failure:
             dpa.Resynchroniser(model, **kwargs)
         errors.append(str(failure.value))
@@ -184,9 +185,79 @@ def disagreeing_worker(rank, world, init_file):
 
 def test_ranks_that_disagree_on_the_period_all_fail_naming_the_values():
     for message in run_ranks(disagreeing_worker, 2):
-        assert "rank 0: src=0 every=5" in message and "rank 1: src=0 every=7" in message, message
+        assert "rank 0: src=0 every=5 max_lag=4" in message and "rank 1: src=0 every=7 max_lag=4" in message, message
 
 
 def test_bad_settings_are_refused_naming_them():
     errors = run_ranks(bad_settings_worker, 2)[0]
     assert "every=0" in errors[0] and "src=2" in errors[1] and "world of 2" in errors[1]
+    assert "max_lag=0" in errors[2]
+
+
+def lagging_worker(rank, world, init_file):
+    import dpa
+
+    init_dpa(rank, world, init_file)
+    hold = dist.FileStore(init_file + ".hold", world)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 64), nn.Tanh(), nn.Linear(64, 8))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    resync = dpa.Resynchroniser(model, optimizer, src=0, every=EVERY, max_lag=1)
+    straggler = rank == world - 1
+    if straggler:
+        # Starts once both others are about to take their second checkpoint: they must wait
+        # there until it has passed its first.
+        hold.wait(["fast-ranks-at-second-checkpoint"], timedelta(seconds=90))
+    generator, most_copies, times = torch.Generator().manual_seed(rank), 0, {}
+    for step in range(STEPS):
+        fastest_k_step(model, optimizer, generator, torch.device("cpu"), world)
+        if not straggler and step == 2 * EVERY - 1 and hold.add("at-second-checkpoint", 1) == world - 1:
+            hold.set("fast-ranks-at-second-checkpoint", "1")
+        times[f"enter {step}"] = time.monotonic()  # one clock for every process of the host
+        resync.step()
+        times[f"leave {step}"] = time.monotonic()
+        most_copies = max(most_copies, len(resync._copies))
+    resync.close()
+    return {"times": times, "lag_waits": resync.lag_waits, "most_copies": most_copies,
+            "final": replica(model, optimizer)}
+
+
+def test_the_others_wait_for_a_rank_max_lag_checkpoints_behind():
+    world = 3
+    results = run_ranks(lagging_worker, world, timeout=180)
+    fast, straggler = results[:2], results[2]
+    # max_lag = 1: nobody passes its second checkpoint before the straggler has reached its first
+    # (without the bound they would have finished every step before it started).
+    for rank, result in enumerate(fast):
+        assert result["times"][f"leave {2 * EVERY - 1}"] > straggler["times"][f"enter {EVERY - 1}"], rank
+    assert sum(r["lag_waits"] for r in fast) >= 1 and straggler["lag_waits"] == 0
+    # Each source holds at most max_lag + 1 copies, and the replicas end equal.
+    assert all(r["most_copies"] <= 2 for r in results), [r["most_copies"] for r in results]
+    for rank in (0, 1):
+        for ours, theirs in zip(results[rank]["final"], straggler["final"]):
+            assert (ours == theirs).all(), f"rank {rank} differs from the straggler at the end"
+
+
+def absent_rank_worker(rank, world, init_file):
+    import dpa
+
+    init_dpa(rank, world, init_file)
+    hold = dist.FileStore(init_file + ".hold", world)
+    resync = dpa.Resynchroniser(nn.Linear(2, 2), every=1, max_lag=1, lag_timeout=timedelta(seconds=1))
+    message = None
+    if rank == 0:
+        resync.step()  # checkpoint 1
+        with pytest.raises(RuntimeError) as failure:
+            resync.step()  # checkpoint 2: rank 1 has not passed checkpoint 1
+        message = str(failure.value)
+        hold.set("rank-0-gave-up", "1")
+    else:
+        hold.wait(["rank-0-gave-up"], timedelta(seconds=90))
+        resync.step()
+    resync.close()
+    return message
+
+
+def test_a_rank_that_stays_away_past_max_lag_fails_the_waiting_rank_naming_it():
+    message = run_ranks(absent_rank_worker, 2, timeout=120)[0]
+    assert "rank 0 waited 1 s at step 2 for rank(s) 1 to pass step 1 (max_lag=1" in message, message
