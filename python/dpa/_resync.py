@@ -118,14 +118,15 @@ class Resynchroniser:
     checkpoint. The ranks that missed nothing never wait; a rank that missed blocks waits for its
     copy (and, arriving first, for the first rank that missed nothing or for ``src``, so ``src``
     should be a rank that is not expected to straggle). The sources hold one copy per checkpoint
-    the slowest rank has not reached (with a persistent straggler, its lag in steps / ``every``).
+    the slowest rank has not reached (with a persistent straggler, its lag in steps / ``every``,
+    up to the bound below).
     ``close()`` returns once every rank has closed, since any rank may still be asked for a copy.
 
     Staleness is bounded: a rank at its i-th checkpoint first waits until every rank has passed
     checkpoint i - ``max_lag`` (default 4), so the slowest rank is never more than ``max_lag``
     checkpoints behind and the sources never hold more than ``max_lag`` + 1 copies each. Until the
     straggler is that far behind, nobody waits. A wait longer than ``lag_timeout`` (default: the
-    default group's timeout) fails that rank with an error naming the ranks it waited for.
+    default store's timeout) fails that rank with an error naming the ranks it waited for.
 
     Needs the default process group (any backend) and its store; every rank constructs it at the
     same point (it creates two Gloo groups: requests and transfers). Counts: ``requests`` (this
