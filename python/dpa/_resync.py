@@ -4,7 +4,7 @@ A rank whose gradients a fastest-K all-reduce left out (a straggler) keeps its o
 those blocks, so its replica drifts from the others'. ``resynchronise`` copies one rank's replica
 to every rank, a collective. ``Resynchroniser`` does the same without making anyone wait: only a
 rank that missed blocks asks for a copy, from a rank that missed none, whose thread sends it, so
-the fast ranks never wait for the straggler."""
+the fast ranks wait for the straggler only once it is ``max_lag`` checkpoints behind."""
 
 import threading
 import time
