@@ -87,8 +87,7 @@ for ((i = 0; i + 1 < ${#args[@]}; ++i)); do [[ "${args[$i]}" == --threads ]] && 
 "$build/src/tools/dpa-switch" --config "$work/switch.json" --transport dpdk --port-file "$work/port" \
   >"$work/switch.log" 2>&1 &
 switch_pid=$!
-for _ in $(seq 1 400); do [[ -s "$work/port" ]] && break; sleep 0.05; done
-[[ -s "$work/port" ]] || { echo "dpa-switch did not start:" >&2; cat "$work/switch.log" >&2; exit 1; }
+dpa_switch_port "$work/port" "$switch_pid" "$work/switch.log" >/dev/null
 
 # In the background, so that a signal reaches the trap at once and cleanup can stop it.
 "$build/src/tools/dpa-bench" -n "$ranks" --switch 10.96.0.100:4242 --transport dpdk \

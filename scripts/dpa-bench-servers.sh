@@ -78,18 +78,8 @@ for count in "${server_counts[@]}"; do
     server_pids+=("$!")
   done
   for ((i = 0; i < count; ++i)); do
-    port_file="$work/port-$count-$i"
-    # Bounded: a server that has not bound within 10 s failed to start.
-    for ((tries = 0; tries < 200; ++tries)); do
-      [[ -s "$port_file" ]] && break
-      kill -0 "${server_pids[$i]}" 2>/dev/null || break
-      sleep 0.05
-    done
-    if [[ ! -s "$port_file" ]]; then
-      cat "$work/switch-$count-$i.log" >&2
-      dpa_fail "server $i of $count did not start (its output is above)"
-    fi
-    servers+="${servers:+,}127.0.0.1:$(head -n 1 "$port_file")"
+    port=$(dpa_switch_port "$work/port-$count-$i" "${server_pids[$i]}" "$work/switch-$count-$i.log")
+    servers+="${servers:+,}127.0.0.1:$port"
   done
   echo "# $count server(s), $switch_threads thread(s) each: $servers"
   "$build/src/tools/dpa-bench" --switch "$servers" -n "$ranks" --payload "$payload" "${bench_args[@]}" || status=1

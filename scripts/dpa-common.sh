@@ -52,3 +52,20 @@ dpa_option_value() {
   [[ $# -ge 2 && -n "$2" && "$2" != --* ]] || dpa_usage_error "$1 needs a value"
   printf '%s' "$2"
 }
+
+# The port a dpa-switch started with --port-file FILE (process PID, output in LOG) listens on,
+# printed once the file is written: bounded at 20 s, and failing at once, with the switch's
+# output, when the process ends first.
+dpa_switch_port() {
+  local file=$1 pid=$2 log=$3 tries
+  for ((tries = 0; tries < 400; ++tries)); do
+    [[ -s "$file" ]] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  if [[ ! -s "$file" ]]; then
+    cat "$log" >&2
+    dpa_fail "dpa-switch did not start (its output is above)"
+  fi
+  head -n 1 "$file"
+}

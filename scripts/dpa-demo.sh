@@ -56,13 +56,7 @@ trap 'exit 130' INT TERM
 "$build/src/tools/dpa-switch" --config "$root/configs/softswitch.json" --port 0 \
   --port-file "$workdir/port" >"$workdir/switch.log" 2>&1 &
 switch_pid=$!
-for _ in $(seq 100); do
-  [[ -s "$workdir/port" ]] && break
-  kill -0 "$switch_pid" 2>/dev/null || { cat "$workdir/switch.log" >&2; exit 1; }
-  sleep 0.1
-done
-[[ -s "$workdir/port" ]] || { echo "dpa-demo: dpa-switch did not start" >&2; exit 1; }
-switch="127.0.0.1:$(cat "$workdir/port")"
+switch="127.0.0.1:$(dpa_switch_port "$workdir/port" "$switch_pid" "$workdir/switch.log")"
 bench=("$build/src/tools/dpa-bench" --switch "$switch" --ranks 4 --verify)
 
 echo "== dpa-switch on $switch (configs/softswitch.json: 4 ranks, payload 2048)"

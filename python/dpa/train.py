@@ -34,6 +34,7 @@ from pathlib import Path
 from . import _models, _train_rank
 from ._bench_run import host_info
 from ._launch import run_ranks
+from ._resync import DEFAULT_MAX_LAG
 from ._tool_rank import UsageError, exit_status
 from .bench import torchrun_world
 
@@ -78,9 +79,9 @@ def parse_arguments(argv):
              "copies the replica when it exceeds --resync-threshold (default async)")
     add("--resync-every", type=int, default=25,
         help="fastest-K runs: resynchronisation checkpoint every this many steps (0: never; default 25)")
-    add("--resync-max-lag", type=int, default=4,
+    add("--resync-max-lag", type=int, default=DEFAULT_MAX_LAG,
         help="--resync async: the others wait for a rank this many checkpoints behind (bounds the copies held "
-             "and the lag; default 4)")
+             f"and the lag; default {DEFAULT_MAX_LAG})")
     add("--resync-threshold", type=float, default=1e-4,
         help="--resync collective: resynchronise when a check finds a larger drift (default 1e-4)")
     add("--steps", type=int, default=50, help="timed iterations per run (default 50)")
