@@ -2,8 +2,9 @@
 straggler model, run), what it measures, and the summary rank 0 builds (docs/training-benchmark.md).
 
 Every run trains the same model from the same initial parameters with DistributedDataParallel on
-the run's process group, each rank on its own synthetic batches. The straggler sleeps before the
-forward pass of the steps its schedule delays. Rank 0 gathers every rank's measurements on a Gloo
+the run's process group, each rank on its own synthetic batches. The straggler sleeps at the points
+of the steps its schedule delays (before the forward pass; with more --straggler-points also before
+the backward pass and after it, as the seed's hooks do). Rank 0 gathers every rank's measurements on a Gloo
 group, so the benchmark's own collectives never go through the backend being measured."""
 
 import os
@@ -31,26 +32,34 @@ LABELS = {
 }
 STRAGGLERS = {
     "none": "no straggler",
-    "fixed": "sleeps D ms before a share p of the steps",
-    "random": "sleeps D x U(0.5, 2) ms before a share p of the steps",
+    "fixed": "sleeps D ms at a share p of the delay points",
+    "random": "sleeps D x U(0.5, 2) ms at a share p of the delay points",
     "persistent": "sleeps D ms before every step",
 }
+# Where in a step the straggler may sleep, in order (the seed's DDPStraggleSim hooks: forward
+# pre-hook, forward hook, full backward hook); --straggler-points takes the first 1..3.
+DELAY_POINTS = ("before forward", "before backward", "after backward")
 
 
 def delay_schedule(straggler, settings):
-    """Seconds the straggler sleeps before each timed step; the same steps in every run of a
-    straggler model (one generator per model, seeded by --seed)."""
-    steps, delay_s = settings["steps"], settings["delay_ms"] / 1000.0
+    """Seconds the straggler sleeps at each delay point of each timed step (steps x points); the
+    same in every run of a straggler model (one generator per model, seeded by --seed). Each point
+    is delayed on its own with probability p, so one point draws what the one delay of earlier
+    versions drew."""
+    steps, points, delay_s = settings["steps"], settings["delay_points"], settings["delay_ms"] / 1000.0
     if straggler == "none":
-        return [0.0] * steps
+        return [[0.0] * points for _ in range(steps)]
     if straggler == "persistent":
-        return [delay_s] * steps
+        return [[delay_s] + [0.0] * (points - 1) for _ in range(steps)]
     chooser = random.Random(f"{settings['seed']}/{straggler}")
     delays = []
     for _ in range(steps):
-        delayed = chooser.random() < settings["delay_probability"]
-        scale = chooser.uniform(0.5, 2.0) if straggler == "random" else 1.0
-        delays.append(delay_s * scale if delayed else 0.0)
+        step = []
+        for _ in range(points):
+            delayed = chooser.random() < settings["delay_probability"]
+            scale = chooser.uniform(0.5, 2.0) if straggler == "random" else 1.0
+            step.append(delay_s * scale if delayed else 0.0)
+        delays.append(step)
     return delays
 
 
@@ -142,10 +151,15 @@ class Trainer:
                                                      every=settings["resync_every"],
                                                      max_lag=settings["resync_max_lag"])
 
-    def step(self, index):
+    def step(self, index, delays=()):
+        """One training step; `delays` are the straggler's sleeps at DELAY_POINTS (seconds)."""
         inputs, targets = self.batches[index % len(self.batches)]
         self.optimizer.zero_grad(set_to_none=True)
-        self.spec.loss(self.ddp(inputs), targets).backward()
+        pause(delays, 0)
+        loss = self.spec.loss(self.ddp(inputs), targets)
+        pause(delays, 1)
+        loss.backward()
+        pause(delays, 2)
         self.optimizer.step()
 
     def train(self):
@@ -163,9 +177,7 @@ class Trainer:
         previous = totals_before
         for index in range(settings["steps"]):
             started = time.perf_counter()
-            if self.is_straggler and self.delays[index] > 0:
-                time.sleep(self.delays[index])  # the injected straggler delay
-            self.step(settings["warmup_steps"] + index)
+            self.step(settings["warmup_steps"] + index, self.delays[index] if self.is_straggler else ())
             node.synchronize()
             if self.uses_dpa:
                 # DDP has waited for every bucket of this step, and the next step has issued none.
@@ -210,6 +222,12 @@ class Trainer:
             self.node.torch.cuda.empty_cache()
 
 
+def pause(delays, point):
+    """The injected straggler delay at DELAY_POINTS[point], if this step has one there."""
+    if point < len(delays) and delays[point] > 0:
+        time.sleep(delays[point])
+
+
 def milliseconds(seconds):
     ordered = sorted(seconds)
     return {"mean": 1000.0 * sum(ordered) / len(ordered), "median": 1000.0 * percentile(ordered, 50),
@@ -229,8 +247,9 @@ def summarise(trainer, gathered):
         "preemptive": RUNS[trainer.run][2], "ranks": world, "batch_per_rank": trainer.batch, "steps": steps,
         "warmup_steps": settings["warmup_steps"], "parameters": trainer.parameters,
         "gradient_bytes": 4 * trainer.parameters, "model_source": trainer.source,
-        "straggler_rank": straggler_rank, "delayed_steps": sum(1 for d in trainer.delays if d > 0),
-        "injected_delay_s": sum(trainer.delays) if straggler_rank is not None else 0.0,
+        "straggler_rank": straggler_rank, "delayed_steps": sum(1 for step in trainer.delays if sum(step) > 0),
+        "delays": sum(1 for step in trainer.delays for delay in step if delay > 0),
+        "injected_delay_s": sum(map(sum, trainer.delays)) if straggler_rank is not None else 0.0,
         "reference_rank": reference, "iteration_ms": milliseconds(mine["step_seconds"]),
         "iteration_ms_samples": [1000.0 * seconds for seconds in mine["step_seconds"]],
         "samples_per_s": world * trainer.batch * steps / train_seconds, "train_seconds": train_seconds,

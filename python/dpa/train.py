@@ -69,7 +69,11 @@ def parse_arguments(argv):
     add("--straggler-delay-ms", type=float, default=50.0,
         help="D: the straggler's delay in ms (default 50; random: D x U(0.5, 2))")
     add("--delay-probability", type=float, default=0.15,
-        help="p: share of steps the fixed and random stragglers delay (default 0.15)")
+        help="p: share of delay points at which the fixed and random stragglers sleep (default 0.15)")
+    add("--straggler-points", type=int, default=1, choices=[1, 2, 3],
+        help="delay points per step, each delayed with probability p: 1 before the forward pass, 2 also before "
+             "the backward pass, 3 also after it (the seed's 'moderate' injection is 1, its 'aggressive' 3; "
+             "default 1)")
     add("--straggler-timeout-ms", type=float, default=2.0,
         help="how long the embedded switch waits for the last ranks before a reactive fastest-K block completes "
              "without them (sets DPA_STRAGGLER_TIMEOUT_US; a configured switch keeps its own; default 2)")
@@ -155,7 +159,8 @@ def parse_arguments(argv):
     settings = {
         "ranks": ranks, "models": models, "stragglers": stragglers, "runs": runs, "device": arguments.device, "k": k,
         "straggler_rank": straggler_rank, "delay_ms": arguments.straggler_delay_ms,
-        "delay_probability": arguments.delay_probability, "straggler_timeout_ms": arguments.straggler_timeout_ms,
+        "delay_probability": arguments.delay_probability, "delay_points": arguments.straggler_points,
+        "straggler_timeout_ms": arguments.straggler_timeout_ms,
         "resync": arguments.resync, "resync_every": arguments.resync_every, "resync_max_lag": arguments.resync_max_lag,
         "resync_threshold": arguments.resync_threshold,
         "steps": arguments.steps, "warmup_steps": arguments.warmup_steps, "batch": arguments.batch,
@@ -213,7 +218,8 @@ def print_tables(report):
     print(f"\n# dpa.train: {config['ranks']} ranks on {len(config['hosts'])} host(s), {config['device']}, "
           f"{config['steps']} timed steps after {config['warmup_steps']}; fastest-K K = {config['k']}, reactive "
           f"after {config['straggler_timeout_ms']:g} ms; straggler rank {config['straggler_rank']}, "
-          f"D = {config['delay_ms']:g} ms, p = {config['delay_probability']:g}; resync {config['resync']} "
+          f"D = {config['delay_ms']:g} ms, p = {config['delay_probability']:g} at {config['delay_points']} point(s) per "
+          f"step; resync {config['resync']} "
           f"every {config['resync_every']} steps")
     for model in config["models"]:
         rows = [row for row in report["results"] if row["model"] == model]
@@ -277,7 +283,8 @@ def plot(report, model, path):
         throughput.set_xlabel("samples/s (all ranks)")
         throughput.grid(axis="x", alpha=0.3)
     figure.suptitle(f"DDP {model}, {config['ranks']} ranks, {config['device']}; straggler rank "
-                    f"{config['straggler_rank']}, D = {config['delay_ms']:g} ms, p = {config['delay_probability']:g}",
+                    f"{config['straggler_rank']}, D = {config['delay_ms']:g} ms, p = {config['delay_probability']:g} at "
+                    f"{config['delay_points']} point(s)",
                     fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=110)

@@ -6,6 +6,7 @@ option; the package's ResNets have torchvision's shapes. No timing is asserted."
 import itertools
 import json
 import os
+import random
 import subprocess
 import sys
 
@@ -25,7 +26,7 @@ TINY_GPT_PARAMETERS = 64 * 32 + 16 * 32 + (2 * 2 * 32 + 32 * 96 + 96 + 32 * 32 +
     + 2 * 32
 ROW_KEYS = {"model", "straggler", "run", "label", "backend", "k", "preemptive", "ranks", "batch_per_rank", "steps",
             "warmup_steps", "parameters", "gradient_bytes", "model_source", "straggler_rank", "delayed_steps",
-            "injected_delay_s", "reference_rank", "iteration_ms", "iteration_ms_samples", "samples_per_s",
+            "delays", "injected_delay_s", "reference_rank", "iteration_ms", "iteration_ms_samples", "samples_per_s",
             "train_seconds", "slowest_rank_seconds", "by_rank", "drift", "dpa", "speedup_vs_gloo", "speedup_vs_dpa"}
 DPA_KEYS = {"allreduces", "allreduces_per_step", "blocks", "blocks_partial", "partial_block_share", "steps_partial",
             "partial_step_share", "blocks_missed_by_rank", "straggler_blocks_missed", "retransmissions"}
@@ -37,7 +38,7 @@ def run_train(*arguments, timeout=300):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def check_row(row, ranks, straggler_rank, resync_threshold):
+def check_row(row, ranks, straggler_rank, resync_threshold, points=1):
     assert set(row) == ROW_KEYS, row
     assert row["ranks"] == ranks and row["steps"] == STEPS and row["batch_per_rank"] == 2, row
     assert len(row["iteration_ms_samples"]) == STEPS and len(row["by_rank"]) == ranks, row
@@ -49,8 +50,14 @@ def check_row(row, ranks, straggler_rank, resync_threshold):
     assert row["straggler_rank"] == (straggler_rank if slow else None), row
     # The runs are compared on, and resynchronised from, the lowest rank that is not slow.
     assert row["reference_rank"] == (1 if slow and straggler_rank == 0 else 0), row
-    assert row["delayed_steps"] == (STEPS if row["straggler"] == "persistent" else 0), row
-    assert row["injected_delay_s"] == pytest.approx(row["delayed_steps"] * DELAY_MS / 1000.0), row
+    # Only every-step schedules here: persistent (once a step) and fixed with p = 1 (every point).
+    assert row["delayed_steps"] == (STEPS if slow else 0), row
+    assert row["delays"] == row["delayed_steps"] * (points if row["straggler"] == "fixed" else 1), row
+    assert row["injected_delay_s"] == pytest.approx(row["delays"] * DELAY_MS / 1000.0), row
+    if slow:
+        # The sleeps happen inside the straggler's timed steps (a lower bound, not a timing).
+        straggler = row["by_rank"][straggler_rank]
+        assert straggler["iteration_ms_mean"] >= row["injected_delay_s"] * 1000.0 / STEPS, row
     assert set(row["drift"]) == DRIFT_KEYS and len(row["drift"]["final_by_rank"]) == ranks, row
     fastest_k = row["run"] in ("reactive", "preemptive")
     assert row["k"] == (ranks - 1 if fastest_k else ranks), row
@@ -100,17 +107,18 @@ def test_torchrun_ranks_write_the_report(tmp_path):
     output = tmp_path / "report.json"
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
                "--master_port", str(free_port()), *stream_flags(), "-m", "dpa.train", "--models", "gpt",
-               "--stragglers", "persistent", "--straggler-rank", "0", "--runs", "dpa,preemptive", *SMALL,
+               "--stragglers", "fixed", "--delay-probability", "1", "--straggler-points", "3",
+               "--straggler-rank", "0", "--runs", "dpa,preemptive", *SMALL,
                "--resync", "collective", "--resync-every", "1", "--resync-threshold", "1e-4",
                "--out", str(tmp_path), "--json", str(output)]
     result = subprocess.run(command, env=dict(os.environ, **BASE_ENV), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(output.read_text())
     assert report["config"]["launcher"] == "torchrun" and report["config"]["ranks"] == 2
-    assert report["config"]["resync"] == "collective"
+    assert report["config"]["resync"] == "collective" and report["config"]["delay_points"] == 3
     assert [row["run"] for row in report["results"]] == ["dpa", "preemptive"]
     for row in report["results"]:
-        check_row(row, 2, straggler_rank=0, resync_threshold=1e-4)
+        check_row(row, 2, straggler_rank=0, resync_threshold=1e-4, points=3)
     assert (tmp_path / "gpt.png").exists() and not (tmp_path / "train.json").exists()
 
 
@@ -145,15 +153,25 @@ def test_the_package_resnets_have_torchvisions_shapes(name, parameters):
 
 
 @pytest.mark.parametrize("straggler", ["fixed", "random"])
-def test_delay_schedules_hit_the_share_of_steps_with_the_delay_asked_for(straggler):
-    settings = {"steps": 2000, "delay_ms": 40.0, "delay_probability": 0.15, "seed": 7}
+@pytest.mark.parametrize("points", [1, 3])
+def test_delay_schedules_hit_the_share_of_points_with_the_delay_asked_for(straggler, points):
+    settings = {"steps": 2000, "delay_ms": 40.0, "delay_probability": 0.15, "seed": 7, "delay_points": points}
     delays = _train_rank.delay_schedule(straggler, settings)
-    assert delays == _train_rank.delay_schedule(straggler, settings)  # the same steps in every run
-    delayed = [d for d in delays if d > 0]
-    assert 0.12 * 2000 < len(delayed) < 0.18 * 2000
+    assert delays == _train_rank.delay_schedule(straggler, settings)  # the same points in every run
+    assert len(delays) == 2000 and all(len(step) == points for step in delays)
+    delayed = [d for step in delays for d in step if d > 0]
+    assert 0.12 * 2000 * points < len(delayed) < 0.18 * 2000 * points
     if straggler == "fixed":
         assert set(delayed) == {0.040}
     else:
         assert all(0.020 <= d <= 0.080 for d in delayed) and len(set(delayed)) > 100
-    assert _train_rank.delay_schedule("none", settings) == [0.0] * 2000
-    assert _train_rank.delay_schedule("persistent", settings) == [0.040] * 2000
+    if points == 1:
+        # The draws of the one delay before a step that earlier versions made: the quoted runs keep their steps.
+        chooser, earlier = random.Random(f"7/{straggler}"), []
+        for _ in range(2000):
+            delayed = chooser.random() < 0.15
+            scale = chooser.uniform(0.5, 2.0) if straggler == "random" else 1.0
+            earlier.append([0.040 * scale if delayed else 0.0])
+        assert delays == earlier
+    assert _train_rank.delay_schedule("none", settings) == [[0.0] * points] * 2000
+    assert _train_rank.delay_schedule("persistent", settings) == [[0.040] + [0.0] * (points - 1)] * 2000
