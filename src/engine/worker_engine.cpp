@@ -268,7 +268,7 @@ void WorkerEngine::build_data(std::uint32_t e) {
     finish_request(entry.packet, protocol::kHeaderSize);  // header only (§2)
     return;
   }
-  std::memset(values + 4 * valid, 0, 4 * (payload - valid));
+  if (valid < payload) std::memset(values + 4 * valid, 0, 4 * (payload - valid));  // the tensor's last block
   finish_request(entry.packet, protocol::kHeaderSize + 4 * payload);
 }
 
