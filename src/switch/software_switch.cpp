@@ -82,7 +82,7 @@ class SwitchImpl {
     config_.validate();
     // Thread i drives queue i of the device: UDP port (or dpdk.local_port) + i.
     device_ = transport::open_device(with_receiver_backlog_limit(config_.transport),
-                                     static_cast<std::size_t>(config_.threads), transport::Polling::continuous);
+                                     static_cast<std::size_t>(config_.threads));
     for (int i = 0; i < config_.threads; ++i) {
       queues_.push_back(device_->open_queue(static_cast<std::size_t>(i)));
       ports_.push_back(queues_.back()->local_endpoint().port);

@@ -13,13 +13,6 @@
 
 namespace dpa::transport {
 
-// How a device's threads drive its queues. A worker's engine thread polls only while an
-// operation of its own runs, so without hardware steering each thread also polls the others' RX
-// queues: a reply landing there must not wait for its owner's next operation. A switch thread
-// polls its own queue all the time, so nothing waits for it, and polling the others would only
-// bounce their claims and hand packets across cores.
-enum class Polling { on_demand, continuous };
-
 struct DeviceProperties {
   std::string name;               // "udp 0.0.0.0", "dpdk net_memif0", ...
   std::uint32_t max_payload = 0;  // largest UDP payload a queue can send or receive

@@ -17,13 +17,12 @@ bool dpdk_available() {
 #endif
 }
 
-std::unique_ptr<Device> open_device(const TransportConfig& config, std::size_t queues, Polling polling) {
+std::unique_ptr<Device> open_device(const TransportConfig& config, std::size_t queues) {
   if (const auto* udp = std::get_if<UdpTransportConfig>(&config)) return socket::open_udp_device(*udp, queues);
   if (const auto* shm = std::get_if<ShmTransportConfig>(&config)) return shm::open_shm_device(*shm, queues);
 #ifdef DPA_HAVE_DPDK
-  return dpdk::open_dpdk_device(std::get<DpdkTransportConfig>(config), queues, polling);
+  return dpdk::open_dpdk_device(std::get<DpdkTransportConfig>(config), queues);
 #else
-  (void)polling;
   throw ConfigError("dpdk: this build of dpa has no DPDK transport (libdpdk was not found by pkg-config "
                     "at configure time; install libdpdk-dev and reconfigure)");
 #endif

@@ -11,8 +11,7 @@ namespace dpa::transport {
 
 // Opens a device with `queues` queues; ConfigError naming the key for bad settings, and for a
 // DPDK section when this build has no DPDK.
-std::unique_ptr<Device> open_device(const TransportConfig& config, std::size_t queues,
-                                    Polling polling = Polling::on_demand);
+std::unique_ptr<Device> open_device(const TransportConfig& config, std::size_t queues);
 
 // Whether this build includes the DPDK transport.
 bool dpdk_available();

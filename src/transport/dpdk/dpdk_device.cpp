@@ -236,13 +236,13 @@ class PortClaims {
 
 class DpdkDevice final : public Device {
  public:
-  DpdkDevice(const DpdkTransportConfig& config, std::uint16_t queues, Polling polling) : config_(config) {
+  DpdkDevice(const DpdkTransportConfig& config, std::uint16_t queues) : config_(config) {
     start_eal(config, queues);
     const std::vector<std::uint16_t> port_ids = find_ports(config);
     PortClaims::claim(port_ids);
     claimed_ = port_ids;
     try {
-      set_up(config, queues, polling, port_ids);
+      set_up(config, queues, port_ids);
     } catch (...) {
       PortClaims::release(claimed_);
       throw;
@@ -250,8 +250,7 @@ class DpdkDevice final : public Device {
   }
 
  private:
-  void set_up(const DpdkTransportConfig& config, std::uint16_t queues, Polling polling,
-              const std::vector<std::uint16_t>& port_ids) {
+  void set_up(const DpdkTransportConfig& config, std::uint16_t queues, const std::vector<std::uint16_t>& port_ids) {
     state_ = std::make_shared<PortState>(queues);
     PortState& state = *state_;
     state.link_of_port.fill(-1);
@@ -320,7 +319,7 @@ class DpdkDevice final : public Device {
       }
       state.hardware_steering = all_steered;
     }
-    state.shared_polling = queues > 1 && polling == Polling::on_demand;
+    state.shared_polling = queues > 1;
     state.rx_claims = std::make_unique<PortState::RxClaim[]>(state.links.size() * state.port_queues);
     drain_receive_queues();
     if (config.monitor) {
@@ -442,10 +441,10 @@ class DpdkDevice final : public Device {
 
 }  // namespace
 
-std::unique_ptr<Device> open_dpdk_device(const DpdkTransportConfig& config, std::size_t queues, Polling polling) {
+std::unique_ptr<Device> open_dpdk_device(const DpdkTransportConfig& config, std::size_t queues) {
   config.validate("dpdk");
   if (queues == 0 || queues > 1024) throw ConfigError(fmt::format("dpdk: {} queues outside 1..1024", queues));
-  return std::make_unique<DpdkDevice>(config, static_cast<std::uint16_t>(queues), polling);
+  return std::make_unique<DpdkDevice>(config, static_cast<std::uint16_t>(queues));
 }
 
 }  // namespace dpa::transport::dpdk

@@ -10,7 +10,6 @@
 namespace dpa::transport::dpdk {
 
 // Starts the EAL if needed and sets the port up; dpa::ConfigError / dpa::Error naming the key.
-std::unique_ptr<Device> open_dpdk_device(const DpdkTransportConfig& config, std::size_t queues,
-                                         Polling polling = Polling::on_demand);
+std::unique_ptr<Device> open_dpdk_device(const DpdkTransportConfig& config, std::size_t queues);
 
 }  // namespace dpa::transport::dpdk

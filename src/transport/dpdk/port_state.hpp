@@ -62,7 +62,7 @@ struct PortState {
     void give_back() { held.store(false, std::memory_order_release); }
   };
   std::unique_ptr<RxClaim[]> rx_claims;  // links.size() * port_queues, link-major
-  bool shared_polling = false;  // several threads polling on demand: every RX queue is polled under its claim
+  bool shared_polling = false;           // several threads: every RX queue is polled under its claim
 
   explicit PortState(std::size_t queue_count) : opened(queue_count) {}
 
