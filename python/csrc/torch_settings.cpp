@@ -24,7 +24,7 @@ TorchSettings TorchSettings::from_env() {
   if (const auto mode = env_string("DPA_TORCH_MODE")) settings.mode = parse_mode(*mode);
   constexpr std::int64_t kUnbounded = std::numeric_limits<std::int64_t>::max();
   settings.pipeline_chunks =
-      static_cast<int>(env_integer("DPA_TORCH_PIPELINE_CHUNKS", 1, 1024).value_or(4));
+      static_cast<int>(env_integer("DPA_TORCH_PIPELINE_CHUNKS", 1, 1024).value_or(settings.pipeline_chunks));
   settings.pipeline_threshold = static_cast<std::size_t>(
       env_integer("DPA_TORCH_PIPELINE_THRESH", 0, kUnbounded).value_or(4194304));
   settings.worksteal_workers = static_cast<int>(env_integer("DPA_TORCH_WORKERS", 1, 256).value_or(4));
