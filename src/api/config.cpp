@@ -382,7 +382,7 @@ Config Config::from_env() {
   // Read elsewhere (logging, the quantisation kernels), where a bad value can only be warned
   // about; a worker refuses it here.
   check_env_choice("DPA_LOG", {"trace", "debug", "info", "warn", "warning", "err", "error", "critical", "off"});
-  check_env_choice("DPA_SIMD", {"auto", "avx2", "scalar"});
+  check_env_choice("DPA_SIMD", {"auto", "avx512", "avx2", "scalar"});
   return config;
 }
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <string>
 
 #include "protocol/wire.hpp"
 
@@ -28,11 +29,13 @@ int ceil_log2(int world) {
 // The kernel set named `name`, or nullptr if unknown or unsupported by this CPU.
 const Kernels* find_kernels(std::string_view name) {
   if (name == "auto") {
-    const Kernels* avx2 = avx2_kernels();
-    return avx2 != nullptr ? avx2 : &scalar_kernels();
+    if (const Kernels* avx512 = avx512_kernels()) return avx512;
+    if (const Kernels* avx2 = avx2_kernels()) return avx2;
+    return &scalar_kernels();
   }
   if (name == "scalar") return &scalar_kernels();
   if (name == "avx2") return avx2_kernels();
+  if (name == "avx512") return avx512_kernels();
   return nullptr;
 }
 
@@ -42,8 +45,10 @@ const Kernels* initial_kernels() {
   const std::string_view requested = env != nullptr && *env != '\0' ? env : "auto";
   if (const Kernels* kernels = find_kernels(requested)) return kernels;
   const Kernels* fallback = find_kernels("auto");
+  const bool known = requested == "avx2" || requested == "avx512";
   spdlog::warn("DPA_SIMD={}: {}; using the {} kernels", requested,
-               requested == "avx2" ? "this CPU lacks AVX2" : "expected auto, scalar or avx2",
+               known ? "this CPU lacks " + std::string(requested == "avx2" ? "AVX2" : "AVX-512 F and BW")
+                     : std::string("expected auto, scalar, avx2 or avx512"),
                fallback->name);
   return fallback;
 }
@@ -105,7 +110,7 @@ void dequantize(const std::byte* in, std::size_t n, std::int8_t exp, int world,
     std::fill_n(out, n, fill);
     return;
   }
-  // One factor for the block, so scalar and AVX2 both do exactly one multiply per value.
+  // One factor for the block, so every kernel set does exactly one multiply per value.
   const float factor =
       power_of_two(-scale_shift(exp, world)) / static_cast<float>(std::max(divisor, 1U));
   kernels().dequantize(in, n, factor, out);

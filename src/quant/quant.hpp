@@ -4,8 +4,8 @@
 // negotiated through the switch (the max over contributors). Every scaled value is clamped to
 // +-floor(INT32_MAX / world), so the sum of `world` contributions never overflows int32, and the
 // power-of-two scale makes dequantisation a single exact multiply. docs/protocol.md derives the
-// error bound. Every kernel exists as a scalar version and an AVX2 version with identical results;
-// the AVX2 one is chosen at run time when the CPU has it (DPA_SIMD=scalar forces the fallback).
+// error bound. Every kernel exists as a scalar, an AVX2 and an AVX-512 version with identical
+// results; the widest the CPU has is chosen at run time (DPA_SIMD overrides).
 #pragma once
 
 #include <cstddef>
@@ -38,7 +38,7 @@ void dequantize(const std::byte* in, std::size_t n, std::int8_t exp, int world,
 void int32_to_wire(const std::int32_t* in, std::size_t n, std::byte* out);
 void int32_from_wire(const std::byte* in, std::size_t n, std::uint32_t divisor, std::int32_t* out);
 
-// Which kernel set is active ("avx2" or "scalar").
+// Which kernel set is active ("avx512", "avx2" or "scalar").
 std::string_view active_kernels();
 
 // Kernel sets, exposed so tests and benchmarks can compare them directly.
@@ -51,8 +51,10 @@ struct Kernels {
   void (*from_wire)(const std::byte* in, std::size_t n, std::int32_t* out);
 };
 const Kernels& scalar_kernels();
-const Kernels* avx2_kernels();  // nullptr when the CPU lacks AVX2
-// Select the active set: "auto" (default), "scalar" or "avx2". Returns false if unavailable.
+const Kernels* avx2_kernels();    // nullptr when the CPU lacks AVX2
+const Kernels* avx512_kernels();  // nullptr when the CPU lacks AVX-512 F and BW
+// Select the active set: "auto" (default: the widest the CPU has), "scalar", "avx2" or "avx512".
+// Returns false if unavailable.
 bool select_kernels(std::string_view name);
 
 }  // namespace dpa::quant

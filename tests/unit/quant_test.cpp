@@ -129,7 +129,7 @@ class QuantKernelTest : public testing::TestWithParam<std::string> {
   void TearDown() override { select_kernels("auto"); }
 };
 
-INSTANTIATE_TEST_SUITE_P(Kernels, QuantKernelTest, testing::Values("scalar", "avx2"),
+INSTANTIATE_TEST_SUITE_P(Kernels, QuantKernelTest, testing::Values("scalar", "avx2", "avx512"),
                          [](const auto& p) { return p.param; });
 
 TEST_P(QuantKernelTest, ExponentOfZerosIsZeroSentinel) {
@@ -382,25 +382,28 @@ TEST(Quant, SelectKernels) {
   EXPECT_FALSE(select_kernels("bogus"));
   EXPECT_EQ(active_kernels(), "scalar");  // a failed selection changes nothing
   EXPECT_EQ(select_kernels("avx2"), avx2_kernels() != nullptr);
+  EXPECT_EQ(select_kernels("avx512"), avx512_kernels() != nullptr);
   ASSERT_TRUE(select_kernels("auto"));
-  EXPECT_EQ(active_kernels(), avx2_kernels() != nullptr ? "avx2" : "scalar");
+  EXPECT_EQ(active_kernels(), avx512_kernels() != nullptr ? "avx512" : avx2_kernels() != nullptr ? "avx2" : "scalar");
 }
 
-// Scalar and AVX2 kernels called directly on the same inputs, for every tail length and for
-// input and output pointers at every alignment, must agree bit for bit and write only [0, n).
-class KernelIdentityTest : public testing::Test {
+// The scalar kernels and a SIMD set (AVX2, AVX-512) called directly on the same inputs, for every
+// tail length and for input and output pointers at every alignment, must agree bit for bit and
+// write only [0, n).
+class KernelIdentityTest : public testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (avx2_kernels() == nullptr) GTEST_SKIP() << "CPU lacks AVX2";
+    avx2_ = GetParam() == "avx2" ? avx2_kernels() : avx512_kernels();
+    if (avx2_ == nullptr) GTEST_SKIP() << "CPU lacks " << GetParam();
   }
   const Kernels& scalar_ = scalar_kernels();
-  const Kernels* avx2_ = avx2_kernels();
+  const Kernels* avx2_ = nullptr;  // the SIMD set under test
   std::mt19937 rng_{2024};
 
   static std::vector<std::size_t> sizes() {
     std::vector<std::size_t> out;
     for (std::size_t n = 0; n <= 17; ++n) out.push_back(n);
-    for (std::size_t n : {31, 64, 255, 1024, 1027}) out.push_back(n);
+    for (std::size_t n : {31, 33, 47, 63, 64, 65, 127, 255, 1024, 1027}) out.push_back(n);
     return out;
   }
   // Float offsets (4-byte aligned, as typed arrays are) and byte offsets (any, 40 = payload).
@@ -408,7 +411,7 @@ class KernelIdentityTest : public testing::Test {
   static constexpr std::size_t kByteOffsets[] = {0, 1, 2, 3, 5, 40};
 };
 
-TEST_F(KernelIdentityTest, MaxAbs) {
+TEST_P(KernelIdentityTest, MaxAbs) {
   for (std::size_t n : sizes()) {
     for (int trial = 0; trial < 20; ++trial) {
       std::vector<float> values = mixed_values(rng_, n);
@@ -432,7 +435,7 @@ TEST_F(KernelIdentityTest, MaxAbs) {
   }
 }
 
-TEST_F(KernelIdentityTest, Quantize) {
+TEST_P(KernelIdentityTest, Quantize) {
   struct Scale {
     int exp;
     int world;
@@ -461,7 +464,7 @@ TEST_F(KernelIdentityTest, Quantize) {
   }
 }
 
-TEST_F(KernelIdentityTest, Dequantize) {
+TEST_P(KernelIdentityTest, Dequantize) {
   std::uniform_int_distribution<std::int32_t> any(INT32_MIN, INT32_MAX);
   const float factors[] = {pow2(-31), pow2(-127), pow2(-29) / 3.0f, pow2(100), pow2(-101) / 7.0f};
   for (std::size_t n : sizes()) {
@@ -486,7 +489,7 @@ TEST_F(KernelIdentityTest, Dequantize) {
   }
 }
 
-TEST_F(KernelIdentityTest, Int32Wire) {
+TEST_P(KernelIdentityTest, Int32Wire) {
   std::uniform_int_distribution<std::int32_t> any(INT32_MIN, INT32_MAX);
   for (std::size_t n : sizes()) {
     std::vector<std::int32_t> values(n);
@@ -514,6 +517,9 @@ TEST_F(KernelIdentityTest, Int32Wire) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Simd, KernelIdentityTest, testing::Values("avx2", "avx512"),
+                         [](const auto& p) { return p.param; });
 
 }  // namespace
 }  // namespace dpa::quant

@@ -84,7 +84,7 @@ void add(const std::string& op, const std::string& kernels, const Body& body) {
     std::memcpy(d.wire(), d.values.data(), 4 * n);
     benchmark::DoNotOptimize(d.wire());
   });
-  for (const std::string kernels : {"scalar", "avx2"}) {
+  for (const std::string kernels : {"scalar", "avx2", "avx512"}) {
     add("Quantize", kernels, [](Data& d, std::size_t n) {
       dpa::quant::quantize(d.values.data(), n, d.exp, kWorld, d.wire());
     });
