@@ -609,7 +609,7 @@ TEST_F(EnvTest, EveryVariableRejectsBadValuesNamingItself) {
       {"DPA_FAULT_SEED", "-1", "a non-negative integer"},
       {"DPA_FAULT_SEED", "18446744073709551616", "an integer in [0, 18446744073709551615]"},
       {"DPA_LOG", "loud", "one of trace debug info warn warning err error critical off"},
-      {"DPA_SIMD", "sse", "one of auto avx2 scalar"},
+      {"DPA_SIMD", "sse", "one of auto avx512 avx2 scalar"},
   };
   for (const BadValue& bad : cases) {
     set(bad.variable, bad.value);
