@@ -393,11 +393,11 @@ TEST(Quant, SelectKernels) {
 class KernelIdentityTest : public testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    avx2_ = GetParam() == "avx2" ? avx2_kernels() : avx512_kernels();
-    if (avx2_ == nullptr) GTEST_SKIP() << "CPU lacks " << GetParam();
+    simd_ = GetParam() == "avx2" ? avx2_kernels() : avx512_kernels();
+    if (simd_ == nullptr) GTEST_SKIP() << "CPU lacks " << GetParam();
   }
   const Kernels& scalar_ = scalar_kernels();
-  const Kernels* avx2_ = nullptr;  // the SIMD set under test
+  const Kernels* simd_ = nullptr;  // the set under test
   std::mt19937 rng_{2024};
 
   static std::vector<std::size_t> sizes() {
@@ -422,11 +422,11 @@ TEST_P(KernelIdentityTest, MaxAbs) {
         Buffer in(4 * n);
         in.place(offset, values);
         bool scalar_nf = false;
-        bool avx2_nf = true;
+        bool simd_nf = true;
         const float a = scalar_.max_abs(in.floats_at(offset), n, &scalar_nf);
-        const float b = avx2_->max_abs(in.floats_at(offset), n, &avx2_nf);
+        const float b = simd_->max_abs(in.floats_at(offset), n, &simd_nf);
         ASSERT_EQ(std::bit_cast<std::uint32_t>(a), std::bit_cast<std::uint32_t>(b)) << n;
-        ASSERT_EQ(scalar_nf, avx2_nf) << n;
+        ASSERT_EQ(scalar_nf, simd_nf) << n;
         const bool any_non_finite =
             std::any_of(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
         ASSERT_EQ(scalar_nf, any_non_finite) << n;
@@ -451,12 +451,12 @@ TEST_P(KernelIdentityTest, Quantize) {
         in.place(in_offset, values);
         for (std::size_t out_offset : kByteOffsets) {
           Buffer out_scalar(4 * n);
-          Buffer out_avx2(4 * n);
+          Buffer out_simd(4 * n);
           scalar_.quantize(in.floats_at(in_offset), n, scale, limit, out_scalar.at(out_offset));
-          avx2_->quantize(in.floats_at(in_offset), n, scale, limit, out_avx2.at(out_offset));
-          ASSERT_EQ(std::memcmp(out_scalar.at(out_offset), out_avx2.at(out_offset), 4 * n), 0)
+          simd_->quantize(in.floats_at(in_offset), n, scale, limit, out_simd.at(out_offset));
+          ASSERT_EQ(std::memcmp(out_scalar.at(out_offset), out_simd.at(out_offset), 4 * n), 0)
               << n << " exp " << exp << " world " << world;
-          ASSERT_TRUE(out_avx2.intact_outside(out_offset, 4 * n)) << n;
+          ASSERT_TRUE(out_simd.intact_outside(out_offset, 4 * n)) << n;
           ASSERT_TRUE(out_scalar.intact_outside(out_offset, 4 * n)) << n;
         }
       }
@@ -477,12 +477,12 @@ TEST_P(KernelIdentityTest, Dequantize) {
         in.place(in_offset, wire);
         for (std::size_t out_offset : kFloatOffsets) {
           Buffer out_scalar(4 * n);
-          Buffer out_avx2(4 * n);
+          Buffer out_simd(4 * n);
           scalar_.dequantize(in.at(in_offset), n, factor, out_scalar.floats_at(out_offset));
-          avx2_->dequantize(in.at(in_offset), n, factor, out_avx2.floats_at(out_offset));
-          ASSERT_EQ(std::memcmp(out_scalar.at(out_offset), out_avx2.at(out_offset), 4 * n), 0)
+          simd_->dequantize(in.at(in_offset), n, factor, out_simd.floats_at(out_offset));
+          ASSERT_EQ(std::memcmp(out_scalar.at(out_offset), out_simd.at(out_offset), 4 * n), 0)
               << n << " factor " << factor;
-          ASSERT_TRUE(out_avx2.intact_outside(out_offset, 4 * n)) << n;
+          ASSERT_TRUE(out_simd.intact_outside(out_offset, 4 * n)) << n;
         }
       }
     }
@@ -499,20 +499,20 @@ TEST_P(KernelIdentityTest, Int32Wire) {
         Buffer ints(4 * n);
         ints.place(int_offset, values);
         Buffer wire_scalar(4 * n);
-        Buffer wire_avx2(4 * n);
+        Buffer wire_simd(4 * n);
         scalar_.to_wire(ints.ints_at(int_offset), n, wire_scalar.at(byte_offset));
-        avx2_->to_wire(ints.ints_at(int_offset), n, wire_avx2.at(byte_offset));
-        ASSERT_EQ(std::memcmp(wire_scalar.at(byte_offset), wire_avx2.at(byte_offset), 4 * n), 0);
-        ASSERT_TRUE(wire_avx2.intact_outside(byte_offset, 4 * n)) << n;
-        ASSERT_EQ(from_be(wire_avx2.at(byte_offset), n), values);
+        simd_->to_wire(ints.ints_at(int_offset), n, wire_simd.at(byte_offset));
+        ASSERT_EQ(std::memcmp(wire_scalar.at(byte_offset), wire_simd.at(byte_offset), 4 * n), 0);
+        ASSERT_TRUE(wire_simd.intact_outside(byte_offset, 4 * n)) << n;
+        ASSERT_EQ(from_be(wire_simd.at(byte_offset), n), values);
 
         Buffer back_scalar(4 * n);
-        Buffer back_avx2(4 * n);
-        scalar_.from_wire(wire_avx2.at(byte_offset), n, back_scalar.ints_at(int_offset));
-        avx2_->from_wire(wire_avx2.at(byte_offset), n, back_avx2.ints_at(int_offset));
+        Buffer back_simd(4 * n);
+        scalar_.from_wire(wire_simd.at(byte_offset), n, back_scalar.ints_at(int_offset));
+        simd_->from_wire(wire_simd.at(byte_offset), n, back_simd.ints_at(int_offset));
         ASSERT_EQ(std::memcmp(back_scalar.at(int_offset), values.data(), 4 * n), 0);
-        ASSERT_EQ(std::memcmp(back_avx2.at(int_offset), values.data(), 4 * n), 0);
-        ASSERT_TRUE(back_avx2.intact_outside(int_offset, 4 * n)) << n;
+        ASSERT_EQ(std::memcmp(back_simd.at(int_offset), values.data(), 4 * n), 0);
+        ASSERT_TRUE(back_simd.intact_outside(int_offset, 4 * n)) << n;
       }
     }
   }

@@ -14,6 +14,7 @@
 #include <memory>
 #include <random>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "dpa/config.hpp"
