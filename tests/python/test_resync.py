@@ -230,7 +230,9 @@ def test_the_others_wait_for_a_rank_max_lag_checkpoints_behind():
     # (without the bound they would have finished every step before it started).
     for rank, result in enumerate(fast):
         assert result["times"][f"leave {2 * EVERY - 1}"] > straggler["times"][f"enter {EVERY - 1}"], rank
-    assert sum(r["lag_waits"] for r in fast) >= 1 and straggler["lag_waits"] == 0
+    # The fast ranks waited. The straggler may wait too, later: once caught up it can reach a
+    # checkpoint before a fast rank has passed the one before (seen in a CI run), which is allowed.
+    assert sum(r["lag_waits"] for r in fast) >= 1
     # Each source holds at most max_lag + 1 copies, and the replicas end equal.
     assert all(r["most_copies"] <= 2 for r in results), [r["most_copies"] for r in results]
     for rank in (0, 1):
