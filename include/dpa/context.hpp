@@ -34,6 +34,12 @@ struct AllreduceOptions {
   // floats, for the caller to dequantise.
   const std::int8_t* block_exponents = nullptr;
   block_float::WireBlock* wire_result = nullptr;
+  // The caller calls Handle::wait() right after submitting. An operation of one block then
+  // starts in wait(), on the caller's thread (Config::waiter_runs, on a transport any thread may
+  // poll), and no engine thread is woken for it: that saves a wake-up and a lock hand-off per
+  // operation. wait() wakes the engine thread where it cannot run the part itself. Without a
+  // wait() such an operation may not start. Context::allreduce sets it.
+  bool caller_waits = false;
 };
 
 namespace detail {

@@ -72,7 +72,7 @@ std::unique_ptr<TensorAllreduce> AllreduceRunner::start(const at::Tensor& tensor
                                            pool_, streams);
 }
 
-InFlight AllreduceRunner::stage_and_submit(AllreduceRequest& request) {
+InFlight AllreduceRunner::stage_and_submit(AllreduceRequest& request, bool caller_waits) {
   InFlight in_flight;
   try {
     for (std::size_t i = 0; i < request.tensors.size(); ++i) {
@@ -84,13 +84,15 @@ InFlight AllreduceRunner::stage_and_submit(AllreduceRequest& request) {
   } catch (...) {
     in_flight.error = std::current_exception();
   }
+  AllreduceOptions options = request.options;
+  options.caller_waits = caller_waits;
   // The turn is taken even after a staging error, so later requests are not held up.
   try {
     const auto turn = submit_order().wait_turn(std::move(request.ticket));
     if (!in_flight.error) {
       for (std::size_t i = 0; i < in_flight.tensors.size(); ++i) {
         const auto elements = static_cast<std::size_t>(request.tensors[i].numel());
-        in_flight.tensors[i]->submit(0, context_for(elements), turn, request.options);
+        in_flight.tensors[i]->submit(0, context_for(elements), turn, options);
       }
     }
   } catch (...) {
@@ -129,7 +131,7 @@ void AllreduceRunner::complete(AllreduceRequest& request, InFlight& in_flight) {
 }
 
 void AllreduceRunner::run_whole(AllreduceRequest& request) {
-  InFlight in_flight = stage_and_submit(request);
+  InFlight in_flight = stage_and_submit(request, /*caller_waits=*/true);
   complete(request, in_flight);
 }
 

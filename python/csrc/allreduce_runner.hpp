@@ -54,8 +54,9 @@ class AllreduceRunner {
   // `small` shares the submit order of `wide`.
   AllreduceRunner(Context& wide, Context* small, HostBufferPool& pool, const TorchSettings& settings);
 
-  // Stages every tensor, then submits them in the request's turn.
-  InFlight stage_and_submit(AllreduceRequest& request);
+  // Stages every tensor, then submits them in the request's turn. `caller_waits`: this thread
+  // calls complete() next (AllreduceOptions::caller_waits), so a one-block operation runs there.
+  InFlight stage_and_submit(AllreduceRequest& request, bool caller_waits);
   // Waits for the results, copies them out and completes the request's work.
   void complete(AllreduceRequest& request, InFlight& in_flight);
   void run_whole(AllreduceRequest& request);

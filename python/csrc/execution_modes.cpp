@@ -246,7 +246,7 @@ class HybridExecutor final : public Executor {
 
   void submit_whole(AllreduceRequest request) {
     auto submitted = std::make_shared<Submitted>();
-    submitted->in_flight = runner_.stage_and_submit(request);
+    submitted->in_flight = runner_.stage_and_submit(request, /*caller_waits=*/false);
     submitted->request = std::move(request);
     InFlight& in_flight = submitted->in_flight;
     if (in_flight.error) {

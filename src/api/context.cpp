@@ -83,7 +83,10 @@ class ContextImpl {
     if (waiter_may_run_) {
       op->waiter_may_run.assign(engines_.begin(), engines_.end());
     }
-    for (auto& engine : engines_) engine->submit(op);
+    // One block: one round trip, which the waiting caller starts sooner than a woken thread.
+    // More blocks keep every engine thread busy at once.
+    op->runners_not_woken = waiter_may_run_ && options.caller_waits && count <= payload();
+    for (auto& engine : engines_) engine->submit(op, !op->runners_not_woken);
     last_op_ = op;
     return Handle(op);
   }
@@ -275,7 +278,9 @@ Context::~Context() = default;
 
 OpStats Context::allreduce(const void* in, void* out, std::size_t count, DataType type,
                            const AllreduceOptions& options) {
-  Handle handle = allreduce_async(in, out, count, type, options);
+  AllreduceOptions waited = options;
+  waited.caller_waits = true;
+  Handle handle = allreduce_async(in, out, count, type, waited);
   return handle.wait();
 }
 

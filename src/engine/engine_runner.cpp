@@ -44,11 +44,17 @@ void EngineRunner::stop() {
   thread_.reset();  // waits for run() to return
 }
 
-void EngineRunner::submit(std::shared_ptr<Operation> op) {
+void EngineRunner::submit(std::shared_ptr<Operation> op, bool wake) {
   {
     std::lock_guard lock(queue_mutex_);
     operations_.push_back(std::move(op));
   }
+  if (wake) queue_ready_.notify_one();
+}
+
+void EngineRunner::wake() {
+  // The lock orders this after the push of whatever the thread is to find.
+  { std::lock_guard lock(queue_mutex_); }
   queue_ready_.notify_one();
 }
 

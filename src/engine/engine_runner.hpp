@@ -32,7 +32,10 @@ class EngineRunner {
   EngineRunner(const EngineRunner&) = delete;
   EngineRunner& operator=(const EngineRunner&) = delete;
 
-  void submit(std::shared_ptr<Operation> op);
+  // Queues `op`'s part; `wake`: tells the runner's thread now (else a waiter runs it, or wakes
+  // the thread: wake()).
+  void submit(std::shared_ptr<Operation> op, bool wake = true);
+  void wake();
   // Runs this runner's part of `op` on the calling thread when it is next in line and the
   // runner's thread has not taken it (a thread that waits for `op` anyway saves the two
   // hand-offs). Returns false, leaving the part to the runner's thread, otherwise.

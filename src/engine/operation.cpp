@@ -59,7 +59,8 @@ void Operation::add_completion(Completion callback) {
 void Operation::run_parts_here() {
   for (const std::weak_ptr<EngineRunner>& weak : waiter_may_run) {
     if (complete()) return;
-    if (const std::shared_ptr<EngineRunner> runner = weak.lock()) runner->run_here(*this);
+    const std::shared_ptr<EngineRunner> runner = weak.lock();
+    if (runner && !runner->run_here(*this) && runners_not_woken) runner->wake();
   }
 }
 

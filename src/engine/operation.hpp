@@ -53,6 +53,9 @@ struct Operation {
   int parts_remaining = 0;  // set before the parts are handed to the threads
   // Runners whose parts a waiting thread may run itself (Config::waiter_runs); set at submit.
   std::vector<std::weak_ptr<EngineRunner>> waiter_may_run;
+  // Their threads were not woken at submit (AllreduceOptions::caller_waits): run_parts_here()
+  // wakes each one whose part it cannot run.
+  bool runners_not_woken = false;
   // Runs, on the calling thread, each of those parts that its runner's thread has not started.
   void run_parts_here();
 

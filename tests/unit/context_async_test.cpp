@@ -178,12 +178,14 @@ TEST(Completion, EmptyHandleOrCallbackIsAnError) {
 // How many of `operations` allreduces completed on the thread that waited for them, counting only
 // those still running when their callback was registered (a finished one calls back at once, on
 // the caller, whoever ran it).
-int completed_by_the_waiter(dpa::Context& context, int operations) {
-  std::vector<std::int32_t> data(300, 7);
+int completed_by_the_waiter(dpa::Context& context, int operations, std::size_t values = 300,
+                            const dpa::AllreduceOptions& options = {}) {
+  std::vector<std::int32_t> data(values, 7);
   int by_waiter = 0;
   for (int i = 0; i < operations; ++i) {
     Seen seen;
-    dpa::Handle handle = context.allreduce_async(data.data(), data.data(), data.size(), dpa::DataType::int32);
+    dpa::Handle handle =
+        context.allreduce_async(data.data(), data.data(), data.size(), dpa::DataType::int32, options);
     handle.on_complete(seen.callback());
     bool finished_before_wait = false;
     {
@@ -205,6 +207,43 @@ TEST(WaiterRuns, AWaitingThreadRunsThePartsNoEngineThreadStarted) {
   const auto sw = start_switch(1);
   dpa::Context context(worker(*sw, 0, 1));
   EXPECT_GT(completed_by_the_waiter(context, 50), 0);
+}
+
+// caller_waits: no engine thread is woken for a one-block operation, so the waiter runs every one.
+TEST(WaiterRuns, ACallerThatWaitsRunsEveryOneBlockOperation) {
+  const auto sw = start_switch(1);
+  dpa::Context context(worker(*sw, 0, 1));
+  dpa::AllreduceOptions waits;
+  waits.caller_waits = true;
+  EXPECT_EQ(completed_by_the_waiter(context, 50, 64, waits), 50);
+}
+
+// A caller_waits operation whose part the waiter cannot run (an earlier one, not yet waited for,
+// is first in line) wakes the engine thread, which runs both: nothing waits for a wait() that
+// comes later.
+TEST(WaiterRuns, ACallerWaitingOutOfOrderWakesTheEngineThread) {
+  const auto sw = start_switch(1);
+  dpa::Context context(worker(*sw, 0, 1));
+  dpa::AllreduceOptions waits;
+  waits.caller_waits = true;
+  // Each round finds the engine thread asleep or about to be (it woke for nothing since the
+  // context's join), so a missing wake-up hangs some round.
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::int32_t> first(8, 1);
+    std::vector<std::int32_t> second(8, 2);
+    dpa::Handle earlier = context.allreduce_async(first.data(), first.data(), first.size(), dpa::DataType::int32, waits);
+    dpa::Handle later = context.allreduce_async(second.data(), second.data(), second.size(), dpa::DataType::int32, waits);
+    auto waited = std::async(std::launch::async, [&] { return later.wait().blocks; });
+    if (waited.wait_for(10s) != std::future_status::ready) {
+      ADD_FAILURE() << "round " << round << ": the later operation never ran";
+      // An operation submitted without caller_waits wakes the engine thread, which runs them all.
+      context.allreduce_async(first.data(), first.data(), first.size(), dpa::DataType::int32).wait();
+    }
+    EXPECT_EQ(waited.get(), 1u);
+    EXPECT_EQ(earlier.wait().blocks, 1u);
+    EXPECT_EQ(first.front(), 1);
+    EXPECT_EQ(second.front(), 2);
+  }
 }
 
 TEST(WaiterRuns, OffEveryPartRunsOnAnEngineThread) {
