@@ -52,6 +52,10 @@ void prefetch_read(std::span<const std::byte> bytes) {
   for (std::size_t offset = 0; offset < bytes.size(); offset += 64) __builtin_prefetch(bytes.data() + offset, 0, 3);
 }
 
+void prefetch_packet_for_writing(std::span<const std::byte> bytes) {
+  for (std::size_t offset = 0; offset < bytes.size(); offset += 64) __builtin_prefetch(bytes.data() + offset, 1, 3);
+}
+
 // Prefetches never fault: `at` may point before the buffer.
 void prefetch_write(const std::byte* at, std::size_t bytes) {
   for (std::size_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(at + offset, 1, 3);
@@ -352,6 +356,13 @@ class SwitchImpl {
 
     const bool spins = config_.busy_poll_threads == 0 || static_cast<int>(index) < config_.busy_poll_threads;
     const auto spin = spins ? std::chrono::nanoseconds(config_.busy_poll) : std::chrono::nanoseconds(0);
+    // A packet whose buffer may carry the reply is fetched for writing: fetched for reading, its
+    // lines would cross from the sender's core twice (shared, then owned). H100 host, ring
+    // switch, docs/benchmarks.md "2026-12-06 (morning)".
+    const bool for_writing = device_->properties().replies_in_place;
+    const auto prefetch_received = [for_writing](std::span<const std::byte> packet) {
+      for_writing ? prefetch_packet_for_writing(packet) : prefetch_read(packet);
+    };
     const std::uint64_t started_ns = steady_now_ns();
     while (!stop_.load(std::memory_order_relaxed)) {
       passed_epoch_[index].store(epoch_.load(std::memory_order_acquire), std::memory_order_release);
@@ -366,9 +377,9 @@ class SwitchImpl {
       const Clock now = clock();
       const SessionTable& sessions = *table_.load(std::memory_order_acquire);
       batch.set_prefetch_bytes(largest_packet(sessions));
-      for (std::size_t i = 0; i < std::min(received, kPrefetchAhead); ++i) prefetch_read(batch.rx[i].data);
+      for (std::size_t i = 0; i < std::min(received, kPrefetchAhead); ++i) prefetch_received(batch.rx[i].data);
       for (std::size_t i = 0; i < received; ++i) {
-        if (i + kPrefetchAhead < received) prefetch_read(batch.rx[i + kPrefetchAhead].data);
+        if (i + kPrefetchAhead < received) prefetch_received(batch.rx[i + kPrefetchAhead].data);
         handle(index, sessions, batch.rx[i], now, batch);
       }
       batch.counters.rx_packets += received;

@@ -21,6 +21,9 @@ struct DeviceProperties {
   bool checksum_offload = false;  // IPv4/UDP checksums computed by the NIC
   bool flow_steering = false;     // replies reach their queue in hardware (rte_flow)
   bool zero_copy_multicast = false;  // send_to_all shares one payload (reference count)
+  // Queue::take_for_reply hands out received packets' buffers, so a switch writes its replies
+  // into the packets it received and fetches them from the sender's core for writing.
+  bool replies_in_place = false;
   // Any thread may drive a queue, one thread at a time (a socket). Not under DPDK, whose queues
   // belong to pinned lcores with per-lcore mempool caches.
   bool any_thread_may_poll = false;

@@ -346,7 +346,8 @@ class DpdkDevice final : public Device {
                             .burst = std::min<std::size_t>(state_->burst, DpdkQueue::kMaxBurst),
                             .checksum_offload = state_->checksum_offload,
                             .flow_steering = state_->hardware_steering,
-                            .zero_copy_multicast = state_->chained_transmit};
+                            .zero_copy_multicast = state_->chained_transmit,
+                          .replies_in_place = true};
   }
 
   std::unique_ptr<Queue> open_queue(std::size_t index) override {

@@ -106,7 +106,9 @@ std::size_t DpdkQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds
     // The frames were written by another core (a peer's, or a NIC's DMA into the last-level
     // cache): ask for every mbuf's header at once and each frame two packets ahead, so the
     // transfers overlap instead of stalling classify() once per line.
-    for (std::size_t i = 0; i < taken; ++i) rte_prefetch0(rx_[i]);
+    // For writing: the reference count, lengths and flags change here or when the packet is sent
+    // back or freed.
+    for (std::size_t i = 0; i < taken; ++i) __builtin_prefetch(rx_[i], 1, 3);
     for (std::size_t i = 0; i < std::min<std::size_t>(taken, 2); ++i) rte_prefetch0(frame_of(rx_[i]));
     for (std::size_t i = 0; i < taken; ++i) {
       if (i + 2 < taken) rte_prefetch0(frame_of(rx_[i + 2]));
