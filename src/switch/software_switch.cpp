@@ -357,8 +357,8 @@ class SwitchImpl {
     const bool spins = config_.busy_poll_threads == 0 || static_cast<int>(index) < config_.busy_poll_threads;
     const auto spin = spins ? std::chrono::nanoseconds(config_.busy_poll) : std::chrono::nanoseconds(0);
     // A packet whose buffer may carry the reply is fetched for writing: fetched for reading, its
-    // lines would cross from the sender's core twice (shared, then owned). H100 host, ring
-    // switch, docs/benchmarks.md "2026-12-06 (morning)".
+    // lines would cross from the sender's core twice (shared, then owned); docs/benchmarks.md
+    // "2026-12-06 (morning)".
     const bool for_writing = device_->properties().replies_in_place;
     const auto prefetch_received = [for_writing](std::span<const std::byte> packet) {
       for_writing ? prefetch_packet_for_writing(packet) : prefetch_read(packet);
