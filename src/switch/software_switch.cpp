@@ -52,10 +52,6 @@ void prefetch_read(std::span<const std::byte> bytes) {
   for (std::size_t offset = 0; offset < bytes.size(); offset += 64) __builtin_prefetch(bytes.data() + offset, 0, 3);
 }
 
-void prefetch_packet_for_writing(std::span<const std::byte> bytes) {
-  for (std::size_t offset = 0; offset < bytes.size(); offset += 64) __builtin_prefetch(bytes.data() + offset, 1, 3);
-}
-
 // Prefetches never fault: `at` may point before the buffer.
 void prefetch_write(const std::byte* at, std::size_t bytes) {
   for (std::size_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(at + offset, 1, 3);
@@ -361,7 +357,7 @@ class SwitchImpl {
     // "2026-12-06 (morning)".
     const bool for_writing = device_->properties().replies_in_place;
     const auto prefetch_received = [for_writing](std::span<const std::byte> packet) {
-      for_writing ? prefetch_packet_for_writing(packet) : prefetch_read(packet);
+      for_writing ? prefetch_write(packet.data(), packet.size()) : prefetch_read(packet);
     };
     const std::uint64_t started_ns = steady_now_ns();
     while (!stop_.load(std::memory_order_relaxed)) {
