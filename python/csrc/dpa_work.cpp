@@ -22,13 +22,18 @@ std::vector<c10::Device> cuda_devices(const std::vector<at::Tensor>& tensors) {
   return devices;
 }
 
+// The type of a future's value, made once: creating it allocates.
+const c10::TypePtr& tensor_list_type() {
+  static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
+  return type;
+}
+
 }  // namespace
 
 DpaWork::DpaWork(int rank, std::vector<at::Tensor> outputs)
     : c10d::Work(rank, c10d::OpType::ALLREDUCE),
       outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()), cuda_devices(outputs_))) {}
+      future_(c10::make_intrusive<c10::ivalue::Future>(tensor_list_type(), cuda_devices(outputs_))) {}
 
 void DpaWork::complete(c10::optional<c10::Stream> results_on,
                        std::vector<std::shared_ptr<c10::Event>> device_done) {

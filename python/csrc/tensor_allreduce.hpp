@@ -87,12 +87,18 @@ class TensorAllreduce {
     bool in_flight = false;
   };
 
+  // A contiguous CPU tensor of the wire's type: dpa reduces its memory, no copy or view made.
+  [[nodiscard]] static bool reduced_in_place(const at::Tensor& tensor);
+  // The other tensors: the 1-D (packed) view, the side streams and the staging buffer.
+  void prepare_copies(const Context& context, HostBufferPool& pool, std::optional<c10::Event> caller_ready,
+                      std::optional<SideStreams> streams);
   [[nodiscard]] at::Tensor host_chunk(const Chunk& chunk) const;
   [[nodiscard]] at::Tensor device_chunk(const Chunk& chunk) const;
 
-  at::Tensor tensor_;  // the caller's tensor (detached: written outside autograd)
+  // The caller's tensor; detached (written outside autograd) unless reduced in place.
+  at::Tensor tensor_;
   at::Tensor flat_;    // contiguous 1-D view of it, or a packed copy when it is not contiguous
-  at::Tensor host_;    // what dpa reduces: flat_ itself, or a view of buffer_
+  at::Tensor host_;    // what dpa reduces: tensor_ (in place), flat_, or a view of buffer_
   HostBuffer buffer_;
   DataType wire_type_ = DataType::float32;
   bool packed_ = false;  // flat_ is a copy, written back to tensor_ by finish()

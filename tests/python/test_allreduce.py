@@ -120,6 +120,22 @@ def layouts_worker(rank, world, init_file):
         untouched = base.t()[1::2]
         assert torch.equal(untouched, inputs[rank].t()[1::2]), "elements outside the view changed"
 
+    # Contiguous CPU tensors are reduced in their own memory, with no view made: a 2-D one, and
+    # a leaf that requires grad (a parameter's .data is one), whose autograd state stays as it was.
+    for dtype in (torch.float32, torch.int32):
+        seed += 1
+        inputs = [make_input(r, (40, 50), dtype, seed) for r in range(world)]
+        matrix = inputs[rank].clone()
+        dist.all_reduce(matrix)
+        assert matrix.shape == (40, 50)
+        check(matrix, inputs, "SUM", world, f"2-D contiguous {dtype}")
+    seed += 1
+    inputs = [make_input(r, (3, 700), torch.float32, seed) for r in range(world)]
+    leaf = inputs[rank].clone().requires_grad_(True)
+    dist.all_reduce(leaf)
+    assert leaf.requires_grad and leaf.is_leaf and leaf.grad_fn is None
+    check(leaf.detach(), inputs, "SUM", world, "leaf requiring grad")
+
     # A list: each tensor its own dpa operation, in order.
     seed += 1
     lists = [[make_input(r, (3000,), torch.float32, seed), make_input(r, (5,), torch.int32, seed),
