@@ -9,7 +9,7 @@ import numpy as np
 from dpa._launch import LOCAL_ENV as BASE_ENV
 from dpa._launch import free_port, run_ranks  # noqa: F401 - re-exported for the tests
 
-PAYLOAD = 2048  # values per block of small operations on the embedded switch (job_sizing.hpp)
+PAYLOAD = 1024  # values per block of small operations on the embedded switch (job_sizing.hpp)
 
 
 def dpa_backend():

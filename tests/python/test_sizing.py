@@ -33,7 +33,7 @@ def test_every_rank_uses_rank_0s_sizing():
     threads = max(1, min(4, (cores + 1) // 2))
     assert int(sizing["threads"]) == threads
     assert int(sizing["switch_threads"]) == max(threads, min(4, cores // 4))
-    assert (small_payload, large_payload) == (2048, 16000)
+    assert (small_payload, large_payload) == (1024, 16000)
     assert 1 <= int(sizing["window"]) <= 64
 
 

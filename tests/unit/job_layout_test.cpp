@@ -133,7 +133,7 @@ TEST_F(JobSizingTest, OneHostKeepsLoopbackSizing) {
                               host(), dpa::Config{});
   for (const dpa::JobSizing& sizing : {single, laid_out}) {
     EXPECT_EQ(sizing.payload, 16000u);
-    EXPECT_EQ(sizing.small_payload, 2048u);
+    EXPECT_EQ(sizing.small_payload, 1024u);
     EXPECT_EQ(sizing.threads, 4);
     EXPECT_NE(sizing.shm_fabric, 0u);
   }
@@ -173,7 +173,7 @@ TEST_F(JobSizingTest, SwitchOnTheNetworkOnOneHostUsesUdpToo) {
   layout.max_payload = 2231;
   const dpa::JobSizing sizing = dpa::JobSizing::for_job(layout, host(), dpa::Config{});
   EXPECT_EQ(sizing.payload, 2231u);
-  EXPECT_EQ(sizing.small_payload, 2048u);
+  EXPECT_EQ(sizing.small_payload, 1024u);
   EXPECT_EQ(sizing.shm_fabric, 0u);
 }
 
