@@ -163,7 +163,7 @@ TEST(BenchWorker, LauncherSizesTheJobAndRoutesSizesToTwoSessions) {
   const nlohmann::json report = read_report(json_path);
   ASSERT_EQ(report["results"].size(), 2u);
   for (const nlohmann::json& row : report["results"]) {
-    EXPECT_EQ(row["dpa"]["payload"], row["bytes"] == 4096 ? 2048 : 16000) << row.dump();
+    EXPECT_EQ(row["dpa"]["payload"], row["bytes"] == 4096 ? 1024 : 16000) << row.dump();
     EXPECT_EQ(row["wrong"], 0);
     ASSERT_EQ(row["dpa"]["ranks"].size(), 2u);
   }
