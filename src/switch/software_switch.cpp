@@ -285,8 +285,9 @@ class SwitchImpl {
     }
     transport::TxBuffer& buffer_at(std::size_t index) { return used_[index]; }
     // How much of each reply buffer to prefetch for writing: as much as the packet in hand,
-    // whose reply is most often as long. Not the largest session's packet: a 64 KB prefetch for
-    // each 4 KB reply cost a one-rank round trip 9.1 -> 7.3 us (docs/benchmarks.md).
+    // whose reply is most often as long. Not the largest session's packet: with a 64 KB prefetch
+    // for each 4 KB reply, a one-rank round trip took 8.9-9.3 us against 5.9-6.1 (the 2-core VM,
+    // docs/benchmarks.md "2026-12-06 (afternoon)").
     void set_prefetch_bytes(std::size_t bytes) { prefetch_bytes_ = bytes; }
     // Adds destinations to the send of `buffer` started by send_to(): one buffer, many ranks.
     std::vector<Endpoint>& send_to(const transport::TxBuffer& buffer) {
