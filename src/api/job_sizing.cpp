@@ -159,7 +159,7 @@ JobSizing JobSizing::for_job(const JobLayout& layout, const HostResources& host,
     if (host.cores >= 2 * (ranks_here * (sizing.threads + 1) + sizing.switch_threads)) {
       sizing.busy_poll = kSpin;
     }
-    if (host.cores >= 2 * (ranks_here + 1)) sizing.small_busy_poll = kSpin;
+    if (host.cores >= 2 * (ranks_here + 1) && !is_set("DPA_SMALL_BUSY_POLL_US")) sizing.small_busy_poll = kSpin;
   }
   return sizing;
 }
@@ -181,6 +181,10 @@ void JobSizing::apply_overrides(const Config& from_env) {
     small_payload = 0;
   }
   if (is_set("DPA_BUSY_POLL_US")) busy_poll = small_busy_poll = from_env.busy_poll;
+  // The small session's alone: its waiting callers and the switch thread that serves it.
+  if (const auto value = env_integer("DPA_SMALL_BUSY_POLL_US", 0, 1'000'000)) {
+    small_busy_poll = std::chrono::microseconds(*value);
+  }
   // The embedded switch's own.
   if (const auto value = env_integer("DPA_SWITCH_THREADS", 1, 64)) switch_threads = static_cast<int>(*value);
   if (const auto value = env_integer("DPA_SWITCH_BUFFER_BYTES", 4096, std::int64_t{1} << 30)) {

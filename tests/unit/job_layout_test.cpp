@@ -30,7 +30,7 @@ class JobSizingTest : public ::testing::Test {
  protected:
   static constexpr const char* kVariables[] = {"DPA_THREADS",    "DPA_WINDOW",         "DPA_PAYLOAD",
                                                "DPA_BUSY_POLL_US", "DPA_SWITCH_THREADS", "DPA_SWITCH_BUFFER_BYTES",
-                                               "DPA_TRANSPORT",  "DPA_LOCAL_HOST",     "DPA_LOCAL_PORT",
+                                               "DPA_SMALL_BUSY_POLL_US", "DPA_TRANSPORT",  "DPA_LOCAL_HOST",     "DPA_LOCAL_PORT",
                                                "DPA_SHM_DIR"};
   void SetUp() override {
     for (const char* name : kVariables) {
@@ -175,6 +175,32 @@ TEST_F(JobSizingTest, SwitchOnTheNetworkOnOneHostUsesUdpToo) {
   EXPECT_EQ(sizing.payload, 2231u);
   EXPECT_EQ(sizing.small_payload, 1024u);
   EXPECT_EQ(sizing.shm_fabric, 0u);
+}
+
+// configuration.md §8: the small session spins where each rank and the switch keep a spare core,
+// and only its callers and switch thread 0 do unless every thread has one.
+TEST_F(JobSizingTest, SpinningFollowsSpareCores) {
+  using std::chrono::microseconds;
+  dpa::HostResources resources = host();
+  resources.cores = 16;
+  dpa::JobSizing sizing = dpa::JobSizing::for_job(4, resources, dpa::Config{});
+  EXPECT_EQ(sizing.small_busy_poll, microseconds(50));
+  EXPECT_EQ(sizing.busy_poll, microseconds(0));
+  dpa::Config wide;
+  const dpa::SwitchConfig spinning_zero = sizing.switch_config(wide, sizing.small_config(wide), microseconds(10000));
+  EXPECT_EQ(spinning_zero.busy_poll, microseconds(50));
+  EXPECT_EQ(spinning_zero.busy_poll_threads, 1);
+
+  resources.cores = 8;  // 4 ranks and the switch: fewer than two cores each
+  EXPECT_EQ(dpa::JobSizing::for_job(4, resources, dpa::Config{}).small_busy_poll, microseconds(0));
+
+  ::setenv("DPA_SMALL_BUSY_POLL_US", "700", 1);
+  sizing = dpa::JobSizing::for_job(4, resources, dpa::Config{});
+  EXPECT_EQ(sizing.small_busy_poll, microseconds(700));
+  EXPECT_EQ(sizing.busy_poll, microseconds(0));
+  EXPECT_EQ(sizing.small_config(wide).busy_poll, microseconds(700));
+  ::setenv("DPA_SMALL_BUSY_POLL_US", "-1", 1);
+  EXPECT_THROW(dpa::JobSizing::for_job(4, resources, dpa::Config{}), dpa::ConfigError);
 }
 
 TEST_F(JobSizingTest, PayloadVariableStillWins) {
