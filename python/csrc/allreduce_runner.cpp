@@ -4,6 +4,8 @@
 #include <string>
 #include <utility>
 
+#include <c10/core/impl/VirtualGuardImpl.h>
+
 #include "fastest_k.hpp"
 
 namespace dpa::torch_backend {
@@ -60,8 +62,16 @@ void AllreduceRunner::fail(AllreduceRequest& request, std::exception_ptr error) 
       std::runtime_error(describe(request, wide_.rank()) + " failed: " + reason)));
 }
 
+std::shared_ptr<c10::Event> AllreduceRunner::mark_caller_stream(const at::Tensor& tensor) {
+  if (!tensor.is_cuda()) return nullptr;
+  std::shared_ptr<c10::Event> event = side_streams_.for_device(tensor.device()).events->take();
+  // The device-generic stream API: it compiles against a CPU-only torch, where this is never reached.
+  event->record(c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).getStream(tensor.device()));
+  return event;
+}
+
 std::unique_ptr<TensorAllreduce> AllreduceRunner::start(const at::Tensor& tensor,
-                                                        std::optional<c10::Event> ready,
+                                                        std::shared_ptr<c10::Event> ready,
                                                         std::size_t elements_per_chunk,
                                                         Context& context) {
   // Earlier operations whose copies to the device have ended give their buffers back first.
@@ -155,7 +165,7 @@ void AllreduceRunner::run_chunked(AllreduceRequest& request) {
 }
 
 std::unique_ptr<TensorAllreduce> AllreduceRunner::run_one_chunked(
-    const SubmitOrder::Turn& turn, const at::Tensor& tensor, std::optional<c10::Event> ready,
+    const SubmitOrder::Turn& turn, const at::Tensor& tensor, std::shared_ptr<c10::Event> ready,
     const AllreduceOptions& options) {
   const bool large = static_cast<std::size_t>(tensor.nbytes()) >= settings_.pipeline_threshold;
   const auto elements = static_cast<std::size_t>(tensor.numel());

@@ -24,7 +24,7 @@ namespace dpa::torch_backend {
 // One all_reduce call, captured on the calling thread.
 struct AllreduceRequest {
   std::vector<at::Tensor> tensors;                      // each its own dpa operation, in this order
-  std::vector<std::optional<c10::Event>> caller_ready;  // per tensor, CUDA only
+  std::vector<std::shared_ptr<c10::Event>> caller_ready;  // per tensor, CUDA only
   AllreduceOptions options;                             // op and the caller's fastest-K choice
   c10::intrusive_ptr<DpaWork> work;
   SubmitOrder::Ticket ticket;  // its place in the contexts' submit order, taken on the caller
@@ -67,6 +67,10 @@ class AllreduceRunner {
   [[nodiscard]] const SubmitOrder& submit_order() const { return wide_.submit_order(); }
   [[nodiscard]] const TorchSettings& settings() const { return settings_; }
   [[nodiscard]] Context& context_for(std::size_t elements) const;
+  // For a CUDA tensor, an event on the calling thread's current stream: the copies that read the
+  // tensor wait for it, so they see what the caller's stream had queued before the all_reduce.
+  // Null for a CPU tensor.
+  [[nodiscard]] std::shared_ptr<c10::Event> mark_caller_stream(const at::Tensor& tensor);
   // Completes a request's work with an error that says which operation failed and why.
   void fail(AllreduceRequest& request, std::exception_ptr error) const;
 
@@ -74,9 +78,9 @@ class AllreduceRunner {
   // Returns the finished operation, whose device copies may still run.
   std::unique_ptr<TensorAllreduce> run_one_chunked(const SubmitOrder::Turn& turn,
                                                    const at::Tensor& tensor,
-                                                   std::optional<c10::Event> ready,
+                                                   std::shared_ptr<c10::Event> ready,
                                                    const AllreduceOptions& options);
-  std::unique_ptr<TensorAllreduce> start(const at::Tensor& tensor, std::optional<c10::Event> ready,
+  std::unique_ptr<TensorAllreduce> start(const at::Tensor& tensor, std::shared_ptr<c10::Event> ready,
                                          std::size_t elements_per_chunk, Context& context);
 
   Context& wide_;

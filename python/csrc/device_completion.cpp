@@ -25,14 +25,36 @@ void synchronize(const c10::Event& event, const c10::Stream& recorded_on) {
   synchronize_event(event, recorded_on);
 }
 
+std::shared_ptr<c10::Event> EventPool::take() {
+  std::unique_ptr<c10::Event> event;
+  {
+    std::lock_guard lock(shelf_->mutex);
+    if (!shelf_->free.empty()) {
+      event = std::move(shelf_->free.back());
+      shelf_->free.pop_back();
+    }
+  }
+  if (!event) event = std::make_unique<c10::Event>(type_);
+  return {event.release(), [shelf = shelf_](c10::Event* returned) {
+            std::unique_ptr<c10::Event> owned(returned);
+            std::lock_guard lock(shelf->mutex);
+            try {
+              shelf->free.push_back(std::move(owned));
+            } catch (...) {
+              // No room to keep it: destroyed instead.
+            }
+          }};
+}
+
 SideStreams SideStreamsByDevice::for_device(c10::Device device) {
   std::lock_guard lock(mutex_);
-  const auto found = streams_.find(device.index());
-  if (found != streams_.end()) return found->second;
+  const auto found = queues_.find(device.index());
+  if (found != queues_.end()) return found->second.streams;
   c10::impl::VirtualGuardImpl guard(device.type());
+  auto events = std::make_unique<EventPool>(device.type());
   const SideStreams streams{guard.getStreamFromGlobalPool(device, /*isHighPriority=*/true),
-                            guard.getStreamFromGlobalPool(device, /*isHighPriority=*/true)};
-  streams_.emplace(device.index(), streams);
+                            guard.getStreamFromGlobalPool(device, /*isHighPriority=*/true), events.get()};
+  queues_.emplace(device.index(), Queues{streams, std::move(events)});
   return streams;
 }
 

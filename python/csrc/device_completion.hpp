@@ -23,12 +23,34 @@ class TensorAllreduce;
 // `recorded_on`, the stream the event was recorded on, is synchronised instead).
 void synchronize(const c10::Event& event, const c10::Stream& recorded_on);
 
+// A device's events, reused from operation to operation: creating and destroying a CUDA event is
+// a driver call each, and an operation records three (the caller's stream, the copy to the host,
+// the copy back). An event records on one device only, hence a pool per device. Thread-safe.
+class EventPool {
+ public:
+  explicit EventPool(c10::DeviceType type) : type_(type) {}
+
+  // An event that goes back to the pool when its last holder drops it (the pool may be gone by
+  // then: the free list outlives it).
+  [[nodiscard]] std::shared_ptr<c10::Event> take();
+
+ private:
+  struct Shelf {
+    std::mutex mutex;
+    std::vector<std::unique_ptr<c10::Event>> free;
+  };
+
+  c10::DeviceType type_;
+  std::shared_ptr<Shelf> shelf_ = std::make_shared<Shelf>();
+};
+
 // The two side streams of a device, one for copies to the host and one for copies back, taken
 // once per process group so every operation on that device queues on the same pair: the results
-// of all tensors of a request are then ready on one stream.
+// of all tensors of a request are then ready on one stream. With them the device's event pool.
 struct SideStreams {
   c10::Stream to_host;
   c10::Stream to_device;
+  EventPool* events;  // owned by the SideStreamsByDevice that made these
 };
 
 class SideStreamsByDevice {
@@ -36,8 +58,13 @@ class SideStreamsByDevice {
   SideStreams for_device(c10::Device device);
 
  private:
+  struct Queues {
+    SideStreams streams;
+    std::unique_ptr<EventPool> events;
+  };
+
   std::mutex mutex_;
-  std::map<c10::DeviceIndex, SideStreams> streams_;
+  std::map<c10::DeviceIndex, Queues> queues_;
 };
 
 // Operations whose results are still being copied to the device. Each is destroyed (returning

@@ -177,7 +177,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allreduce(std::vector<at::Tensor
   request.tensors = tensors;
   for (const at::Tensor& tensor : tensors) {
     require_cuda_kernels_for(tensor, rank_);
-    request.caller_ready.push_back(mark_caller_stream(tensor));
+    request.caller_ready.push_back(runner_->mark_caller_stream(tensor));
   }
   const FastestK choice = resolve_fastest_k();
   request.options.op = *op;

@@ -5,18 +5,11 @@
 #include <utility>
 
 #include <c10/core/StreamGuard.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include "dpa/error.hpp"
 
 namespace dpa::torch_backend {
 namespace {
-
-// The device-generic stream and event API: the same code drives CUDA when torch has it, and
-// compiles against a CPU-only torch (it is only reached for CUDA tensors).
-c10::impl::VirtualGuardImpl cuda_guard() {
-  return c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA);
-}
 
 at::ScalarType wire_scalar_type(at::ScalarType type) {
   return type == at::kInt ? at::kInt : at::kFloat;
@@ -31,13 +24,6 @@ bool dpa_supports(const at::Tensor& tensor) {
   return type == at::kFloat || type == at::kHalf || type == at::kBFloat16 || type == at::kInt;
 }
 
-std::optional<c10::Event> mark_caller_stream(const at::Tensor& tensor) {
-  if (!tensor.is_cuda()) return std::nullopt;
-  c10::Event event(c10::DeviceType::CUDA);
-  event.record(cuda_guard().getStream(tensor.device()));
-  return event;
-}
-
 std::size_t chunk_elements(std::size_t count, int chunks, std::uint32_t payload) {
   const std::size_t parts = static_cast<std::size_t>(std::max(chunks, 1));
   const std::size_t per_chunk = (count + parts - 1) / parts;
@@ -45,7 +31,7 @@ std::size_t chunk_elements(std::size_t count, int chunks, std::uint32_t payload)
   return std::max<std::size_t>((per_chunk + block - 1) / block * block, block);
 }
 
-TensorAllreduce::TensorAllreduce(const at::Tensor& tensor, std::optional<c10::Event> caller_ready,
+TensorAllreduce::TensorAllreduce(const at::Tensor& tensor, std::shared_ptr<c10::Event> caller_ready,
                                  std::size_t elements_per_chunk,
                                  [[maybe_unused]] const Context& context,
                                  HostBufferPool& pool, std::optional<SideStreams> streams)
@@ -65,7 +51,7 @@ TensorAllreduce::TensorAllreduce(const at::Tensor& tensor, std::optional<c10::Ev
   const std::size_t step =
       elements_per_chunk == 0 ? std::max<std::size_t>(count, 1) : elements_per_chunk;
   for (std::size_t begin = 0; begin < count || chunks_.empty(); begin += step) {
-    chunks_.push_back(Chunk{begin, std::min(step, count - begin), std::nullopt, Handle{}, false});
+    chunks_.push_back(Chunk{begin, std::min(step, count - begin), nullptr, Handle{}, false});
   }
 }
 
@@ -75,13 +61,14 @@ bool TensorAllreduce::reduced_in_place(const at::Tensor& tensor) {
 }
 
 void TensorAllreduce::prepare_copies([[maybe_unused]] const Context& context, HostBufferPool& pool,
-                                     std::optional<c10::Event> caller_ready,
+                                     std::shared_ptr<c10::Event> caller_ready,
                                      std::optional<SideStreams> streams) {
   const bool cuda = tensor_.is_cuda();
   if (cuda) {
     if (!streams) throw Error("dpa: a CUDA tensor's all_reduce needs its device's side streams");
     d2h_stream_ = streams->to_host;
     h2d_stream_ = streams->to_device;
+    events_ = streams->events;
     if (caller_ready) caller_ready->block(*d2h_stream_);
   }
   {
@@ -149,7 +136,7 @@ void TensorAllreduce::stage_in(std::size_t index) {
 #else
     host_chunk(chunk).copy_(device_chunk(chunk), /*non_blocking=*/true);
 #endif
-    chunk.staged_in.emplace(c10::DeviceType::CUDA);
+    chunk.staged_in = events_->take();
     chunk.staged_in->record(*d2h_stream_);
   } else {
     host_chunk(chunk).copy_(device_chunk(chunk));
@@ -209,7 +196,7 @@ void TensorAllreduce::finish() {
     tensor_.copy_(flat_.view(tensor_.sizes()), /*non_blocking=*/h2d_stream_.has_value());
   }
   if (h2d_stream_) {
-    done_ = std::make_shared<c10::Event>(c10::DeviceType::CUDA);
+    done_ = events_->take();
     done_->record(*h2d_stream_);
   }
   stats_.seconds =

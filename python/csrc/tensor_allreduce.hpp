@@ -35,10 +35,6 @@ namespace dpa::torch_backend {
 // Whether dpa can reduce this tensor (otherwise the backend hands it to Gloo).
 bool dpa_supports(const at::Tensor& tensor);
 
-// For a CUDA tensor, an event on the calling thread's current stream: the copies that read the
-// tensor wait for it, so they see what the caller's stream had queued before the all_reduce.
-std::optional<c10::Event> mark_caller_stream(const at::Tensor& tensor);
-
 // Elements per chunk when `count` elements are cut into at most `chunks` pieces; a multiple of
 // the payload, so chunk boundaries fall on block boundaries. Every rank computes the same.
 std::size_t chunk_elements(std::size_t count, int chunks, std::uint32_t payload);
@@ -46,8 +42,8 @@ std::size_t chunk_elements(std::size_t count, int chunks, std::uint32_t payload)
 class TensorAllreduce {
  public:
   // `elements_per_chunk` 0 means one chunk; `context` is the one that will reduce the chunks;
-  // `streams` its device's side streams (CUDA tensors only).
-  TensorAllreduce(const at::Tensor& tensor, std::optional<c10::Event> caller_ready,
+  // `streams` its device's side streams (CUDA tensors only), after `caller_ready` on the caller's.
+  TensorAllreduce(const at::Tensor& tensor, std::shared_ptr<c10::Event> caller_ready,
                   std::size_t elements_per_chunk, const Context& context, HostBufferPool& pool,
                   std::optional<SideStreams> streams);
   // Waits for any chunk still on the network: dpa writes into the buffers this object owns; and,
@@ -82,7 +78,7 @@ class TensorAllreduce {
   struct Chunk {
     std::size_t begin = 0;
     std::size_t count = 0;
-    std::optional<c10::Event> staged_in;  // CUDA: the device-to-host copy is done
+    std::shared_ptr<c10::Event> staged_in;  // CUDA: the device-to-host copy is done
     Handle handle;
     bool in_flight = false;
   };
@@ -90,7 +86,7 @@ class TensorAllreduce {
   // A contiguous CPU tensor of the wire's type: dpa reduces its memory, no copy or view made.
   [[nodiscard]] static bool reduced_in_place(const at::Tensor& tensor);
   // The other tensors: the 1-D (packed) view, the side streams and the staging buffer.
-  void prepare_copies(const Context& context, HostBufferPool& pool, std::optional<c10::Event> caller_ready,
+  void prepare_copies(const Context& context, HostBufferPool& pool, std::shared_ptr<c10::Event> caller_ready,
                       std::optional<SideStreams> streams);
   [[nodiscard]] at::Tensor host_chunk(const Chunk& chunk) const;
   [[nodiscard]] at::Tensor device_chunk(const Chunk& chunk) const;
@@ -106,6 +102,7 @@ class TensorAllreduce {
   // Set for CUDA tensors (c10::optional: what torch 1.13's stream guards take).
   c10::optional<c10::Stream> d2h_stream_;
   c10::optional<c10::Stream> h2d_stream_;
+  EventPool* events_ = nullptr;  // the device's (CUDA tensors)
   std::shared_ptr<c10::Event> done_;
 #ifdef DPA_WITH_CUDA
   std::optional<CudaBlocks> cuda_blocks_;  // CUDA float tensors: block floating point on the GPU
