@@ -1,6 +1,7 @@
 #include "engine/engine_runner.hpp"
 
 #include <algorithm>
+#include <string>
 
 #include "dpa/error.hpp"
 #include "transport/send.hpp"
@@ -30,7 +31,10 @@ EngineRunner::EngineRunner(std::uint32_t thread_index, const Config& config,
       queue_(std::move(queue)),
       engine_(thread_index, config, session, *queue_),
       rx_(64) {
-  thread_ = device.launch(thread_index, [this] { run(); });
+  thread_ = device.launch(thread_index, [this, name = "dpa-engine-" + std::to_string(thread_index)] {
+    transport::name_this_thread(name);
+    run();
+  });
 }
 
 EngineRunner::~EngineRunner() { stop(); }

@@ -92,7 +92,10 @@ class SwitchImpl {
     published_ = std::make_unique<sw::PublishedCounters<SwitchThreadCounters>[]>(queues_.size());
     passed_epoch_ = std::make_unique<std::atomic<std::uint64_t>[]>(queues_.size());
     for (std::size_t i = 0; i < queues_.size(); ++i) {
-      threads_.push_back(device_->launch(i, [this, i] { run(i); }));
+      threads_.push_back(device_->launch(i, [this, i] {
+        transport::name_this_thread("dpa-switch-" + std::to_string(i));
+        run(i);
+      }));
     }
     log().info("dpa-switch listening on {} ({} thread{}, {})", queues_[0]->local_endpoint().to_string(),
                ports_.size(), ports_.size() == 1 ? "" : "s", device_->properties().name);

@@ -20,4 +20,7 @@ class QueueThread {
 // `where` then says why).
 std::unique_ptr<QueueThread> launch_std_thread(std::function<void()> body, std::string where = "a std::thread");
 
+// Names the calling thread for top, perf and gdb ("dpa-switch-0"); Linux keeps 15 characters.
+void name_this_thread(const std::string& name);
+
 }  // namespace dpa::transport
