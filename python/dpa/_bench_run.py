@@ -5,7 +5,9 @@ Every operation reduces a tensor of fresh inputs filled before the timed region.
 view fills a pool of tensors (at most --pool-bytes per rank) and times one all_reduce per tensor
 without a pause; more operations than the pool holds take several rounds, each filled, timed and
 verified on its own, and the view's time is the sum of the rounds'. The latency view times one
-all_reduce after a barrier, on the same kind of pool."""
+all_reduce after a barrier, on the same kind of pool. Where every rank reads one clock (one kernel:
+the same boot id), it also splits that time into the barrier's exit skew and the operation from the
+last rank's start, since the slowest rank of an operation is the one the barrier released first."""
 
 import os
 import platform
@@ -46,6 +48,21 @@ def iterations_for(size, settings):
     return max(20, min(500, (256 << 20) // max(size, 1)))
 
 
+def boot_id():
+    """The running kernel's identity: processes that share it share CLOCK_MONOTONIC."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as source:
+            return source.read().strip()
+    except OSError:
+        return None
+
+
+def spread(values):
+    """p50 and p99 of `values` (µs), as a row reports them."""
+    ordered = sorted(values)
+    return {"p50_us": percentile(ordered, 50), "p99_us": percentile(ordered, 99)}
+
+
 def host_info():
     import torch
 
@@ -75,6 +92,8 @@ class Rank(ToolRank):
             self.groups["nccl"] = self.dist.new_group(backend="nccl")
         if "gloo" in self.backends:
             self._probe_gloo()
+        boots = self.gather_objects(boot_id())
+        self.one_clock = boots[0] is not None and len(set(boots)) == 1
 
     def _probe_gloo(self):
         """Gloo's all_reduce lacks some dtypes in some torch versions (bfloat16 in 1.13), and says
@@ -177,19 +196,20 @@ class Measurement:
         return seconds
 
     def latency(self, count):
-        """Seconds of each of `count` operations, each started after a barrier."""
+        """Start and end (µs on CLOCK_MONOTONIC) of each of `count` operations, each started after a
+        barrier."""
         node, dist = self.node, self.node.dist
-        seconds = []
+        starts, ends = [], []
         for first, size in self.rounds(count):
             batch = self.inputs(VIEW_LATENCY, first, size)
             for _, tensor in batch:
                 node.barrier()
-                started = time.perf_counter()
+                starts.append(time.monotonic_ns() / 1e3)
                 dist.all_reduce(tensor, group=self.group)
                 node.synchronize()
-                seconds.append(time.perf_counter() - started)
+                ends.append(time.monotonic_ns() / 1e3)
             self.verify(batch, timed=True)
-        return seconds
+        return starts, ends
 
 
 # dpa's counters a size's row reports, as deltas summed over the ranks: the workers' (retransmitted
@@ -231,10 +251,17 @@ def measure(node, backend_index, backend, size_index, size):
     if settings["warmup"]:
         measurement.back_to_back(VIEW_WARMUP, settings["warmup"])
     own_seconds = measurement.back_to_back(VIEW_BACK_TO_BACK, iterations)
-    own_latencies = measurement.latency(iterations)
+    starts, ends = measurement.latency(iterations)
     # nccl-tests: the back-to-back time is the ranks' mean; an operation's latency is its slowest rank's.
     mean_seconds = node.reduce([own_seconds], dist.ReduceOp.SUM)[0] / node.world / iterations
-    latencies = sorted(node.reduce(own_latencies, dist.ReduceOp.MAX))
+    latencies = sorted(node.reduce([(end - start) / 1e6 for start, end in zip(starts, ends)], dist.ReduceOp.MAX))
+    skew = after_last_start = None
+    if node.one_clock and node.world > 1:
+        first_start = node.reduce(starts, dist.ReduceOp.MIN)
+        last_start = node.reduce(starts, dist.ReduceOp.MAX)
+        last_end = node.reduce(ends, dist.ReduceOp.MAX)
+        skew = spread(last - first for first, last in zip(first_start, last_start))
+        after_last_start = spread(end - last for last, end in zip(last_start, last_end))
     wrong, checked = (int(v) for v in node.reduce([measurement.wrong, measurement.checked], dist.ReduceOp.SUM))
     algbw = size / mean_seconds / 1e9 if mean_seconds > 0 else 0.0
     row = {
@@ -242,6 +269,7 @@ def measure(node, backend_index, backend, size_index, size):
         "device": node.device.type, "ranks": node.world, "iterations": iterations, "warmup": settings["warmup"],
         "time_us": mean_seconds * 1e6, "algbw": algbw, "busbw": algbw * 2 * (node.world - 1) / node.world,
         "p50_us": percentile(latencies, 50) * 1e6, "p99_us": percentile(latencies, 99) * 1e6,
+        "barrier_skew_us": skew, "after_last_start_us": after_last_start,
         "wrong": wrong, "checked": checked, "dpa": None,
     }
     if backend == "dpa":

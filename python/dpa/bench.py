@@ -130,6 +130,14 @@ def print_table(report):
         print(f" {row['bytes']:>9} {row['elements']:>11} {row['backend']:>7} {row['iterations']:>6} "
               f"{row['time_us']:>10.1f} {row['algbw']:>11.3f} {row['busbw']:>11.3f} {row['p50_us']:>10.1f} "
               f"{row['p99_us']:>10.1f} {row['wrong']:>7}")
+    split = [row for row in report["results"] if row["barrier_skew_us"]]
+    if split:
+        print("# after a barrier, split (ranks on one clock): the barrier's exit skew (last rank's start - "
+              "first's) and the operation from the last rank's start to its last result, p50 / p99 (us)")
+        for row in split:
+            skew, after = row["barrier_skew_us"], row["after_last_start_us"]
+            print(f"# {row['bytes']:>9} {row['backend']:>7}  skew {skew['p50_us']:.1f} / {skew['p99_us']:.1f}  "
+                  f"after the last start {after['p50_us']:.1f} / {after['p99_us']:.1f}")
     dpa_rows = [row["dpa"] for row in report["results"] if row["dpa"]]
 
     def total(key):

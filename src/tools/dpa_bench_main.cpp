@@ -383,6 +383,13 @@ int run_rank(const Settings& s, const dpa::Config& config, std::ostream& out, co
     dpa::OpStats totals;
     double back_to_back_s = 0;
     std::vector<double> latency_us;
+    // The latency view's starts and ends on CLOCK_MONOTONIC (steady_clock), which the ranks of one
+    // kernel share: the report splits each operation into the barrier's skew and the rest.
+    std::vector<double> latency_start_us;
+    std::vector<double> latency_end_us;
+    const auto monotonic_us = [](Clock::time_point when) {
+      return std::chrono::duration<double, std::micro>(when.time_since_epoch()).count();
+    };
 
     // Operations first .. first + n - 1 of `view`: filled, run (back to back after one barrier, or
     // each after its own), then checked. Returns the seconds of a back-to-back round.
@@ -402,7 +409,10 @@ int run_rank(const Settings& s, const dpa::Config& config, std::ostream& out, co
         const auto start = Clock::now();
         const dpa::OpStats stats = session.allreduce(pool[j].data(), pool[j].data(), count, type, options[j]);
         if (each_after_barrier) {
-          latency_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+          const auto end = Clock::now();
+          latency_us.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+          latency_start_us.push_back(monotonic_us(start));
+          latency_end_us.push_back(monotonic_us(end));
         }
         if (timed) totals += stats;
       }
@@ -453,6 +463,9 @@ int run_rank(const Settings& s, const dpa::Config& config, std::ostream& out, co
                  {"warmup", warmup},
                  {"back_to_back_s", back_to_back_s},
                  {"latency_us", latency_us},
+                 {"latency_start_us", latency_start_us},
+                 {"latency_end_us", latency_end_us},
+                 {"boot_id", bench::boot_id()},
                  {"retransmissions", totals.retransmissions},
                  {"blocks", totals.blocks},
                  {"partial", totals.blocks_partial},

@@ -306,7 +306,8 @@ TEST(BenchWorker, ReportFollowsTheSharedSchema) {
   EXPECT_EQ(report["results"][1]["warmup"], 1);
   for (const nlohmann::json& row : report["results"]) {
     for (const char* key : {"backend", "bytes", "elements", "dtype", "device", "ranks", "iterations", "warmup",
-                            "time_us", "algbw", "busbw", "p50_us", "p99_us", "wrong", "checked", "dpa"}) {
+                            "time_us", "algbw", "busbw", "p50_us", "p99_us", "barrier_skew_us", "after_last_start_us",
+                            "wrong", "checked", "dpa"}) {
       EXPECT_TRUE(row.contains(key)) << key << " missing: " << row.dump();
     }
     EXPECT_EQ(row["backend"], "dpa");
@@ -315,6 +316,13 @@ TEST(BenchWorker, ReportFollowsTheSharedSchema) {
         << row.dump();
     EXPECT_EQ(row["wrong"], 0);
     EXPECT_LE(row["p50_us"].get<double>(), row["p99_us"].get<double>());
+    // Both ranks run on this kernel: the latency view is split.
+    for (const char* split : {"barrier_skew_us", "after_last_start_us"}) {
+      ASSERT_TRUE(row[split].is_object()) << split << ": " << row.dump();
+      EXPECT_GE(row[split]["p50_us"].get<double>(), 0.0) << row.dump();
+      EXPECT_LE(row[split]["p50_us"].get<double>(), row[split]["p99_us"].get<double>()) << row.dump();
+    }
+    EXPECT_FALSE(row["dpa"]["ranks"][0].contains("latency_start_us"));
   }
 }
 

@@ -17,7 +17,7 @@ from test_torchrun import stream_flags
 
 SMALL = ["--sizes", "4KiB,100000", "--iterations", "3", "--warmup", "1"]
 ROW_KEYS = {"backend", "bytes", "elements", "dtype", "device", "ranks", "iterations", "warmup", "time_us", "algbw",
-            "busbw", "p50_us", "p99_us", "wrong", "checked", "dpa"}
+            "busbw", "p50_us", "p99_us", "barrier_skew_us", "after_last_start_us", "wrong", "checked", "dpa"}
 DPA_COUNTER_KEYS = {"retransmissions", "timeouts", "syn_probes", "udp_drops", "switch_rounds",
                     "switch_probe_answers", "switch_duplicates", "switch_copies", "switch_late"}
 
@@ -48,6 +48,10 @@ def test_every_size_and_backend_is_measured_and_verified(tmp_path, dtype):
         assert row["wrong"] == 0, row
         assert row["busbw"] == pytest.approx(row["algbw"] * 2 * (2 - 1) / 2)
         assert row["p50_us"] <= row["p99_us"], row
+        # Both ranks run on this kernel: the latency view is split.
+        for split in (row["barrier_skew_us"], row["after_last_start_us"]):
+            assert 0 <= split["p50_us"] <= split["p99_us"], row
+    assert "after the last start" in result.stdout
     assert rows[0]["dpa"]["payload"] > 0 and rows[1]["dpa"] is None
     for details in (rows[0]["dpa"], rows[2]["dpa"]):
         counters = {key: value for key, value in details.items() if key not in ("mode", "payload", "sizing")}

@@ -1,14 +1,17 @@
 // dpa-bench's inputs and their check (src/tools/bench/inputs.hpp): the exact sum passes; a result
 // off by more than the bound, NaN and the injected error do not; fastest-K blocks are checked
-// against their contributors only, so a contribution too many is caught.
+// against their contributors only, so a contribution too many is caught. And the report's split of the
+// latency view.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "tools/bench/inputs.hpp"
+#include "tools/bench/report.hpp"
 
 namespace {
 
@@ -102,3 +105,45 @@ TEST(BenchInputs, FastestKBlocksAreCheckedAgainstTheirContributors) {
 }
 
 }  // namespace
+
+// The report's split of the latency view (src/tools/bench/report.hpp): from known timestamps of
+// ranks on one kernel, and nothing where the kernels differ.
+namespace {
+
+nlohmann::json rank_line(int rank, const std::string& boot, std::vector<double> starts, std::vector<double> ends) {
+  std::vector<double> latencies;
+  for (std::size_t i = 0; i < starts.size(); ++i) latencies.push_back(ends[i] - starts[i]);
+  return {{"rank", rank},           {"mode", "full"},      {"threads", 1},         {"window", 8},
+          {"bytes", 4096},          {"payload", 1024},     {"elements", 1024},     {"iterations", starts.size()},
+          {"warmup", 0},            {"back_to_back_s", 1.0}, {"latency_us", latencies},
+          {"latency_start_us", starts}, {"latency_end_us", ends}, {"boot_id", boot},
+          {"retransmissions", 0},   {"blocks", 0},         {"partial", 0},         {"missed", 0},
+          {"tx_packets", 0},        {"tx_bursts", 0},      {"wrong", 0},           {"checked", 0}};
+}
+
+}  // namespace
+
+TEST(BenchReport, LatencyIsSplitIntoBarrierSkewAndTheRest) {
+  // Operation 0: rank 1 starts 30 us after rank 0, the last result 50 us after that; operation 1:
+  // 10 and 20 us.
+  const std::vector<nlohmann::json> lines = {rank_line(0, "boot-a", {100, 1000}, {180, 1030}),
+                                             rank_line(1, "boot-a", {130, 1010}, {170, 1025})};
+  const nlohmann::json row = bench::result_row(lines, 2, "float32", -1);
+  EXPECT_DOUBLE_EQ(row["p99_us"].get<double>(), 80.0);  // rank 0's 80 us: the barrier released it first
+  EXPECT_DOUBLE_EQ(row["barrier_skew_us"]["p50_us"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(row["barrier_skew_us"]["p99_us"].get<double>(), 30.0);
+  EXPECT_DOUBLE_EQ(row["after_last_start_us"]["p50_us"].get<double>(), 20.0);
+  EXPECT_DOUBLE_EQ(row["after_last_start_us"]["p99_us"].get<double>(), 50.0);
+  EXPECT_FALSE(row["dpa"]["ranks"][0].contains("latency_start_us"));
+}
+
+TEST(BenchReport, NoSplitAcrossKernels) {
+  const std::vector<nlohmann::json> lines = {rank_line(0, "boot-a", {100}, {180}), rank_line(1, "boot-b", {130}, {170})};
+  const nlohmann::json row = bench::result_row(lines, 2, "float32", -1);
+  EXPECT_TRUE(row["barrier_skew_us"].is_null());
+  EXPECT_TRUE(row["after_last_start_us"].is_null());
+  EXPECT_DOUBLE_EQ(row["p50_us"].get<double>(), 80.0);
+  // A straggler left out leaves one measured rank: nothing to split.
+  EXPECT_TRUE(bench::result_row({rank_line(0, "a", {1}, {2}), rank_line(1, "a", {1}, {3})}, 2, "float32", 1)
+                  ["barrier_skew_us"].is_null());
+}

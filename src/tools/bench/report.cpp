@@ -32,7 +32,46 @@ std::string format_size(std::uint64_t bytes) {
   return fmt::format("{}B", bytes);
 }
 
+json spread(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return {{"p50_us", percentile(values, 50)}, {"p99_us", percentile(values, 99)}};
+}
+
+// The barrier's exit skew and the time after the last start of each operation, over `lines`, or
+// nulls where their clocks are not known to be one.
+std::pair<json, json> split_latency(const std::vector<const json*>& lines, std::size_t iterations) {
+  if (lines.size() < 2) return {nullptr, nullptr};
+  const json& boot = (*lines.front())["boot_id"];
+  for (const json* line : lines) {
+    if (!boot.is_string() || boot.get<std::string>().empty() || (*line)["boot_id"] != boot) return {nullptr, nullptr};
+  }
+  std::vector<double> skew;
+  std::vector<double> after_last_start;
+  for (std::size_t i = 0; i < iterations; ++i) {
+    double first_start = 0;
+    double last_start = 0;
+    double last_end = 0;
+    for (std::size_t r = 0; r < lines.size(); ++r) {
+      const double start = (*lines[r])["latency_start_us"].at(i).get<double>();
+      const double end = (*lines[r])["latency_end_us"].at(i).get<double>();
+      first_start = r == 0 ? start : std::min(first_start, start);
+      last_start = r == 0 ? start : std::max(last_start, start);
+      last_end = r == 0 ? end : std::max(last_end, end);
+    }
+    skew.push_back(last_start - first_start);
+    after_last_start.push_back(last_end - last_start);
+  }
+  return {spread(std::move(skew)), spread(std::move(after_last_start))};
+}
+
 }  // namespace
+
+std::string boot_id() {
+  std::ifstream source("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(source, id);
+  return id;
+}
 
 json result_row(const std::vector<json>& rank_lines, int world, const std::string& dtype, int straggler_rank) {
   const json& first = rank_lines.front();
@@ -45,6 +84,7 @@ json result_row(const std::vector<json>& rank_lines, int world, const std::strin
   json counters = {{"retransmissions", 0}, {"blocks", 0},     {"blocks_partial", 0},
                    {"blocks_missed", 0},   {"tx_packets", 0}, {"tx_bursts", 0}};
   json ranks = json::array();
+  std::vector<const json*> measured_lines;
   for (const json& line : rank_lines) {
     wrong += line["wrong"].get<std::uint64_t>();
     checked += line["checked"].get<std::uint64_t>();
@@ -54,16 +94,18 @@ json result_row(const std::vector<json>& rank_lines, int world, const std::strin
     counters["blocks_partial"] = counters["blocks_partial"].get<std::uint64_t>() + line["partial"].get<std::uint64_t>();
     counters["blocks_missed"] = counters["blocks_missed"].get<std::uint64_t>() + line["missed"].get<std::uint64_t>();
     json details = line;
-    details.erase("latency_us");
+    for (const char* name : {"latency_us", "latency_start_us", "latency_end_us", "boot_id"}) details.erase(name);
     ranks.push_back(details);
     if (world > 1 && line["rank"] == straggler_rank) continue;
     ++measured;
+    measured_lines.push_back(&line);
     seconds += line["back_to_back_s"].get<double>();
     const auto& own = line["latency_us"];
     for (std::size_t i = 0; i < iterations && i < own.size(); ++i)
       latencies[i] = std::max(latencies[i], own[i].get<double>());
   }
   std::sort(latencies.begin(), latencies.end());
+  const auto [skew, after_last_start] = split_latency(measured_lines, iterations);
   const double time_s = measured > 0 && iterations > 0 ? seconds / measured / static_cast<double>(iterations) : 0.0;
   const auto bytes = first["bytes"].get<std::uint64_t>();
   const double algbw = time_s > 0 ? static_cast<double>(bytes) / time_s / 1e9 : 0.0;
@@ -90,6 +132,8 @@ json result_row(const std::vector<json>& rank_lines, int world, const std::strin
           {"busbw", world > 0 ? algbw * 2 * (world - 1) / world : 0.0},
           {"p50_us", percentile(latencies, 50)},
           {"p99_us", percentile(latencies, 99)},
+          {"barrier_skew_us", skew},
+          {"after_last_start_us", after_last_start},
           {"wrong", wrong},
           {"checked", checked},
           {"dpa", dpa}};
@@ -154,6 +198,22 @@ void print_table(const json& report) {
                 static_cast<unsigned long long>(dpa["retransmissions"].get<std::uint64_t>()),
                 static_cast<unsigned long long>(dpa["blocks_partial"].get<std::uint64_t>()),
                 static_cast<unsigned long long>(dpa["blocks_missed"].get<std::uint64_t>()), burst_fill.c_str());
+  }
+  bool split_shown = false;
+  for (const json& row : report["results"]) {
+    if (row["barrier_skew_us"].is_null()) continue;
+    if (!split_shown) {
+      std::printf(
+          "# after a barrier, split (ranks on one clock): the barrier's exit skew (last rank's start - first's) "
+          "and the operation from the last rank's start to its last result, p50 / p99 (us)\n");
+      split_shown = true;
+    }
+    const json& skew = row["barrier_skew_us"];
+    const json& after = row["after_last_start_us"];
+    std::printf("# %9llu %-10s skew %.1f / %.1f  after the last start %.1f / %.1f\n",
+                static_cast<unsigned long long>(row["bytes"].get<std::uint64_t>()),
+                row["dpa"]["mode"].get<std::string>().c_str(), skew["p50_us"].get<double>(),
+                skew["p99_us"].get<double>(), after["p50_us"].get<double>(), after["p99_us"].get<double>());
   }
   // --ring-switch: the switch cores' packets over the time they were not idle-polling, each
   // lcore's and all of them over the back-to-back view's wall time, beside the workers' goodput.
