@@ -20,7 +20,8 @@ class QueueThread {
 // `where` then says why).
 std::unique_ptr<QueueThread> launch_std_thread(std::function<void()> body, std::string where = "a std::thread");
 
-// Names the calling thread for top, perf and gdb ("dpa-switch-0"); Linux keeps 15 characters.
+// Names the calling thread for top, perf and gdb ("dpa-switch-0"; Linux keeps 15 characters),
+// unless its launcher has named it (DPDK's lcores).
 void name_this_thread(const std::string& name);
 
 }  // namespace dpa::transport
