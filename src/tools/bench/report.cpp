@@ -94,15 +94,16 @@ json result_row(const std::vector<json>& rank_lines, int world, const std::strin
     counters["blocks_partial"] = counters["blocks_partial"].get<std::uint64_t>() + line["partial"].get<std::uint64_t>();
     counters["blocks_missed"] = counters["blocks_missed"].get<std::uint64_t>() + line["missed"].get<std::uint64_t>();
     json details = line;
-    for (const char* name : {"latency_us", "latency_start_us", "latency_end_us", "boot_id"}) details.erase(name);
+    for (const char* name : {"latency_start_us", "latency_end_us", "boot_id"}) details.erase(name);
     ranks.push_back(details);
     if (world > 1 && line["rank"] == straggler_rank) continue;
     ++measured;
     measured_lines.push_back(&line);
     seconds += line["back_to_back_s"].get<double>();
-    const auto& own = line["latency_us"];
-    for (std::size_t i = 0; i < iterations && i < own.size(); ++i)
-      latencies[i] = std::max(latencies[i], own[i].get<double>());
+    const auto& starts = line["latency_start_us"];
+    const auto& ends = line["latency_end_us"];
+    for (std::size_t i = 0; i < iterations && i < starts.size() && i < ends.size(); ++i)
+      latencies[i] = std::max(latencies[i], ends[i].get<double>() - starts[i].get<double>());
   }
   std::sort(latencies.begin(), latencies.end());
   const auto [skew, after_last_start] = split_latency(measured_lines, iterations);
