@@ -1,7 +1,7 @@
 // What the shared-memory transport adds to the suite every transport passes (transport_test):
 // buffers shared by reference (a referenced buffer is not reused), back-pressure from a full
 // inbox, the switch's backlog limit per receiver, a sleeping receiver woken by a send, packets between processes, a segment whose owner
-// died taken over, and sends to a port nobody owns.
+// died taken over, sends to a port nobody owns, and a port's successive owners told apart.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -328,6 +328,31 @@ TEST_F(ShmTransport, PacketsOfASenderThatLeftAreStillDelivered) {
   }
   EXPECT_EQ(got, (std::vector<std::string>{"hello", "last words"}));
   EXPECT_EQ(receiver.counters().rx_dropped, 0u);
+}
+
+// A rejoin closes a process's queues and opens new ones at once: they must not take the ports
+// just left, or a peer would still read them through the old mappings it keeps.
+TEST_F(ShmTransport, AProcessNextQueuesTakeOtherPorts) {
+  std::vector<std::uint16_t> ports;
+  for (int i = 0; i < 8; ++i) ports.push_back(ShmQueue(config_, 0).local_endpoint().port);
+  std::ranges::sort(ports);
+  EXPECT_EQ(std::ranges::adjacent_find(ports), ports.end()) << "a port was taken twice";
+}
+
+// A fixed port (shm.base_port) has a new owner at every rejoin. The receiver keeps earlier
+// owners mapped while their packets may be in its inbox and tells them apart by the tag: each
+// packet must be read from its own owner's buffers, for more owners than the tag has values.
+TEST_F(ShmTransport, EveryOwnerOfAFixedPortIsReadFromItsOwnBuffers) {
+  config_.base_port = 50224;
+  ShmQueue receiver(config_, 0);
+  std::array<RxPacket, 4> packets;
+  for (int owner = 0; owner < 300; ++owner) {
+    ShmQueue sender(config_, config_.base_port);
+    const std::string text = "owner " + std::to_string(owner);
+    ASSERT_TRUE(send_text(sender, receiver, text));
+    ASSERT_EQ(receiver.receive(packets, 1s), 1u) << text;
+    ASSERT_EQ(text_of(packets[0]), text);
+  }
 }
 
 }  // namespace

@@ -11,9 +11,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <new>
 #include <random>
 #include <system_error>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -58,6 +60,19 @@ std::size_t round_up(std::size_t value, std::size_t to) { return (value + to - 1
 std::string error_text(int error) { return std::system_category().message(error); }
 
 std::size_t cells_offset() { return offsetof(SegmentLayout, cells); }
+
+// The tag a new segment of `port` gets. A peer keeps the segments of a port's earlier owners
+// mapped while their packets may still be in its inbox (ShmQueue keeps 64), and tells the owners
+// apart by the tag alone. A port this process owned before therefore gets the tag after its last
+// one, which repeats only after 255 owners; a port new to this process gets a random one.
+std::uint8_t next_tag(const ShmTransportConfig& config, std::uint32_t port) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::uint8_t> last_tags;
+  std::lock_guard lock(mutex);
+  const auto [entry, first] = last_tags.try_emplace(fmt::format("{}/{}/{}", config.directory, config.fabric, port));
+  entry->second = first ? static_cast<std::uint8_t>(std::random_device{}()) : static_cast<std::uint8_t>(entry->second + 1);
+  return entry->second;
+}
 
 std::size_t buffers_offset(const ShmTransportConfig& config) {
   return round_up(cells_offset() + std::size_t{config.ring} * sizeof(Cell), 4096);
@@ -165,8 +180,6 @@ std::unique_ptr<Segment> Segment::create(const ShmTransportConfig& config, std::
   if (mapped == MAP_FAILED) fail(fmt::format("shm: cannot map {} bytes of {}: {}", bytes, name, error_text(errno)));
   auto* base = static_cast<std::byte*>(mapped);
   auto* header = new (base) SegmentLayout;
-  // Differs from the previous owner's of any port with odds of 255 in 256.
-  header->tag = static_cast<std::uint32_t>(std::random_device{}()) & 0xff;
   header->buffers = config.buffers;
   header->max_payload = config.max_payload;
   header->ring = config.ring;
@@ -185,9 +198,14 @@ std::unique_ptr<Segment> Segment::create(const ShmTransportConfig& config, std::
   // Publish under the port's name: link() fails if the name exists, so two creators never share it.
   const bool any_port = port == 0;
   const std::uint32_t span = 65536u - kFirstFreePort;
-  std::uint32_t candidate = any_port ? kFirstFreePort + static_cast<std::uint32_t>(getpid() * 7919u) % span : port;
+  // Each segment of this process starts the search one port further on, so the queues a rejoin
+  // opens do not take the ports its previous ones just left (as new UDP sockets do not).
+  static std::atomic<std::uint32_t> created{0};
+  const std::uint32_t start = static_cast<std::uint32_t>(getpid()) * 7919u + created.fetch_add(1);
+  std::uint32_t candidate = any_port ? kFirstFreePort + start % span : port;
   for (std::uint32_t attempt = 0;; ++attempt) {
     header->port = candidate;
+    header->tag = next_tag(config, candidate);
     header->magic.store(SegmentLayout::kMagic, std::memory_order_release);
     const std::string path = segment_path(config, static_cast<std::uint16_t>(candidate));
     if (link(name.c_str(), path.c_str()) == 0) {

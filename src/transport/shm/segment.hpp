@@ -22,9 +22,9 @@
 
 namespace dpa::transport::shm {
 
-// A packet in an inbox: the sender's port and its segment's tag (a port's next owner has another
-// tag, so a packet of the previous one is never read from the new one's buffers), the buffer
-// index there, and the byte count.
+// A packet in an inbox: the sender's port and its segment's tag (the tag tells a port's owners
+// apart, so a packet of an earlier one is never read from a later one's buffers: see
+// Segment::create), the buffer index there, and the byte count.
 struct Descriptor {
   std::uint16_t port = 0;
   std::uint8_t tag = 0;
@@ -44,8 +44,10 @@ struct SegmentLayout;  // the mapped header (segment.cpp)
 
 class Segment {
  public:
-  // Creates the owner's segment for `port` (0: the first free port from a per-process start in
-  // 49152..65535). dpa::Error when the port is in use by a live owner, or when `directory` has no
+  // Creates the owner's segment for `port` (0: the first free port from a start in 49152..65535
+  // that moves on with each segment of the process, so its next queues take other ports). A
+  // port this process owned before gets the tag after its previous one there (255 owners before
+  // a repeat); a port new to it a random tag. dpa::Error when the port is in use by a live owner, or when `directory` has no
   // room for the buffers (naming the key and the bytes needed).
   static std::unique_ptr<Segment> create(const ShmTransportConfig& config, std::uint16_t port);
   // Maps another queue's segment; nullptr when no live, initialised segment has that port.
