@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include <c10/util/thread_name.h>
+
 #include "dpa/error.hpp"
 
 namespace dpa::torch_backend {
@@ -142,7 +144,8 @@ class WorkStealExecutor final : public Executor {
   WorkStealExecutor(AllreduceRunner& runner, int workers)
       : runner_(runner), queue_(runner.submit_order()) {
     for (int i = 0; i < workers; ++i) {
-      threads_.emplace_back([this] {
+      threads_.emplace_back([this, i] {
+        c10::setThreadName("dpa-torch-" + std::to_string(i));
         while (auto request = queue_.pop()) {
           if (pipelines_cuda(*request, runner_.settings())) {
             runner_.run_chunked(*request);
@@ -191,6 +194,7 @@ class PipelineExecutor final : public Executor {
   explicit PipelineExecutor(AllreduceRunner& runner)
       : runner_(runner), queue_(runner.submit_order()) {
     thread_ = std::thread([this] {
+      c10::setThreadName("dpa-torch-0");
       while (auto request = queue_.pop()) runner_.run_chunked(*request);
     });
   }
@@ -235,6 +239,7 @@ class HybridExecutor final : public Executor {
   };
 
   void run_worker() {
+    c10::setThreadName("dpa-torch-0");
     while (auto request = queue_.pop()) {
       if (request->largest_tensor_bytes() >= runner_.settings().pipeline_threshold) {
         runner_.run_chunked(*request);

@@ -35,12 +35,13 @@ TensorAllreduce::TensorAllreduce(const at::Tensor& tensor, std::shared_ptr<c10::
                                  std::size_t elements_per_chunk,
                                  [[maybe_unused]] const Context& context,
                                  HostBufferPool& pool, std::optional<SideStreams> streams)
-    : tensor_(reduced_in_place(tensor) ? tensor : tensor.detach()),
-      started_(std::chrono::steady_clock::now()) {
+    : tensor_(tensor), started_(std::chrono::steady_clock::now()) {
+  const bool in_place = reduced_in_place(tensor_);
+  if (!in_place) tensor_ = tensor_.detach();
   const at::ScalarType wire = wire_scalar_type(tensor_.scalar_type());
   wire_type_ = wire == at::kInt ? DataType::int32 : DataType::float32;
   const auto count = static_cast<std::size_t>(tensor_.numel());
-  if (reduced_in_place(tensor_)) {
+  if (in_place) {
     // dpa reads and writes the caller's memory and nothing else touches it: no views to make
     // (each is a dispatched torch operation and an allocation, which a 4 KiB operation notices).
     host_ = tensor_;

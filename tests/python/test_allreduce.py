@@ -188,3 +188,26 @@ def test_allreduce_world4(mode):
 @pytest.mark.parametrize("mode", list(MODES))
 def test_layouts_world2(mode):
     assert run_ranks(layouts_worker, 2, env=MODES[mode]) == [True, True]
+
+
+def thread_names_worker(rank, world, init_file):
+    import os
+
+    init_dpa(rank, world, init_file)
+    # 1 MiB: above DPA_TORCH_INLINE_BYTES, so a pool thread runs it
+    tensor = torch.ones(1 << 18, dtype=torch.int32)
+    dist.all_reduce(tensor)
+    assert torch.equal(tensor, torch.full_like(tensor, world))
+    names = set()
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/comm") as comm:
+            names.add(comm.read().strip())
+    return sorted(names)
+
+
+def test_threads_are_named_for_top_and_perf():
+    """Engine, pool and (rank 0's embedded) switch threads carry names a profiler can group by."""
+    names = run_ranks(thread_names_worker, 2, timeout=90)
+    for rank, rank_names in enumerate(names):
+        assert "dpa-engine-0" in rank_names and "dpa-torch-0" in rank_names, (rank, rank_names)
+    assert "dpa-switch-0" in names[0], names[0]
