@@ -12,9 +12,11 @@ export DPA_P4GEN="$2"
 scripts="$source_dir/scripts"
 version="$(head -n 1 "$source_dir/VERSION")"
 work="$(mktemp -d)"
-# A tmux server of this test's own, and no SDE of the caller's.
-export TMUX_TMPDIR="$work/tmux"
-mkdir -p "$TMUX_TMPDIR"
+# A tmux server of this test's own, and no SDE of the caller's. Its windows' login shells get a
+# HOME of their own: the caller's dotfiles may run anything there (pyenv's rehash waits for a
+# lock that a shell killed by an earlier test can leave behind, and the keys typed wait with it).
+export TMUX_TMPDIR="$work/tmux" HOME="$work/home"
+mkdir -p "$TMUX_TMPDIR" "$HOME"
 unset TMUX SDE SDE_INSTALL
 export DPA_TMUX_SESSION="dpa-switch-test-$$" DPA_STOP_TIMEOUT_S=10
 cleanup() {
