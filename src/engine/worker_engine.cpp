@@ -53,7 +53,6 @@ WorkerEngine::WorkerEngine(std::uint32_t thread_index, const Config& config,
       config_(config),
       session_(session),
       layout_{session.pool_base, static_cast<std::uint32_t>(config.window)},
-      switch_port_(session.switch_ports[thread_index % session.switch_ports.size()]),
       max_rto_ns_(to_ns(config.max_retransmit_timeout)),
       fastest_k_max_rto_ns_(fastest_k_max_rto(config, session)),
       scope_{.session = config.session,
@@ -69,6 +68,15 @@ WorkerEngine::WorkerEngine(std::uint32_t thread_index, const Config& config,
   // Each entry queues at most its data packet and its probe per step; more only when a batch
   // of replies moves one entry several times, which the vector absorbs once.
   tx_.reserve(2 * entries_.size());
+  const auto switch_threads = static_cast<std::uint32_t>(session.switch_ports.size());
+  for (std::uint32_t e = 0; e < entries_.size(); ++e) {
+    const std::uint32_t owner = protocol::SlotLayout::switch_thread(
+        thread_index, e, static_cast<std::uint32_t>(config.threads), switch_threads);
+    entries_[e].switch_port = session.switch_ports[owner];
+    if (std::ranges::find(switch_ports_, entries_[e].switch_port) == switch_ports_.end()) {
+      switch_ports_.push_back(entries_[e].switch_port);
+    }
+  }
 }
 
 WorkerEngine::~WorkerEngine() {
@@ -316,7 +324,7 @@ void WorkerEngine::send_retransmit_probe(std::uint32_t e, std::uint64_t now) {
     entry.probe_built = true;
   }
   set_deadline(entry, now + entry.rto_ns);
-  tx_.push_back({&entry.probe, switch_port_});
+  tx_.push_back({&entry.probe, entry.switch_port});
 }
 
 void WorkerEngine::arm_rto(Entry& entry) const {
@@ -349,7 +357,7 @@ void WorkerEngine::queue_send(std::uint32_t e, std::uint64_t now) {
     }
     data_send_ring_[(data_send_head_ + data_send_count_++) & (data_send_ring_.size() - 1)] = {entry.data_send, e};
   }
-  tx_.push_back({&entry.packet, switch_port_});
+  tx_.push_back({&entry.packet, entry.switch_port});
 }
 
 void WorkerEngine::begin_round(Entry& entry, std::uint64_t now) {
@@ -440,7 +448,9 @@ void WorkerEngine::deliver(std::uint32_t e, std::uint64_t round, const Header& h
 }
 
 void WorkerEngine::handle_packet(const transport::RxPacket& packet, std::uint64_t now) {
-  if (packet.from != switch_port_) return;
+  if (packet.from != switch_ports_.front() && std::ranges::find(switch_ports_, packet.from) == switch_ports_.end()) {
+    return;
+  }
   Header h;
   std::span<const std::byte> payload;
   if (protocol::decode(packet.data, h, payload) != protocol::DecodeStatus::ok) return;
@@ -589,7 +599,7 @@ void WorkerEngine::throw_timeout(std::uint32_t e, std::uint64_t now) const {
                             std::to_string(index_) + ", slot " +
                             std::to_string(layout_.slot(index_, e, entry.round)) + ", round " +
                             std::to_string(protocol::SlotLayout::seq_of_round(entry.round)) + ")";
-  const std::string switch_at = "the switch at " + switch_port_.to_string();
+  const std::string switch_at = "the switch at " + entry.switch_port.to_string();
   const std::string waited = std::to_string(config_.timeout.count()) + " ms";
   // The switch still answers (it counted this rank within the last two probes): the round
   // waits for other ranks, not for a dead switch.

@@ -93,6 +93,7 @@ class WorkerEngine {
     transport::TxBuffer packet;   // the current data packet (or the skip-forward SYN probe)
     transport::TxBuffer probe;    // header-only retransmission probe for the current round
     bool probe_built = false;     // `probe` holds the current round's probe
+    transport::Endpoint switch_port;  // the switch thread that owns the entry's slots
 
     [[nodiscard]] EntryView view() const { return {active, round, end_round, probing}; }
   };
@@ -148,7 +149,7 @@ class WorkerEngine {
   const Config config_;
   const SessionInfo session_;
   const protocol::SlotLayout layout_;
-  const transport::Endpoint switch_port_;
+  std::vector<transport::Endpoint> switch_ports_;  // the entries' switch ports, each once
   const std::uint64_t max_rto_ns_;            // back-off cap when K = N
   const std::uint64_t fastest_k_max_rto_ns_;  // cap when a slot may complete early
   ReplyScope scope_;                          // op_id: the running operation's

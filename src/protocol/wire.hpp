@@ -227,6 +227,23 @@ struct SlotLayout {
   [[nodiscard]] std::uint32_t thread_of(std::uint32_t slot) const {
     return (slot - pool_base) / (2 * window);
   }
+  [[nodiscard]] std::uint32_t entry_of(std::uint32_t slot) const {
+    return (slot - pool_base) % (2 * window) / 2;
+  }
+  // The switch thread (of `switch_threads`, S) that owns worker thread `thread`'s window entry
+  // `entry` in a job of `threads` (T) worker threads: thread t mod S when S <= T; with more
+  // switch threads, thread t's entries take turns over switch threads t, t + T, t + 2T, ... < S,
+  // so that none of them idles (docs/protocol.md §7.1).
+  [[nodiscard]] static std::uint32_t switch_thread(std::uint32_t thread, std::uint32_t entry,
+                                                   std::uint32_t threads, std::uint32_t switch_threads) {
+    if (thread >= switch_threads) return thread % switch_threads;
+    const std::uint32_t spread = (switch_threads - thread + threads - 1) / threads;
+    return thread + threads * (entry % spread);
+  }
+  [[nodiscard]] std::uint32_t switch_thread_of(std::uint32_t slot, std::uint32_t threads,
+                                               std::uint32_t switch_threads) const {
+    return switch_thread(thread_of(slot), entry_of(slot), threads, switch_threads);
+  }
   // Round r of an entry uses slot parity r & 1 and per-slot sequence number r / 2 + 1.
   [[nodiscard]] static std::uint32_t seq_of_round(std::uint64_t round) {
     return static_cast<std::uint32_t>(round / 2 + 1);

@@ -658,7 +658,9 @@ class SwitchImpl {
       return;
     }
     const bool probe = h.is_probe();
-    if (thread % ports_.size() != index || (probe && !payload.empty())) {
+    const auto switch_threads = static_cast<std::uint32_t>(ports_.size());
+    if (layout.switch_thread_of(h.slot, members->threads, switch_threads) != index ||
+        (probe && !payload.empty())) {
       ++batch.counters.dropped_malformed;  // the wrong port for the slot, or a probe with values
       return;
     }

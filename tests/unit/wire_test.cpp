@@ -579,11 +579,49 @@ TEST(WireSlotLayout, EveryThreadEntryAndParityHasItsOwnSlotInsideThePool) {
               EXPECT_GE(slot, base);
               EXPECT_LT(slot, base + threads * 2 * window);
               EXPECT_EQ(layout.thread_of(slot), t);
+              EXPECT_EQ(layout.entry_of(slot), e);
               EXPECT_TRUE(used.insert(slot).second) << "slot " << slot << " assigned twice";
             }
           }
         }
         EXPECT_EQ(used.size(), threads * 2 * window);
+      }
+    }
+  }
+}
+
+TEST(WireSlotLayout, SwitchThreadsOwnTheWorkersThreadsModuloSOrTakeTurnsBeyondThem) {
+  // S <= T: worker thread t on switch thread t mod S, every entry (the layout before S > T).
+  for (std::uint32_t e = 0; e < 8; ++e) {
+    EXPECT_EQ(SlotLayout::switch_thread(0, e, 4, 4), 0u);
+    EXPECT_EQ(SlotLayout::switch_thread(3, e, 4, 4), 3u);
+    EXPECT_EQ(SlotLayout::switch_thread(3, e, 4, 2), 1u);
+    EXPECT_EQ(SlotLayout::switch_thread(2, e, 3, 1), 0u);
+  }
+  // S > T: thread t's entries take turns over switch threads t, t + T, ... < S.
+  EXPECT_EQ(SlotLayout::switch_thread(0, 0, 4, 8), 0u);
+  EXPECT_EQ(SlotLayout::switch_thread(0, 1, 4, 8), 4u);
+  EXPECT_EQ(SlotLayout::switch_thread(0, 2, 4, 8), 0u);
+  EXPECT_EQ(SlotLayout::switch_thread(3, 1, 4, 8), 7u);
+  EXPECT_EQ(SlotLayout::switch_thread(1, 1, 2, 4), 3u);
+  EXPECT_EQ(SlotLayout::switch_thread(0, 1, 3, 4), 3u);  // only thread 0 has a second
+  EXPECT_EQ(SlotLayout::switch_thread(1, 1, 3, 4), 1u);
+  // Every switch thread owns some entry while S <= T * W, and an entry's two slots one thread.
+  for (const std::uint32_t window : {1u, 2u, 8u}) {
+    for (std::uint32_t threads = 1; threads <= 5; ++threads) {
+      for (std::uint32_t switch_threads = 1; switch_threads <= std::min(12u, threads * window); ++switch_threads) {
+        const SlotLayout layout{16, window};
+        std::set<std::uint32_t> owners;
+        for (std::uint32_t t = 0; t < threads; ++t) {
+          for (std::uint32_t e = 0; e < window; ++e) {
+            const std::uint32_t owner = SlotLayout::switch_thread(t, e, threads, switch_threads);
+            ASSERT_LT(owner, switch_threads);
+            EXPECT_EQ(layout.switch_thread_of(layout.slot(t, e, 0), threads, switch_threads), owner);
+            EXPECT_EQ(layout.switch_thread_of(layout.slot(t, e, 1), threads, switch_threads), owner);
+            owners.insert(owner);
+          }
+        }
+        EXPECT_EQ(owners.size(), switch_threads) << "T " << threads << " S " << switch_threads << " W " << window;
       }
     }
   }
