@@ -39,3 +39,22 @@ def dtype_mismatch_worker(rank, world, init_file):
 
 def test_dtype_mismatch_fails_on_every_rank_then_matched_operations_work():
     run_ranks(dtype_mismatch_worker, 2, env={"DPA_TIMEOUT_MS": "5000"}, timeout=90)
+
+
+def repeated_mismatch_worker(rank, world, init_file, rounds):
+    init_dpa(rank, world, init_file)
+    for round_ in range(rounds):
+        tensor = torch.ones(4096, dtype=torch.int32 if rank == 0 else torch.float32)
+        with pytest.raises(RuntimeError, match="data type"):
+            dist.all_reduce(tensor)
+        matched = torch.arange(6, dtype=torch.int32)
+        dist.all_reduce(matched)
+        assert matched.tolist() == [0, 2, 4, 6, 8, 10], (round_, matched.tolist())
+
+
+def test_every_rejoin_of_many_reaches_the_switch_and_the_next_operation_works():
+    """Each failed operation makes the ranks rejoin over shared memory with new queues. They used
+    to take the old queues' ports, and the switch read some of their packets from an old owner's
+    buffers (a stale JOIN: the rejoin hung; an old data type: the next operation failed)."""
+    run_ranks(repeated_mismatch_worker, 2, env={"DPA_TIMEOUT_MS": "5000", "DPA_JOIN_TIMEOUT_MS": "10000"},
+              args=(25,), timeout=120)
