@@ -448,9 +448,7 @@ void WorkerEngine::deliver(std::uint32_t e, std::uint64_t round, const Header& h
 }
 
 void WorkerEngine::handle_packet(const transport::RxPacket& packet, std::uint64_t now) {
-  if (packet.from != switch_ports_.front() && std::ranges::find(switch_ports_, packet.from) == switch_ports_.end()) {
-    return;
-  }
+  if (std::ranges::find(switch_ports_, packet.from) == switch_ports_.end()) return;
   Header h;
   std::span<const std::byte> payload;
   if (protocol::decode(packet.data, h, payload) != protocol::DecodeStatus::ok) return;

@@ -240,10 +240,6 @@ struct SlotLayout {
     const std::uint32_t spread = (switch_threads - thread + threads - 1) / threads;
     return thread + threads * (entry % spread);
   }
-  [[nodiscard]] std::uint32_t switch_thread_of(std::uint32_t slot, std::uint32_t threads,
-                                               std::uint32_t switch_threads) const {
-    return switch_thread(thread_of(slot), entry_of(slot), threads, switch_threads);
-  }
   // Round r of an entry uses slot parity r & 1 and per-slot sequence number r / 2 + 1.
   [[nodiscard]] static std::uint32_t seq_of_round(std::uint64_t round) {
     return static_cast<std::uint32_t>(round / 2 + 1);

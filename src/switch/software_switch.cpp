@@ -659,7 +659,7 @@ class SwitchImpl {
     }
     const bool probe = h.is_probe();
     const auto switch_threads = static_cast<std::uint32_t>(ports_.size());
-    if (layout.switch_thread_of(h.slot, members->threads, switch_threads) != index ||
+    if (protocol::SlotLayout::switch_thread(thread, layout.entry_of(h.slot), members->threads, switch_threads) != index ||
         (probe && !payload.empty())) {
       ++batch.counters.dropped_malformed;  // the wrong port for the slot, or a probe with values
       return;

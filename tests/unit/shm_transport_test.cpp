@@ -267,6 +267,17 @@ TEST_F(ShmTransport, ASegmentWhoseOwnerDiedIsTakenOver) {
 }
 
 TEST_F(ShmTransport, AnyNewSegmentRemovesThoseWhoseOwnersDied) {
+  // A directory of this test's own: a segment created by any other process in the shared one
+  // (a test running beside this one) would sweep the abandoned segment before it is looked at.
+  config_.directory = "/dev/shm/dpa-sweep-test-" + std::to_string(getpid());
+  std::filesystem::create_directories(config_.directory);
+  struct RemoveDirectory {
+    std::string path;
+    ~RemoveDirectory() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  } remove_directory{config_.directory};
   ShmTransportConfig other = config_;
   other.fabric = config_.fabric + "-other";
   const pid_t child = fork();

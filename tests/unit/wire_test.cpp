@@ -616,8 +616,14 @@ TEST(WireSlotLayout, SwitchThreadsOwnTheWorkersThreadsModuloSOrTakeTurnsBeyondTh
           for (std::uint32_t e = 0; e < window; ++e) {
             const std::uint32_t owner = SlotLayout::switch_thread(t, e, threads, switch_threads);
             ASSERT_LT(owner, switch_threads);
-            EXPECT_EQ(layout.switch_thread_of(layout.slot(t, e, 0), threads, switch_threads), owner);
-            EXPECT_EQ(layout.switch_thread_of(layout.slot(t, e, 1), threads, switch_threads), owner);
+            const std::uint32_t slot0 = layout.slot(t, e, 0);
+            EXPECT_EQ(SlotLayout::switch_thread(layout.thread_of(slot0), layout.entry_of(slot0), threads,
+                                                switch_threads),
+                      owner);
+            const std::uint32_t slot1 = layout.slot(t, e, 1);
+            EXPECT_EQ(SlotLayout::switch_thread(layout.thread_of(slot1), layout.entry_of(slot1), threads,
+                                                switch_threads),
+                      owner);
             owners.insert(owner);
           }
         }
