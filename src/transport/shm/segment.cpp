@@ -30,7 +30,7 @@ struct Cell {
 };
 
 struct SegmentLayout {
-  static constexpr std::uint64_t kMagic = 0x6470612d73686d31;  // "dpa-shm1"
+  static constexpr std::uint64_t kMagic = 0x6470612d73686d32;  // "dpa-shm2"
 
   std::atomic<std::uint64_t> magic;
   std::uint32_t port;
@@ -64,13 +64,14 @@ std::size_t cells_offset() { return offsetof(SegmentLayout, cells); }
 // The tag a new segment of `port` gets. A peer keeps the segments of a port's earlier owners
 // mapped while their packets may still be in its inbox (ShmQueue keeps 64), and tells the owners
 // apart by the tag alone. A port this process owned before therefore gets the tag after its last
-// one, which repeats only after 255 owners; a port new to this process gets a random one.
-std::uint8_t next_tag(const ShmTransportConfig& config, std::uint32_t port) {
+// one; a port new to this process a random one, which equals one of the 64 kept tags of another
+// process's earlier owners about once in 67 million.
+std::uint32_t next_tag(const ShmTransportConfig& config, std::uint32_t port) {
   static std::mutex mutex;
-  static std::unordered_map<std::string, std::uint8_t> last_tags;
+  static std::unordered_map<std::string, std::uint32_t> last_tags;
   std::lock_guard lock(mutex);
   const auto [entry, first] = last_tags.try_emplace(fmt::format("{}/{}/{}", config.directory, config.fabric, port));
-  entry->second = first ? static_cast<std::uint8_t>(std::random_device{}()) : static_cast<std::uint8_t>(entry->second + 1);
+  entry->second = first ? static_cast<std::uint32_t>(std::random_device{}()) : entry->second + 1;
   return entry->second;
 }
 
@@ -135,7 +136,7 @@ Segment::Segment(int fd, std::byte* base, std::size_t bytes, bool owner, std::st
     : fd_(fd), base_(base), bytes_(bytes), owner_(owner), path_(std::move(path)) {
   const SegmentLayout& header = layout();
   port_ = static_cast<std::uint16_t>(header.port);
-  tag_ = static_cast<std::uint8_t>(header.tag);
+  tag_ = header.tag;
   buffers_ = header.buffers;
   max_payload_ = header.max_payload;
   stride_ = header.stride;

@@ -24,19 +24,18 @@ namespace dpa::transport::shm {
 
 // A packet in an inbox: the sender's port and its segment's tag (the tag tells a port's owners
 // apart, so a packet of an earlier one is never read from a later one's buffers: see
-// Segment::create), the buffer index there, and the byte count.
+// Segment::create), and the buffer index there. The byte count is in the buffer (Segment::size).
 struct Descriptor {
   std::uint16_t port = 0;
-  std::uint8_t tag = 0;
   std::uint16_t buffer = 0;
-  std::uint32_t size = 0;  // < 2^24 (shm.max_payload is at most 8 MiB)
+  std::uint32_t tag = 0;
 
   [[nodiscard]] std::uint64_t pack() const {
-    return std::uint64_t{port} << 48 | std::uint64_t{tag} << 40 | std::uint64_t{buffer} << 24 | size;
+    return std::uint64_t{port} << 48 | std::uint64_t{buffer} << 32 | tag;
   }
   static Descriptor unpack(std::uint64_t word) {
-    return {static_cast<std::uint16_t>(word >> 48), static_cast<std::uint8_t>(word >> 40),
-            static_cast<std::uint16_t>(word >> 24), static_cast<std::uint32_t>(word & 0xffffff)};
+    return {static_cast<std::uint16_t>(word >> 48), static_cast<std::uint16_t>(word >> 32),
+            static_cast<std::uint32_t>(word)};
   }
 };
 
@@ -46,8 +45,8 @@ class Segment {
  public:
   // Creates the owner's segment for `port` (0: the first free port from a start in 49152..65535
   // that moves on with each segment of the process, so its next queues take other ports). A
-  // port this process owned before gets the tag after its previous one there (255 owners before
-  // a repeat); a port new to it a random tag. dpa::Error when the port is in use by a live
+  // port this process owned before gets the tag after its previous one there; a port new to it a
+  // random 32-bit tag. dpa::Error when the port is in use by a live
   // owner, or when `directory` has no room for the buffers (naming the key and the bytes needed).
   static std::unique_ptr<Segment> create(const ShmTransportConfig& config, std::uint16_t port);
   // Maps another queue's segment; nullptr when no live, initialised segment has that port.
@@ -58,7 +57,7 @@ class Segment {
   ~Segment();  // the owner marks it closed and removes its name; mappings of others stay valid
 
   [[nodiscard]] std::uint16_t port() const { return port_; }
-  [[nodiscard]] std::uint8_t tag() const { return tag_; }
+  [[nodiscard]] std::uint32_t tag() const { return tag_; }
   [[nodiscard]] std::uint32_t buffers() const { return buffers_; }
   [[nodiscard]] std::uint32_t max_payload() const { return max_payload_; }
   // The owner has closed it: a sender drops its mapping and looks the port up again.
@@ -69,6 +68,12 @@ class Segment {
   }
   [[nodiscard]] std::atomic<std::uint32_t>& references(std::uint32_t buffer) const {
     return *reinterpret_cast<std::atomic<std::uint32_t>*>(base_ + buffers_offset_ + std::size_t{buffer} * stride_);
+  }
+  // The packet's byte count, written by the owner before it pushes a descriptor naming the buffer
+  // (the push publishes it). A buffer is refilled only once no descriptor names it.
+  [[nodiscard]] std::atomic<std::uint32_t>& size(std::uint32_t buffer) const {
+    return *reinterpret_cast<std::atomic<std::uint32_t>*>(base_ + buffers_offset_ + std::size_t{buffer} * stride_ +
+                                                          sizeof(std::uint32_t));
   }
 
   // Inbox, sender side: false when the ring is full. Then wake() once per burst of pushes.
@@ -84,7 +89,7 @@ class Segment {
   bool wait(std::chrono::nanoseconds timeout);
 
  private:
-  static constexpr std::size_t kPayloadOffset = 64;  // the reference count's cache line
+  static constexpr std::size_t kPayloadOffset = 64;  // the cache line of the reference count and size
 
   Segment(int fd, std::byte* base, std::size_t bytes, bool owner, std::string path);
   SegmentLayout& layout() const { return *reinterpret_cast<SegmentLayout*>(base_); }
@@ -95,7 +100,7 @@ class Segment {
   bool owner_ = false;
   std::string path_;
   std::uint16_t port_ = 0;
-  std::uint8_t tag_ = 0;
+  std::uint32_t tag_ = 0;
   std::uint32_t buffers_ = 0;
   std::uint32_t max_payload_ = 0;
   std::size_t stride_ = 0;

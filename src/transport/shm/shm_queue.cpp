@@ -108,7 +108,8 @@ ShmQueue::Enqueued ShmQueue::enqueue(const TxBuffer& buffer, const Endpoint& to)
   const auto index = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(buffer.native) - 1);
   std::atomic<std::uint32_t>& references = own_->references(index);
   references.fetch_add(1, std::memory_order_relaxed);
-  if (!destination->push(Descriptor{own_->port(), own_->tag(), static_cast<std::uint16_t>(index), buffer.size}.pack())) {
+  own_->size(index).store(buffer.size, std::memory_order_relaxed);
+  if (!destination->push(Descriptor{own_->port(), static_cast<std::uint16_t>(index), own_->tag()}.pack())) {
     references.fetch_sub(1, std::memory_order_relaxed);
     if (limit == 0) return Enqueued::full;
     ++counters_.tx_errors;
@@ -174,14 +175,21 @@ std::size_t ShmQueue::receive(std::span<RxPacket> out, std::chrono::nanoseconds 
   for (std::size_t i = 0; i < count; ++i) {
     const Descriptor packet = Descriptor::unpack(received_[i]);
     Segment* sender = source(packet);
-    if (sender == nullptr || packet.buffer >= sender->buffers() || packet.size > sender->max_payload()) {
+    if (sender == nullptr || packet.buffer >= sender->buffers()) {
       // The sender's segment is gone (its reference went with it) or the descriptor is not one.
+      ++counters_.rx_dropped;
+      continue;
+    }
+    const std::uint32_t size = sender->size(packet.buffer).load(std::memory_order_relaxed);
+    if (size > sender->max_payload()) {
+      // Still the sender's reference: dropped with the packet.
+      drop_reference(*sender, packet.buffer);
       ++counters_.rx_dropped;
       continue;
     }
     received_[delivered] = received_[i];
     received_from_[delivered] = sender;
-    out[delivered++] = RxPacket{std::span(sender->payload(packet.buffer), packet.size), Endpoint{kAddress, packet.port}};
+    out[delivered++] = RxPacket{std::span(sender->payload(packet.buffer), size), Endpoint{kAddress, packet.port}};
   }
   counters_.rx_packets += delivered;
   return delivered;
