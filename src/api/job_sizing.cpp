@@ -24,6 +24,11 @@ constexpr std::uint32_t kLoopbackPayload = 16000;
 // embedded switch, 6.3 us at 2048 values, 5.1 at 1024 (docs/benchmarks.md).
 constexpr std::uint32_t kSmallPayload = 1024;
 constexpr int kMaxThreads = 4;                    // measured: gains stop there on loopback
+// The embedded switch carries every rank's traffic: with few ranks per host it takes up to half
+// the cores (4 ranks on 16 cores, 64 MiB: S = 8 beat S = 4 by 1.2-1.3x); with more ranks their
+// engine threads take the cores and a quarter is what was measured (8 and 12 ranks, S = 4).
+constexpr int kMaxSwitchThreads = 8;
+constexpr int kFewRanksPerHost = 4;
 constexpr std::int64_t kInFlightPerThread = 512 << 10;  // bytes: covers loopback's round trip
 // The kernel charges a datagram's buffer (its truesize) against the receive buffer, not just its
 // bytes; twice the datagram is a safe bound on loopback.
@@ -107,12 +112,15 @@ JobSizing JobSizing::for_job(const JobLayout& layout, const HostResources& host,
   // Every rank sends to the switch; the ranks of one host share its cores (rank 0's are the
   // ones known here, and the switch runs there too): each gets its share for engine threads,
   // rounded up (engine threads sleep while they wait, and measured on 16 cores with 12 ranks, 2
-  // threads each moved 1.7x what 1 did), and the switch as many threads as a rank has, or a
-  // quarter of the cores where that is more (12 ranks: 4 switch threads beat 2 by 1.1x).
+  // threads each moved 1.7x what 1 did), and the switch as many threads as a rank has, or more:
+  // half the cores with up to 4 ranks here, a quarter with more (12 ranks: 4 switch threads beat
+  // 2 by 1.1x).
   const int ranks = std::max(1, layout.world_size);
   const int ranks_here = std::clamp(layout.ranks_per_host, 1, ranks);
   sizing.threads = std::clamp((host.cores + ranks_here - 1) / ranks_here, 1, kMaxThreads);
-  sizing.switch_threads = std::clamp(host.cores / 4, sizing.threads, kMaxThreads);
+  sizing.switch_threads = ranks_here <= kFewRanksPerHost
+                              ? std::clamp(host.cores / 2, sizing.threads, kMaxSwitchThreads)
+                              : std::clamp(host.cores / 4, sizing.threads, kMaxThreads);
   // Across hosts a packet must cross every rank's path unfragmented (a lost fragment loses the
   // whole datagram, and a Tofino never reassembles).
   sizing.payload = layout.over_network() && layout.max_payload != 0 ? std::min(kLoopbackPayload, layout.max_payload)

@@ -139,14 +139,16 @@ TEST_F(JobSizingTest, OneHostKeepsLoopbackSizing) {
   }
 }
 
-// configuration.md §8: engine threads are the host's share of cores per rank rounded up, switch
-// threads at least a quarter of the cores, both at most 4.
+// configuration.md §8: engine threads are the host's share of cores per rank rounded up (at most
+// 4); switch threads at least as many, and half the cores (at most 8) with up to 4 ranks on the
+// host, a quarter (at most 4) with more.
 TEST_F(JobSizingTest, ThreadsFollowRanksPerHostAndCores) {
   struct Case {
     int ranks, cores, threads, switch_threads;
   };
-  for (const Case c : {Case{2, 16, 4, 4}, Case{4, 16, 4, 4}, Case{8, 16, 2, 4}, Case{12, 16, 2, 4}, Case{16, 16, 1, 4},
-                       Case{32, 16, 1, 4}, Case{2, 2, 1, 1}, Case{3, 2, 1, 1}, Case{1, 2, 2, 2}, Case{6, 8, 2, 2}}) {
+  for (const Case c : {Case{2, 16, 4, 8}, Case{4, 16, 4, 8}, Case{5, 16, 4, 4}, Case{8, 16, 2, 4}, Case{12, 16, 2, 4},
+                       Case{16, 16, 1, 4}, Case{32, 16, 1, 4}, Case{4, 32, 4, 8}, Case{4, 8, 2, 4}, Case{2, 2, 1, 1},
+                       Case{3, 2, 1, 1}, Case{4, 2, 1, 1}, Case{1, 2, 2, 2}, Case{6, 8, 2, 2}}) {
     SCOPED_TRACE(std::to_string(c.ranks) + " ranks on " + std::to_string(c.cores) + " cores");
     dpa::HostResources resources = host();
     resources.cores = c.cores;
