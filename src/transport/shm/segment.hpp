@@ -46,8 +46,8 @@ class Segment {
   // Creates the owner's segment for `port` (0: the first free port from a start in 49152..65535
   // that moves on with each segment of the process, so its next queues take other ports). A
   // port this process owned before gets the tag after its previous one there; a port new to it a
-  // random 32-bit tag. dpa::Error when the port is in use by a live
-  // owner, or when `directory` has no room for the buffers (naming the key and the bytes needed).
+  // random 32-bit tag. dpa::Error when the port is in use by a live owner, or when `directory`
+  // has no room for the buffers (naming the key and the bytes needed).
   static std::unique_ptr<Segment> create(const ShmTransportConfig& config, std::uint16_t port);
   // Maps another queue's segment; nullptr when no live, initialised segment has that port.
   static std::unique_ptr<Segment> attach(const ShmTransportConfig& config, std::uint16_t port);
