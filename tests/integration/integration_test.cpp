@@ -22,6 +22,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dpa/context.hpp"
@@ -206,35 +207,39 @@ TEST(Integration, CallerBlockExponentsAndWireResultReproduceTheHostResultBitForB
   }
 }
 
-// A switch with more threads than the workers (S = 4, T = 2): each worker thread's window
-// entries take turns over switch threads t and t + T (protocol.md §7.1), so every switch thread
-// aggregates, and the results are exact.
+// A switch with more threads than the workers: each worker thread's window entries take turns
+// over switch threads t, t + T, ... (protocol.md §7.1), so every switch thread aggregates, and the
+// results are exact. S = 2T as the sizing gives 4 ranks on 16 cores (T = 4, S = 8), and S not a
+// multiple of T (T = 3: worker threads 0 and 1 take turns over three switch threads, 2 over two).
 TEST(Integration, SwitchThreadsBeyondTheWorkersThreadsEachTakeAShare) {
   constexpr int kWorld = 2;
-  dpa::SoftwareSwitch sw(switch_config(session_config(kWorld), /*threads=*/4));
-  const auto reduce = [&sw](int rank) {
-    dpa::Config config;
-    config.rank = rank;
-    config.world_size = kWorld;
-    config.switches = {{"127.0.0.1", sw.port()}};
-    config.threads = 2;
-    config.window = 4;
-    dpa::Context context(config);
-    std::vector<std::int32_t> values(64 * 256 + 5);
-    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<std::int32_t>(i) * (rank + 1);
-    context.allreduce(values.data(), values.data(), values.size(), dpa::DataType::int32);
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      ASSERT_EQ(values[i], static_cast<std::int32_t>(i) * 3) << "rank " << rank << " element " << i;
+  for (const auto& [worker_threads, switch_threads] : {std::pair{2, 4}, std::pair{4, 8}, std::pair{3, 8}}) {
+    SCOPED_TRACE("T = " + std::to_string(worker_threads) + ", S = " + std::to_string(switch_threads));
+    dpa::SoftwareSwitch sw(switch_config(session_config(kWorld), switch_threads));
+    const auto reduce = [&sw, threads = worker_threads](int rank) {
+      dpa::Config config;
+      config.rank = rank;
+      config.world_size = kWorld;
+      config.switches = {{"127.0.0.1", sw.port()}};
+      config.threads = threads;
+      config.window = 4;
+      dpa::Context context(config);
+      std::vector<std::int32_t> values(64 * 256 + 5);
+      for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<std::int32_t>(i) * (rank + 1);
+      context.allreduce(values.data(), values.data(), values.size(), dpa::DataType::int32);
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        ASSERT_EQ(values[i], static_cast<std::int32_t>(i) * 3) << "rank " << rank << " element " << i;
+      }
+    };
+    auto other = std::async(std::launch::async, reduce, 1);
+    reduce(0);
+    other.get();
+    const std::vector<dpa::SwitchThreadCounters> threads = sw.thread_counters();
+    ASSERT_EQ(threads.size(), static_cast<std::size_t>(switch_threads));
+    for (std::size_t t = 0; t < threads.size(); ++t) {
+      EXPECT_GT(threads[t].counters.aggregated, 0u) << "switch thread " << t << " took no share";
+      EXPECT_EQ(threads[t].counters.dropped_malformed, 0u) << "switch thread " << t;
     }
-  };
-  auto other = std::async(std::launch::async, reduce, 1);
-  reduce(0);
-  other.get();
-  const std::vector<dpa::SwitchThreadCounters> threads = sw.thread_counters();
-  ASSERT_EQ(threads.size(), 4u);
-  for (std::size_t t = 0; t < threads.size(); ++t) {
-    EXPECT_GT(threads[t].counters.aggregated, 0u) << "switch thread " << t << " took no share";
-    EXPECT_EQ(threads[t].counters.dropped_malformed, 0u) << "switch thread " << t;
   }
 }
 
