@@ -659,8 +659,9 @@ class SwitchImpl {
     }
     const bool probe = h.is_probe();
     const auto switch_threads = static_cast<std::uint32_t>(ports_.size());
-    if (protocol::SlotLayout::switch_thread(thread, layout.entry_of(h.slot), members->threads, switch_threads) != index ||
-        (probe && !payload.empty())) {
+    const std::uint32_t owner =
+        protocol::SlotLayout::switch_thread(thread, layout.entry_of(h.slot), members->threads, switch_threads);
+    if (owner != index || (probe && !payload.empty())) {
       ++batch.counters.dropped_malformed;  // the wrong port for the slot, or a probe with values
       return;
     }

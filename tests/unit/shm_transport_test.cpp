@@ -1,8 +1,8 @@
 // What the shared-memory transport adds to the suite every transport passes (transport_test):
 // buffers shared by reference (a referenced buffer is not reused), back-pressure from a full
-// inbox, the switch's backlog limit per receiver, a sleeping receiver woken by a send, packets between processes, a segment whose owner
-// died taken over, sends to a port nobody owns, and a port's successive owners (of one process or
-// of many) told apart.
+// inbox, the switch's backlog limit per receiver, a sleeping receiver woken by a send, packets
+// between processes, a segment whose owner died taken over, sends to a port nobody owns, and a
+// port's successive owners (of one process or of many) told apart.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

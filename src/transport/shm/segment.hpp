@@ -66,15 +66,10 @@ class Segment {
   [[nodiscard]] std::byte* payload(std::uint32_t buffer) const {
     return base_ + buffers_offset_ + std::size_t{buffer} * stride_ + kPayloadOffset;
   }
-  [[nodiscard]] std::atomic<std::uint32_t>& references(std::uint32_t buffer) const {
-    return *reinterpret_cast<std::atomic<std::uint32_t>*>(base_ + buffers_offset_ + std::size_t{buffer} * stride_);
-  }
+  [[nodiscard]] std::atomic<std::uint32_t>& references(std::uint32_t buffer) const { return header_word(buffer, 0); }
   // The packet's byte count, written by the owner before it pushes a descriptor naming the buffer
   // (the push publishes it). A buffer is refilled only once no descriptor names it.
-  [[nodiscard]] std::atomic<std::uint32_t>& size(std::uint32_t buffer) const {
-    return *reinterpret_cast<std::atomic<std::uint32_t>*>(base_ + buffers_offset_ + std::size_t{buffer} * stride_ +
-                                                          sizeof(std::uint32_t));
-  }
+  [[nodiscard]] std::atomic<std::uint32_t>& size(std::uint32_t buffer) const { return header_word(buffer, 1); }
 
   // Inbox, sender side: false when the ring is full. Then wake() once per burst of pushes.
   bool push(std::uint64_t descriptor);
@@ -90,6 +85,11 @@ class Segment {
 
  private:
   static constexpr std::size_t kPayloadOffset = 64;  // the cache line of the reference count and size
+
+  // Word `word` of the cache line before a buffer's payload.
+  [[nodiscard]] std::atomic<std::uint32_t>& header_word(std::uint32_t buffer, std::size_t word) const {
+    return reinterpret_cast<std::atomic<std::uint32_t>*>(base_ + buffers_offset_ + std::size_t{buffer} * stride_)[word];
+  }
 
   Segment(int fd, std::byte* base, std::size_t bytes, bool owner, std::string path);
   SegmentLayout& layout() const { return *reinterpret_cast<SegmentLayout*>(base_); }
