@@ -3,7 +3,7 @@ verified: python -m dpa.bench.
 
     python -m dpa.bench [-n RANKS] [--sizes 4KiB,64KiB,1MiB,16MiB,64MiB] [--device cpu|cuda]
                         [--dtype float32|float16|bfloat16|int32] [--iterations N] [--warmup N]
-                        [--backends dpa,gloo,nccl] [--json PATH] [--inject-wrong]
+                        [--backends dpa,gloo,nccl] [--barrier auto|gloo] [--json PATH] [--inject-wrong]
     torchrun --nproc_per_node R [--nnodes H ...] -m dpa.bench [same options, no -n]
 
 Every operation reduces (SUM) fresh pseudo-random inputs filled outside the timed region and is
@@ -67,6 +67,10 @@ def parse_arguments(argv):
     parser.add_argument("--pool-bytes", type=parse_size, default=parse_size("256MiB"),
                         help="input tensors filled ahead per rank; more operations take several rounds "
                              "(default 256MiB)")
+    parser.add_argument("--barrier", default="auto", choices=["auto", "gloo"],
+                        help="before each operation of the latency view: a Gloo barrier, then, where every rank "
+                             "shares one host and /dev/shm, a spin barrier in shared memory (auto, the default); "
+                             "gloo: the Gloo barrier alone")
     parser.add_argument("--json", help="also write the report to this file (schema: docs/benchmark-tools.md)")
     parser.add_argument("--inject-wrong", action="store_true",
                         help="self-check: corrupt one element of the last rank's result of the first timed "
@@ -112,7 +116,7 @@ def parse_arguments(argv):
     settings = {
         "sizes": sizes, "device": arguments.device, "dtype": arguments.dtype, "iterations": arguments.iterations,
         "warmup": arguments.warmup, "backends": backends, "seed": arguments.seed,
-        "pool_bytes": arguments.pool_bytes, "inject_wrong": arguments.inject_wrong,
+        "pool_bytes": arguments.pool_bytes, "inject_wrong": arguments.inject_wrong, "barrier": arguments.barrier,
         "launcher": "torchrun" if world is not None else "local",
     }
     return settings, arguments, world
@@ -121,7 +125,7 @@ def parse_arguments(argv):
 def print_table(report):
     config = report["config"]
     print(f"# dpa.bench: {config['ranks']} ranks on {len(config['hosts'])} host(s), {config['device']}, "
-          f"{config['dtype']}, seed {config['seed']}; every result verified")
+          f"{config['dtype']}, seed {config['seed']}; every result verified; barrier: {config['barrier']}")
     print("# back to back: time per operation (ranks' mean), algbw = bytes / time, busbw = algbw * 2(n-1)/n; "
           "after a barrier: the slowest rank's time of each operation")
     print(f"#{'bytes':>9} {'elements':>11} {'backend':>7} {'iters':>6} {'time(us)':>10} {'algbw(GB/s)':>11} "
@@ -166,7 +170,10 @@ def bench_rank(rank, world, init_method, local_rank, local_world, settings, json
 
     dist.init_process_group("dpa", init_method=init_method, rank=rank, world_size=world)
     node = _bench_run.Rank(rank, world, local_rank, local_world, settings)
-    report = _bench_run.run(node)
+    try:
+        report = _bench_run.run(node)
+    finally:
+        node.close()
     if rank == 0:
         print_table(report)
         if json_path:

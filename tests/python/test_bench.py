@@ -36,6 +36,9 @@ def test_every_size_and_backend_is_measured_and_verified(tmp_path, dtype):
     assert report["schema"] == "dpa-bench" and report["schema_version"] == 1
     assert report["tool"]["name"] == "dpa.bench"
     assert report["config"]["ranks"] == 2 and report["config"]["launcher"] == "local"
+    # Both ranks share this host and its /dev/shm: they also meet in shared memory.
+    assert report["config"]["barrier"] == "gloo, then shared memory"
+    assert "barrier: gloo, then shared memory" in result.stdout
     assert report["wrong"] == 0
     rows = report["results"]
     assert [(row["bytes"], row["backend"]) for row in rows] == [
@@ -82,8 +85,9 @@ def test_half_precision_is_verified_and_a_backend_without_it_is_named(tmp_path):
 
 def test_a_corrupted_result_is_reported_and_fails_the_run(tmp_path):
     output = tmp_path / "bench.json"
-    result = run_bench("-n", "2", *SMALL, "--inject-wrong", "--json", str(output))
+    result = run_bench("-n", "2", *SMALL, "--inject-wrong", "--barrier", "gloo", "--json", str(output))
     assert result.returncode == 1, result.stdout + result.stderr
+    assert json.loads(output.read_text())["config"]["barrier"] == "gloo"
     rows = json.loads(output.read_text())["results"]
     # One element of one rank's result per size and backend.
     assert [row["wrong"] for row in rows] == [1, 1, 1, 1], rows
@@ -109,6 +113,7 @@ def test_torchrun_ranks_report_a_corrupted_result_and_fail(tmp_path):
     (["--backends", "nccl"], "--backends nccl needs --device cuda"),
     (["--iterations", "0"], "--iterations must be at least 1, got 0"),
     (["-n", "0"], "--ranks must be at least 1, got 0"),
+    (["--barrier", "mpi"], "--barrier: invalid choice: 'mpi'"),
 ])
 def test_bad_arguments_exit_2_naming_the_option(arguments, message):
     result = run_bench(*arguments, timeout=60)
