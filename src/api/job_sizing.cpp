@@ -35,6 +35,11 @@ constexpr std::int64_t kInFlightPerThread = 512 << 10;  // bytes: covers loopbac
 constexpr std::int64_t kTruesizeFactor = 2;
 // Covers a loopback round trip through the switch, so a spinning thread rarely sleeps mid-op.
 constexpr std::chrono::microseconds kSpin{50};
+// The small session's: covers the gap between one small operation and the next (a barrier, a
+// step's other buckets), so switch thread 0 is still awake when the ranks send together. With 50
+// us it had gone to sleep, and its wake-up stood in every rank's path: 4 KiB p99 136-215 us
+// against 88-112 with 1000 (H200 host, 4 ranks, 5 alternating pairs; docs/benchmarks.md).
+constexpr std::chrono::microseconds kSmallSpin{1000};
 
 int available_cores() {
   cpu_set_t set;
@@ -167,7 +172,7 @@ JobSizing JobSizing::for_job(const JobLayout& layout, const HostResources& host,
     if (host.cores >= 2 * (ranks_here * (sizing.threads + 1) + sizing.switch_threads)) {
       sizing.busy_poll = kSpin;
     }
-    if (host.cores >= 2 * (ranks_here + 1) && !is_set("DPA_SMALL_BUSY_POLL_US")) sizing.small_busy_poll = kSpin;
+    if (host.cores >= 2 * (ranks_here + 1) && !is_set("DPA_SMALL_BUSY_POLL_US")) sizing.small_busy_poll = kSmallSpin;
   }
   return sizing;
 }

@@ -186,11 +186,11 @@ TEST_F(JobSizingTest, SpinningFollowsSpareCores) {
   dpa::HostResources resources = host();
   resources.cores = 16;
   dpa::JobSizing sizing = dpa::JobSizing::for_job(4, resources, dpa::Config{});
-  EXPECT_EQ(sizing.small_busy_poll, microseconds(50));
+  EXPECT_EQ(sizing.small_busy_poll, microseconds(1000));
   EXPECT_EQ(sizing.busy_poll, microseconds(0));
   dpa::Config wide;
   const dpa::SwitchConfig spinning_zero = sizing.switch_config(wide, sizing.small_config(wide), microseconds(10000));
-  EXPECT_EQ(spinning_zero.busy_poll, microseconds(50));
+  EXPECT_EQ(spinning_zero.busy_poll, microseconds(1000));
   EXPECT_EQ(spinning_zero.busy_poll_threads, 1);
 
   resources.cores = 8;  // 4 ranks and the switch: fewer than two cores each
