@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "api/logging.hpp"
 #include "dpa/env.hpp"
 #include "dpa/error.hpp"
 
@@ -40,6 +41,20 @@ constexpr std::chrono::microseconds kSpin{50};
 // us it had gone to sleep, and its wake-up stood in every rank's path: 4 KiB p99 136-215 us
 // against 88-112 with 1000 (H200 host, 4 ranks, 5 alternating pairs; docs/benchmarks.md).
 constexpr std::chrono::microseconds kSmallSpin{1000};
+
+// A container's /dev/shm is often 64 MiB: the job then runs on UDP, slower from about 1 MiB
+// (docs/configuration.md §8), and says so once, with the remedies.
+void warn_shared_memory_declined(std::uint64_t free_bytes, std::uint64_t job_bytes) {
+  constexpr double kMiB = 1 << 20;
+  const std::string directory = env_string("DPA_SHM_DIR").value_or(ShmTransportConfig{}.directory);
+  detail::log().warn(
+      "sizing: shared memory between the ranks and the embedded switch needs {:.0f} MiB free in {} (twice its "
+      "{:.0f} MiB of buffers), and {} has {:.0f} MiB: the ranks use UDP on loopback instead, slower from about "
+      "1 MiB per operation. Give it room (docker run --shm-size=1g, or a larger tmpfs in DPA_SHM_DIR), or set "
+      "DPA_TRANSPORT=udp to choose UDP",
+      2 * static_cast<double>(job_bytes) / kMiB, directory, static_cast<double>(job_bytes) / kMiB, directory,
+      static_cast<double>(free_bytes) / kMiB);
+}
 
 int available_cores() {
   cpu_set_t set;
@@ -163,6 +178,8 @@ JobSizing JobSizing::for_job(const JobLayout& layout, const HostResources& host,
     if (shared_memory.has_value() || host.shm_free_bytes >= 2 * shared.shm_bytes(ranks)) {
       sizing = shared;
       sizing.shm_fabric = new_fabric_id();
+    } else {
+      warn_shared_memory_declined(host.shm_free_bytes, shared.shm_bytes(ranks));
     }
   }
   if (!is_set("DPA_SWITCH_BUFFER_BYTES")) sizing.switch_buffer_bytes = host.switch_buffer_request;

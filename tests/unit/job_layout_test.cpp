@@ -1,12 +1,16 @@
 // Where a job's ranks run and how that sizes it (dpa/job_layout.hpp, dpa/job_sizing.hpp): the
 // rule of docs/multi-host.md, table by table.
 #include <cstdlib>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
 
+#include "api/logging.hpp"
 #include "dpa/error.hpp"
 #include "dpa/job_layout.hpp"
 #include "dpa/job_sizing.hpp"
@@ -137,6 +141,41 @@ TEST_F(JobSizingTest, OneHostKeepsLoopbackSizing) {
     EXPECT_EQ(sizing.threads, 4);
     EXPECT_NE(sizing.shm_fabric, 0u);
   }
+}
+
+// What the library logs while `body` runs, at warn and above.
+template <typename Body>
+std::string logged_by(Body body) {
+  std::ostringstream logged;
+  spdlog::logger& logger = dpa::detail::log();
+  const auto sink = std::make_shared<spdlog::sinks::ostream_sink_st>(logged);
+  const spdlog::level::level_enum saved_level = logger.level();
+  logger.set_level(spdlog::level::warn);
+  logger.sinks().push_back(sink);
+  body();
+  logger.sinks().pop_back();
+  logger.set_level(saved_level);
+  return logged.str();
+}
+
+// configuration.md §8: shared memory only with twice the job's buffers free; short of that the
+// job runs on UDP and says why, with the remedies, unless the user asked for UDP.
+TEST_F(JobSizingTest, TooLittleSharedMemoryFallsBackToUdpAndSaysSo) {
+  dpa::HostResources small = host();
+  small.shm_free_bytes = std::uint64_t{64} << 20;  // a container's default /dev/shm
+  dpa::JobSizing sizing;
+  const std::string warning = logged_by([&] { sizing = dpa::JobSizing::for_job(4, small, dpa::Config{}); });
+  EXPECT_EQ(sizing.shm_fabric, 0u);
+  EXPECT_THAT(warning, testing::HasSubstr("MiB free in /dev/shm"));
+  EXPECT_THAT(warning, testing::HasSubstr("/dev/shm has 64 MiB: the ranks use UDP on loopback instead"));
+  EXPECT_THAT(warning, testing::HasSubstr("--shm-size"));
+  EXPECT_THAT(warning, testing::HasSubstr("DPA_TRANSPORT=udp"));
+
+  EXPECT_EQ(logged_by([&] { sizing = dpa::JobSizing::for_job(4, host(), dpa::Config{}); }), "");
+  EXPECT_NE(sizing.shm_fabric, 0u);
+  ::setenv("DPA_TRANSPORT", "udp", 1);
+  EXPECT_EQ(logged_by([&] { sizing = dpa::JobSizing::for_job(4, small, dpa::Config{}); }), "");
+  EXPECT_EQ(sizing.shm_fabric, 0u);
 }
 
 // configuration.md §8: engine threads are the host's share of cores per rank rounded up (at most
