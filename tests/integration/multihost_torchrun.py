@@ -17,6 +17,9 @@ and to its veth address elsewhere). Cases:
   external2    2 hosts x 2 ranks against a dpa-switch on host 0 (DPA_SWITCH on every rank)
   unreachable2 2 hosts x 2 ranks, the switch bound (DPA_SWITCH_BIND) to an address host 1 has no
                route to: every rank fails within the join timeout naming ranks 2 and 3
+  bench2       2 hosts x 2 ranks, `torchrun -m dpa.bench` (dpa and Gloo, every result verified):
+               the same command measures across hosts; its ranks, on different hosts, keep Gloo's
+               barrier (no shared-memory one between private /dev/shm)
 
 The test re-executes itself in new PID, mount, network and UTS namespaces (unshare --kill-child)
 and mounts its own scratch directory (PRIVATE, the children's TMPDIR), so whatever ends it, a ctest timeout's SIGKILL included, the kernel
@@ -171,8 +174,9 @@ def start_switch(processes, binary, world):
             return
 
 
-def run_job(case, hosts, ranks_per_host, env, processes, directory):
-    """torchrun on every host; returns each host's output once all ended."""
+def run_job(program, hosts, ranks_per_host, env, processes, directory):
+    """torchrun of `program` (its arguments after torchrun's) on every host; returns each host's
+    output once all ended."""
     outputs = []
     for i in range(hosts):
         path = os.path.join(directory, f"host{i}.log")
@@ -180,8 +184,7 @@ def run_job(case, hosts, ranks_per_host, env, processes, directory):
         argv = on_host(i, [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(hosts),
                            "--nproc_per_node", str(ranks_per_host), "--node_rank", str(i),
                            "--master_addr", "host0", "--master_port", str(MASTER_PORT),
-                           "--max_restarts", "0", "--redirects", "1", "--tee", "1",
-                           os.path.join(HERE, "multihost_train.py"), case])
+                           "--max_restarts", "0", "--redirects", "1", "--tee", "1", *program])
         with open(path, "w") as output:
             processes.start(argv, env, output)
     deadline = time.monotonic() + RUN_TIMEOUT_S
@@ -212,14 +215,20 @@ def main():
         env.update(MH_SWITCH_HOST=host_ip(0), MH_PAYLOAD="301", MH_STRAGGLER="1")
     elif case == "external2":
         env.update(DPA_SWITCH=f"{host_ip(0)}:4242")
+    elif case == "bench2":
+        pass
     elif case == "unreachable2":
         # Host 0 has the address, host 1 no route to it.
         run("ip", "-n", "h0", "addr", "add", "10.71.0.1/32", "dev", "lo")
         env.update(DPA_SWITCH_BIND="10.71.0.1", DPA_JOIN_TIMEOUT_MS=str(JOIN_TIMEOUT_MS))
     else:
         sys.exit(f"unknown case {case}")
-    train_case = {"embedded2": "embedded", "embedded4": "embedded", "external2": "external",
-                  "unreachable2": "unreachable"}[case]
+    if case == "bench2":
+        program = ["-m", "dpa.bench", "--sizes", "4KiB,64KiB", "--iterations", "3", "--warmup", "1"]
+    else:
+        train_case = {"embedded2": "embedded", "embedded4": "embedded", "external2": "external",
+                      "unreachable2": "unreachable"}[case]
+        program = [os.path.join(HERE, "multihost_train.py"), train_case]
 
     processes = Processes()
     # A SIGTERM (ctest's, or a user's) ends the processes on the way out; SIGKILL leaves it to the
@@ -229,11 +238,25 @@ def main():
         with tempfile.TemporaryDirectory(prefix="dpa-multihost-") as directory:
             if case == "external2":
                 start_switch(processes, switch_binary, world)
-            codes, output = run_job(train_case, hosts, ranks_per_host, env, processes, directory)
+            codes, output = run_job(program, hosts, ranks_per_host, env, processes, directory)
     finally:
         processes.stop()
 
     failures = [f"host{i}: torchrun exit {code}" for i, code in enumerate(codes) if code != 0]
+    if case == "bench2":
+        expected = ("# dpa.bench: 4 ranks on 2 host(s), cpu, float32", "every result verified; barrier: gloo\n",
+                    "# wrong elements in all: 0")
+        failures += [f"no '{text.strip()}' in rank 0's report" for text in expected if text not in output]
+        # torchrun's --tee prefixes each line with its local rank ("[default0]:").
+        lines = [line.split("]:", 1)[-1] for line in output.splitlines()]
+        rows = [line.split() for line in lines if line.split()[:1] in (["4096"], ["65536"])]
+        backends = sorted((row[0], row[2]) for row in rows if len(row) == 10 and row[-1] == "0")
+        if backends != [("4096", "dpa"), ("4096", "gloo"), ("65536", "dpa"), ("65536", "gloo")]:
+            failures.append(f"rows with 0 wrong: {backends}")
+        if failures:
+            sys.exit("FAILED: " + "; ".join(failures))
+        print(f"{case}: passed")
+        return
     for rank in range(world):
         if case == "unreachable2":
             expected = (f"rank {rank} failed after", "the switch never heard from ranks 2, 3 (host host1)",
