@@ -24,15 +24,12 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <spdlog/sinks/ostream_sink.h>
-
+#include "../captured_log.hpp"
 #include "../scratch_directory.hpp"
-#include "api/logging.hpp"
 #include "dpa/error.hpp"
 #include "dpa/switch.hpp"
 #include "switch/control_channel.hpp"
@@ -547,29 +544,25 @@ TEST_F(TcpControlChannelTest, OnlyTheSecretUnlocksRequests) {
 }
 
 TEST(ControlChannelLog, NeverHoldsTheSecret) {
-  // The sink goes in before any thread that could log starts, and out after they all stopped.
-  std::ostringstream logged;
-  spdlog::logger& logger = dpa::detail::log();
-  const auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(logged);
-  const spdlog::level::level_enum saved_level = logger.level();
-  logger.set_level(spdlog::level::info);
-  logger.sinks().push_back(sink);
+  std::string logged;
   {
-    dpa::SoftwareSwitch sw(switch_config());
-    dpa::sw::ControlChannelOptions options;
-    options.secret = "0123456789abcdef-the-secret";
-    dpa::sw::ControlChannel channel(sw, dpa::HostPort{"127.0.0.1", 0}, options);
-    Client trusted(channel.port());
-    EXPECT_EQ(trusted.request(R"({"op":"auth","secret":"0123456789abcdef-the-secret"})")["ok"], true);
-    Client guessing(channel.port());
-    EXPECT_EQ(guessing.request(R"({"op":"auth","secret":"0123456789abcdef-a-guess"})")["ok"], false);
+    const dpa::test::CapturedLog log(spdlog::level::info);
+    {
+      dpa::SoftwareSwitch sw(switch_config());
+      dpa::sw::ControlChannelOptions options;
+      options.secret = "0123456789abcdef-the-secret";
+      dpa::sw::ControlChannel channel(sw, dpa::HostPort{"127.0.0.1", 0}, options);
+      Client trusted(channel.port());
+      EXPECT_EQ(trusted.request(R"({"op":"auth","secret":"0123456789abcdef-the-secret"})")["ok"], true);
+      Client guessing(channel.port());
+      EXPECT_EQ(guessing.request(R"({"op":"auth","secret":"0123456789abcdef-a-guess"})")["ok"], false);
+    }
+    logged = log.text();
   }
-  std::erase(logger.sinks(), sink);
-  logger.set_level(saved_level);
-  EXPECT_THAT(logged.str(), HasSubstr(R"json({"op":"auth","secret":"(hidden)"} -> {"ok":true})json"));
-  EXPECT_THAT(logged.str(), HasSubstr("wrong secret"));
-  EXPECT_THAT(logged.str(), testing::Not(HasSubstr("the-secret")));
-  EXPECT_THAT(logged.str(), testing::Not(HasSubstr("a-guess")));
+  EXPECT_THAT(logged, HasSubstr(R"json({"op":"auth","secret":"(hidden)"} -> {"ok":true})json"));
+  EXPECT_THAT(logged, HasSubstr("wrong secret"));
+  EXPECT_THAT(logged, testing::Not(HasSubstr("the-secret")));
+  EXPECT_THAT(logged, testing::Not(HasSubstr("a-guess")));
 }
 
 TEST_F(TcpControlChannelTest, ReadOnlyOpenServesCountersButNotRemoveSession) {

@@ -1,16 +1,13 @@
 // Where a job's ranks run and how that sizes it (dpa/job_layout.hpp, dpa/job_sizing.hpp): the
 // rule of docs/multi-host.md, table by table.
 #include <cstdlib>
-#include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
 
-#include "api/logging.hpp"
+#include "../captured_log.hpp"
 #include "dpa/error.hpp"
 #include "dpa/job_layout.hpp"
 #include "dpa/job_sizing.hpp"
@@ -146,16 +143,9 @@ TEST_F(JobSizingTest, OneHostKeepsLoopbackSizing) {
 // What the library logs while `body` runs, at warn and above.
 template <typename Body>
 std::string logged_by(Body body) {
-  std::ostringstream logged;
-  spdlog::logger& logger = dpa::detail::log();
-  const auto sink = std::make_shared<spdlog::sinks::ostream_sink_st>(logged);
-  const spdlog::level::level_enum saved_level = logger.level();
-  logger.set_level(spdlog::level::warn);
-  logger.sinks().push_back(sink);
+  const dpa::test::CapturedLog log(spdlog::level::warn);
   body();
-  logger.sinks().pop_back();
-  logger.set_level(saved_level);
-  return logged.str();
+  return log.text();
 }
 
 // configuration.md §8: shared memory only with twice the job's buffers free; short of that the
