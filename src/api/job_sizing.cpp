@@ -195,9 +195,13 @@ JobSizing JobSizing::for_job(const JobLayout& layout, const HostResources& host,
 }
 
 std::uint64_t JobSizing::shm_bytes(int ranks) const {
-  const std::uint64_t rank_queues = static_cast<std::uint64_t>(threads + (small_payload > 0 ? 1 : 0));
-  return static_cast<std::uint64_t>(ranks) * rank_queues * shm_queue_bytes(shm_buffers, payload) +
-         static_cast<std::uint64_t>(switch_threads) * shm_queue_bytes(switch_shm_buffers, payload);
+  // A rank's wide queues carry packets of the payload, its small queue (small_config) the small
+  // payload's; the switch's queues the larger of the two.
+  const std::uint64_t rank_bytes =
+      static_cast<std::uint64_t>(threads) * shm_queue_bytes(shm_buffers, payload) +
+      (small_payload > 0 ? shm_queue_bytes(shm_buffers, std::max<std::uint32_t>(small_payload, 1024)) : 0);  // 4096 B at least
+  return static_cast<std::uint64_t>(ranks) * rank_bytes +
+         static_cast<std::uint64_t>(switch_threads) * shm_queue_bytes(switch_shm_buffers, std::max(payload, small_payload));
 }
 
 void JobSizing::apply_overrides(const Config& from_env) {

@@ -148,6 +148,22 @@ std::string logged_by(Body body) {
   return log.text();
 }
 
+// configuration.md §8: a rank's small queue holds packets of the small payload (4 KiB), not the
+// wide one's, and the room asked for counts it so.
+TEST_F(JobSizingTest, SharedMemoryRoomCountsTheSmallQueueAtItsPayload) {
+  const dpa::JobSizing sizing = dpa::JobSizing::for_job(4, host(), dpa::Config{});
+  ASSERT_NE(sizing.shm_fabric, 0u);
+  ASSERT_GT(sizing.small_payload, 0u);
+  dpa::JobSizing without_small = sizing;
+  without_small.small_payload = 0;
+  dpa::JobSizing one_more_thread = without_small;
+  ++one_more_thread.threads;
+  const std::uint64_t small_queues = sizing.shm_bytes(4) - without_small.shm_bytes(4);
+  const std::uint64_t wide_queues = one_more_thread.shm_bytes(4) - without_small.shm_bytes(4);
+  EXPECT_GT(small_queues, 0u);
+  EXPECT_LT(small_queues * 8, wide_queues);  // 4 KiB against 64 KB packets, the same buffer count
+}
+
 // configuration.md §8: shared memory only with twice the job's buffers free; short of that the
 // job runs on UDP and says why, with the remedies, unless the user asked for UDP.
 TEST_F(JobSizingTest, TooLittleSharedMemoryFallsBackToUdpAndSaysSo) {
