@@ -103,7 +103,8 @@ class SharedMemoryBarrier:
 def _create(path, size):
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        os.ftruncate(descriptor, size)
+        # Allocated now: on a full tmpfs a write to a page of a merely truncated file is a SIGBUS.
+        os.posix_fallocate(descriptor, 0, size)
         return mmap.mmap(descriptor, size)
     except OSError:
         os.unlink(path)

@@ -119,3 +119,11 @@ def test_a_rank_that_never_arrives_is_named(monkeypatch):
 
     with pytest.raises(RuntimeError, match=r"ranks \[2\] did not reach the shared-memory barrier 1 within"):
         on_threads(3, body)
+
+
+def test_ranks_fall_back_together_when_the_barrier_file_cannot_be_made(tmp_path, monkeypatch):
+    # A "directory" that is a file: every rank sees one host, and rank 0 fails to create the file.
+    not_a_directory = tmp_path / "shm"
+    not_a_directory.write_text("")
+    monkeypatch.setattr(_host_barrier, "SHM_DIRECTORY", str(not_a_directory))
+    assert on_threads(3, lambda rank, gather: SharedMemoryBarrier.for_one_host(rank, 3, gather)) == [None] * 3
