@@ -16,7 +16,7 @@ import sys
 import time
 
 from . import _bench_data as data
-from ._host_barrier import SharedMemoryBarrier
+from ._host_barrier import SharedMemoryBarrier, boot_id
 from ._tool_rank import ToolRank, UsageError
 
 VIEW_WARMUP, VIEW_BACK_TO_BACK, VIEW_LATENCY = 0, 1, 2
@@ -47,15 +47,6 @@ def iterations_for(size, settings):
     if settings["iterations"]:
         return settings["iterations"]
     return max(20, min(500, (256 << 20) // max(size, 1)))
-
-
-def boot_id():
-    """The running kernel's identity: processes that share it share CLOCK_MONOTONIC."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as source:
-            return source.read().strip()
-    except OSError:
-        return None
 
 
 def spread(values):

@@ -14,6 +14,7 @@ import time
 
 SHM_DIRECTORY = "/dev/shm"
 LINE_BYTES = 64
+LINE_WORDS = LINE_BYTES // 8  # each rank's line, in the 8-byte words the view is read in
 # Spinning longer than this yields the core at each check: on a host with fewer cores than ranks
 # the ranks still being released need it.
 SPIN_BEFORE_YIELD_S = 50e-6
@@ -22,13 +23,23 @@ SPIN_BEFORE_YIELD_S = 50e-6
 ARRIVAL_TIMEOUT_S = 60.0
 
 
+def boot_id():
+    """The running kernel's identity: processes that share it share CLOCK_MONOTONIC."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as source:
+            return source.read().strip()
+    except OSError:
+        return None
+
+
 def host_identity():
     """Equal for two processes exactly when they share a kernel, a network namespace and the
     shared-memory directory, as dpa's own placement tells hosts apart (emulated hosts differ in
     the last two)."""
+    boot = boot_id()
+    if boot is None:
+        return None
     try:
-        with open("/proc/sys/kernel/random/boot_id") as source:
-            boot = source.read().strip()
         net = os.stat("/proc/self/ns/net")
         shm = os.stat(SHM_DIRECTORY)
     except OSError:
@@ -79,8 +90,8 @@ class SharedMemoryBarrier:
         self._generation += 1
         generation = self._generation
         view = self._view
-        view[self._rank * (LINE_BYTES // 8)] = generation
-        lines = range(0, self._world * (LINE_BYTES // 8), LINE_BYTES // 8)
+        view[self._rank * LINE_WORDS] = generation
+        lines = range(0, self._world * LINE_WORDS, LINE_WORDS)
         started = time.perf_counter()
         while True:
             if all(view[line] >= generation for line in lines):
@@ -88,7 +99,7 @@ class SharedMemoryBarrier:
             waited = time.perf_counter() - started
             if waited > SPIN_BEFORE_YIELD_S:
                 if waited > ARRIVAL_TIMEOUT_S:
-                    missing = [line // (LINE_BYTES // 8) for line in lines if view[line] < generation]
+                    missing = [line // LINE_WORDS for line in lines if view[line] < generation]
                     raise RuntimeError(f"dpa.bench: ranks {missing} did not reach the shared-memory barrier "
                                        f"{generation} within {ARRIVAL_TIMEOUT_S:.0f} s (rank {self._rank})")
                 os.sched_yield()

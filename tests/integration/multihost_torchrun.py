@@ -200,6 +200,40 @@ def run_job(program, hosts, ranks_per_host, env, processes, directory):
     return codes, "\n".join(texts)
 
 
+def bench_failures(output):
+    """What rank 0's `dpa.bench` report lacks: both backends at both sizes with 0 wrong, and the
+    Gloo barrier alone (the ranks span two hosts)."""
+    expected = ("# dpa.bench: 4 ranks on 2 host(s), cpu, float32", "every result verified; barrier: gloo\n",
+                "# wrong elements in all: 0")
+    failures = [f"no '{text.strip()}' in rank 0's report" for text in expected if text not in output]
+    # torchrun's --tee prefixes each line with its local rank ("[default0]:").
+    lines = [line.split("]:", 1)[-1] for line in output.splitlines()]
+    rows = [line.split() for line in lines if line.split()[:1] in (["4096"], ["65536"])]
+    backends = sorted((row[0], row[2]) for row in rows if len(row) == 10 and row[-1] == "0")
+    if backends != [("4096", "dpa"), ("4096", "gloo"), ("65536", "dpa"), ("65536", "gloo")]:
+        failures.append(f"rows with 0 wrong: {backends}")
+    return failures
+
+
+def train_failures(case, output, world, env):
+    """What the training cases' output lacks: every rank's success line, or for the unreachable
+    switch every rank's error naming the ranks and the address."""
+    failures = []
+    for rank in range(world):
+        if case == "unreachable2":
+            expected = (f"rank {rank} failed after", "the switch never heard from ranks 2, 3 (host host1)",
+                        "they cannot reach 10.71.0.1:")
+            line = next((line for line in output.splitlines() if f"rank {rank} failed after" in line), "")
+            failures += [f"rank {rank}: no '{text}' in its error" for text in expected if text not in line]
+        elif f"rank {rank} ok" not in output:
+            failures.append(f"rank {rank} did not finish")
+    if case == "embedded2":
+        for rank in range(world):
+            if f"rank {rank} loss" not in output or f"rank {rank} loss ({env['MH_LOSS']}): 0 retransmissions" in output:
+                failures.append(f"rank {rank}: no retransmission under loss")
+    return failures
+
+
 def main():
     case, switch_binary = sys.argv[1], sys.argv[2]
     hosts = 4 if case == "embedded4" else 2
@@ -215,13 +249,11 @@ def main():
         env.update(MH_SWITCH_HOST=host_ip(0), MH_PAYLOAD="301", MH_STRAGGLER="1")
     elif case == "external2":
         env.update(DPA_SWITCH=f"{host_ip(0)}:4242")
-    elif case == "bench2":
-        pass
     elif case == "unreachable2":
         # Host 0 has the address, host 1 no route to it.
         run("ip", "-n", "h0", "addr", "add", "10.71.0.1/32", "dev", "lo")
         env.update(DPA_SWITCH_BIND="10.71.0.1", DPA_JOIN_TIMEOUT_MS=str(JOIN_TIMEOUT_MS))
-    else:
+    elif case != "bench2":
         sys.exit(f"unknown case {case}")
     if case == "bench2":
         program = ["-m", "dpa.bench", "--sizes", "4KiB,64KiB", "--iterations", "3", "--warmup", "1"]
@@ -244,31 +276,9 @@ def main():
 
     failures = [f"host{i}: torchrun exit {code}" for i, code in enumerate(codes) if code != 0]
     if case == "bench2":
-        expected = ("# dpa.bench: 4 ranks on 2 host(s), cpu, float32", "every result verified; barrier: gloo\n",
-                    "# wrong elements in all: 0")
-        failures += [f"no '{text.strip()}' in rank 0's report" for text in expected if text not in output]
-        # torchrun's --tee prefixes each line with its local rank ("[default0]:").
-        lines = [line.split("]:", 1)[-1] for line in output.splitlines()]
-        rows = [line.split() for line in lines if line.split()[:1] in (["4096"], ["65536"])]
-        backends = sorted((row[0], row[2]) for row in rows if len(row) == 10 and row[-1] == "0")
-        if backends != [("4096", "dpa"), ("4096", "gloo"), ("65536", "dpa"), ("65536", "gloo")]:
-            failures.append(f"rows with 0 wrong: {backends}")
-        if failures:
-            sys.exit("FAILED: " + "; ".join(failures))
-        print(f"{case}: passed")
-        return
-    for rank in range(world):
-        if case == "unreachable2":
-            expected = (f"rank {rank} failed after", "the switch never heard from ranks 2, 3 (host host1)",
-                        "they cannot reach 10.71.0.1:")
-            line = next((line for line in output.splitlines() if f"rank {rank} failed after" in line), "")
-            failures += [f"rank {rank}: no '{text}' in its error" for text in expected if text not in line]
-        elif f"rank {rank} ok" not in output:
-            failures.append(f"rank {rank} did not finish")
-    if case == "embedded2":
-        for rank in range(world):
-            if f"rank {rank} loss" not in output or f"rank {rank} loss ({env['MH_LOSS']}): 0 retransmissions" in output:
-                failures.append(f"rank {rank}: no retransmission under loss")
+        failures += bench_failures(output)
+    else:
+        failures += train_failures(case, output, world, env)
     if failures:
         sys.exit("FAILED: " + "; ".join(failures))
     print(f"{case}: passed")
