@@ -72,7 +72,8 @@ trap 'exit 129' HUP
 set -m  # background jobs in process groups of their own, killed as a whole by cleanup
 
 config="$root/scripts/dpa-memif-config.sh"
-# The memif server needs as many queue pairs as a worker has threads (dpa-bench's --threads).
+# The switch and every worker get one queue pair per worker thread (dpa-bench's --threads): a
+# memif server with a queue pair its client lacks reads the client's first ring twice.
 worker_threads=1
 args=("$@")
 for ((i = 0; i + 1 < ${#args[@]}; ++i)); do [[ "${args[$i]}" == --threads ]] && worker_threads=${args[$((i + 1))]}; done
@@ -81,8 +82,8 @@ for ((i = 0; i + 1 < ${#args[@]}; ++i)); do [[ "${args[$i]}" == --threads ]] && 
   ${bsize:+--bsize "$bsize"} >"$work/switch.json"
 # {rank} is replaced by dpa-bench for every rank.
 "$config" worker --dir "$work" --rank '{rank}' --prefix "$prefix-{rank}" --ip '10.96.1.{rank}' --port 5000 \
-  ${worker_cores:+--core "$worker_cores"} --mtu "$mtu" --mbufs 16383 --memory-mb 512 ${bsize:+--bsize "$bsize"} \
-  ${zero_copy:+--zero-copy} >"$work/worker.json"
+  --queues "$worker_threads" ${worker_cores:+--core "$worker_cores"} --mtu "$mtu" --mbufs 16383 --memory-mb 512 \
+  ${bsize:+--bsize "$bsize"} ${zero_copy:+--zero-copy} >"$work/worker.json"
 
 "$build/src/tools/dpa-switch" --config "$work/switch.json" --transport dpdk --port-file "$work/port" \
   >"$work/switch.log" 2>&1 &

@@ -13,8 +13,10 @@
 # Options: --port UDP_PORT (4242 switch, 5000 worker), --core CORES (dpdk.cores), --mtu MTU,
 # --mbufs N, --memory-mb MB, --bsize BYTES (memif packet buffer size, default the PMD's 2048),
 # --zero-copy (worker: the memif client sends and receives in its own mbufs, no copy),
-# switch only: --payload P (256), --pool-size SLOTS (1024), --threads T (1), --queues Q (dpdk.queues:
-# memif queue pairs per port, at least the most threads a worker has; default 4 or T if more).
+# --queues Q (dpdk.queues: memif queue pairs per port, default 4; give the switch and every worker
+# the same Q, at least the switch's threads and every worker's threads: a server queue pair its
+# client lacks reads or writes the client's first ring, duplicating and tearing packets),
+# switch only: --payload P (256), --pool-size SLOTS (1024), --threads T (1).
 # R may be a placeholder such as {rank} (dpa-bench replaces it per rank); the socket path and
 # file prefix follow it.
 # Exit status: 0, or 2 for a usage error.
@@ -25,7 +27,7 @@ dpa_help_or_version "$@"
 role=${1:-}
 shift || true
 dir="" ranks=1 rank="" prefix="" ip="" port="" cores="" mtu=1500 mbufs=4095 memory_mb=256 bsize="" zero_copy=0
-payload=256 pool_size=1024 threads=1 queues=""
+payload=256 pool_size=1024 threads=1 queues=4
 while (($#)); do
   case "$1" in
     --dir) dir=$(dpa_option_value "$@"); shift 2 ;;
@@ -58,7 +60,7 @@ cores_key() { [[ -n "$cores" ]] && echo -n "\"cores\": \"$cores\", "; true; }
 case "$role" in
   switch)
     # The memif server refuses a client with more queue pairs than it has ("Invalid ring index").
-    queues=${queues:-$((threads > 4 ? threads : 4))}
+    ((threads <= queues)) || dpa_usage_error "switch: --threads $threads exceeds --queues $queues (each thread sends on a queue pair of its own: raise --queues, and pass the same --queues to every worker)"
     vdevs="" ports=""
     for ((r = 0; r < ranks; ++r)); do
       vdevs+="${vdevs:+, }\"net_memif$r,role=server,$(memif_args "$r")\""
@@ -90,7 +92,7 @@ JSON
           $(cores_key)"no_huge": true, "memory_mb": $memory_mb, "file_prefix": "$prefix",
           "eal_args": [$eal], "ports": [$ports],
           "local_ip": "$ip", "local_port": ${port:-5000}, "mtu": $mtu, "mbufs": $mbufs,
-          "rx_descriptors": 64, "tx_descriptors": 64}}
+          "rx_descriptors": 64, "tx_descriptors": 64, "queues": $queues}}
 JSON
     ;;
   *) dpa_usage_error "the first argument is switch or worker, not '$role'" ;;

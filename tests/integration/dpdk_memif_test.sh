@@ -117,7 +117,7 @@ run_round() {
   local worker_pids=() holds=()
   for ((rank = 0; rank < world; ++rank)); do
     "$config" worker --dir "$worker_dirs" --rank "$rank" --prefix "dpa-memif-$id-$rank" --ip "10.97.0.$((rank + 1))" \
-      --port 5000 --memory-mb 128 --mbufs 2047 >"$work/rank$rank.json"
+      --port 5000 --memory-mb 128 --mbufs 2047 --queues "$threads" >"$work/rank$rank.json"
     mkfifo "$work/hold$rank.$dtype"
     "$worker_bin" --switch "$switch_list" --rank "$rank" --world "$world" --threads "$threads" --hold \
       --transport-config "$work/rank$rank.json" --dtype "$dtype" --count "$count" --iterations "$iterations" \
