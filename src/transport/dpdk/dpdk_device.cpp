@@ -86,7 +86,7 @@ std::optional<MemifPort> memif_port(std::uint16_t port_id, std::string_view driv
     const std::size_t start = at + field.size();
     return devargs.substr(start, devargs.find(',', start) - start);
   };
-  return MemifPort{value_of("role").empty() ? "server" : value_of("role"),
+  return MemifPort{value_of("role").empty() ? "client" : value_of("role"),
                    value_of("socket").empty() ? "/run/memif.sock" : value_of("socket"),
                    value_of("socket-abstract") != "no"};
 }
@@ -115,6 +115,20 @@ std::string no_link_hint(std::uint16_t port_id, std::string_view driver, const D
                     "its server has not accepted it: is the server side (dpa-switch) running with role=server on "
                     "this socket, the same id, and at least as many queue pairs? The server says why it refused at "
                     "DPDK log level pmd.net.memif:debug");
+}
+
+// A memif server with more queue pairs than its client points the extra ones at the client's
+// first ring (DPDK 22.11): it receives the client's packets several times, some torn. A client
+// whose queue pairs follow its thread count matches its server only by chance.
+void warn_of_memif_queue_pairs(std::uint16_t port_id, std::string_view driver, const DpdkTransportConfig& config,
+                               std::uint16_t queue_pairs) {
+  const std::optional<MemifPort> memif = memif_port(port_id, driver, config);
+  if (!memif || memif->role != "client" || config.queues != 0) return;
+  detail::log().warn(
+      "dpdk: {} has {} queue pair(s), one per thread, as dpdk.queues is not set: its server must have exactly as "
+      "many, or it receives this client's packets several times and some torn (wrong results); set dpdk.queues to "
+      "the server's (scripts/dpa-memif-config.sh --queues writes one value for both; docs/troubleshooting.md)",
+      memif->describe(), queue_pairs);
 }
 
 std::uint32_t parse_ipv4(const std::string& text) {
@@ -306,6 +320,7 @@ class DpdkDevice final : public Device {
       rte_eth_dev_get_name_by_port(port_ids[i], port_name);
       state.link_names.push_back(fmt::format("{} ({})", port_name, driver));
       state.no_link_hints.push_back(no_link_hint(port_ids[i], driver, config));
+      warn_of_memif_queue_pairs(port_ids[i], driver, config, state.port_queues);
     }
     name_ = fmt::format("dpdk {}", fmt::join(state.link_names, ", "));
     for (const DpdkNeighbour& neighbour : config.neighbours) {
