@@ -217,6 +217,7 @@ class TransportTest : public ::testing::TestWithParam<Kind> {
     ASSERT_GE(peer_pid_, 0);
     if (peer_pid_ == 0) {
       dup2(output[1], STDOUT_FILENO);
+      dup2(output[1], STDERR_FILENO);  // its log too: a test reads its warnings
       close(output[0]);
       close(output[1]);
       execl(program.c_str(), program.c_str(), socket.c_str(), peer_prefix_.c_str(), queues.c_str(), nullptr);
@@ -229,9 +230,10 @@ class TransportTest : public ::testing::TestWithParam<Kind> {
     }
   }
 
-  // Reads the peer's standard output until it printed `line` or the deadline passed.
+  // Reads the peer's output until it printed `line` or the deadline passed; all of it is kept in
+  // peer_text_.
   void wait_for_peer_line(const std::string& line, Clock::time_point deadline) {
-    std::string seen;
+    std::string& seen = peer_text_;
     while (seen.find(line + "\n") == std::string::npos && Clock::now() < deadline) {
       pollfd readable{peer_output_, POLLIN, 0};
       if (poll(&readable, 1, 100) <= 0) continue;
@@ -366,7 +368,8 @@ class TransportTest : public ::testing::TestWithParam<Kind> {
   std::thread echo_thread_;
   std::atomic<bool> stop_{false};
   pid_t peer_pid_ = 0;
-  int peer_output_ = -1;  // the peer's standard output
+  int peer_output_ = -1;  // the peer's standard output and error
+  std::string peer_text_;  // what wait_for_peer_line() read of it
   std::string peer_prefix_;
   std::array<std::size_t, kQueues> probe_echoes_{};
   std::map<std::size_t, std::vector<std::vector<std::byte>>> received_;
@@ -379,6 +382,16 @@ TEST_P(TransportTest, APortWithoutLinkSaysWhyAndAConnectedOneSaysNothing) {
   EXPECT_THAT(link_problems_without_peer_,
               ::testing::HasSubstr("DPDK port net_memif0 (net_memif) has no link (memif server of socket " + memif_socket()));
   EXPECT_THAT(link_problems_without_peer_, ::testing::HasSubstr("no client has connected"));
+}
+
+TEST_P(TransportTest, AMemifClientWithoutQueuePairsSetWarnsThatItsServerMustMatch) {
+  if (GetParam() != Kind::dpdk_memif) GTEST_SKIP() << "a memif client's warning (the peer process is one)";
+  // The peer leaves dpdk.queues unset, so its queue pairs follow its threads; a server with more
+  // would read its first ring once per extra queue pair.
+  wait_for_peer_line("ready", Clock::now() + 5s);
+  EXPECT_THAT(peer_text_, ::testing::HasSubstr("memif client of socket " + memif_socket() + " has " +
+                                               std::to_string(kQueues) + " queue pair(s), one per thread, as "
+                                               "dpdk.queues is not set: its server must have exactly as many"));
 }
 
 TEST_P(TransportTest, PropertiesDescribeTheDevice) {
