@@ -47,6 +47,11 @@ cleanup() {
 trap cleanup EXIT
 
 config="$(dirname "${BASH_SOURCE[0]}")/../../scripts/dpa-memif-config.sh"
+# A switch thread beyond the queue pairs would send on a queue pair its clients lack: refused.
+if "$config" switch --dir "$work" --ranks 1 --prefix p --ip 10.97.0.100 --threads 3 --queues 2 >/dev/null 2>"$work/usage"; then
+  echo "dpa-memif-config.sh accepted a switch with 3 threads and 2 queue pairs"; exit 1
+fi
+grep -q -- "--threads 3 exceeds --queues 2" "$work/usage" || { echo "no usage error naming --threads and --queues:"; cat "$work/usage"; exit 1; }
 # Server s: directory $work/s<s> for its memif sockets, address 10.97.0.(100 + s), port 4242.
 switch_list="" worker_dirs=""
 for ((s = 0; s < servers; ++s)); do
