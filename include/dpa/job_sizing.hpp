@@ -45,6 +45,9 @@ struct JobSizing {
   // operations are latency-bound, and one spinning thread per rank plus one switch thread fit
   // where the wide session's threads do not. DPA_BUSY_POLL_US sets both.
   std::chrono::microseconds small_busy_poll{0};
+  // The embedded switch's every thread spins this long before it sleeps (DPA_SWITCH_BUSY_POLL_US);
+  // 0: it follows the sessions' spins (every thread the wide session's, thread 0 the small one's).
+  std::chrono::microseconds switch_busy_poll{0};
   // The ranks and the embedded switch share memory (the shm transport, fabric "job-<n>") where
   // the shared-memory directory has room for their buffers and no DPA_TRANSPORT / DPA_LOCAL_*
   // asks for sockets; 0: UDP on loopback. DPA_TRANSPORT=shm keeps the fabric it names.

@@ -221,6 +221,9 @@ void JobSizing::apply_overrides(const Config& from_env) {
   }
   // The embedded switch's own.
   if (const auto value = env_integer("DPA_SWITCH_THREADS", 1, 64)) switch_threads = static_cast<int>(*value);
+  if (const auto value = env_integer("DPA_SWITCH_BUSY_POLL_US", 0, 1'000'000)) {
+    switch_busy_poll = std::chrono::microseconds(*value);
+  }
   if (const auto value = env_integer("DPA_SWITCH_BUFFER_BYTES", 4096, std::int64_t{1} << 30)) {
     switch_buffer_bytes = static_cast<int>(*value);
   }
@@ -236,6 +239,7 @@ std::string JobSizing::to_text() const {
          " switch_buffer_bytes=" + std::to_string(switch_buffer_bytes) +
          " busy_poll_us=" + std::to_string(busy_poll.count()) +
          " small_busy_poll_us=" + std::to_string(small_busy_poll.count()) +
+         " switch_busy_poll_us=" + std::to_string(switch_busy_poll.count()) +
          " shm_fabric=" + std::to_string(shm_fabric) + " shm_buffers=" + std::to_string(shm_buffers) +
          " switch_shm_buffers=" + std::to_string(switch_shm_buffers);
 }
@@ -266,6 +270,7 @@ JobSizing JobSizing::from_text(const std::string& text) {
   sizing.switch_buffer_bytes = static_cast<int>(get("switch_buffer_bytes"));
   sizing.busy_poll = std::chrono::microseconds(get("busy_poll_us"));
   sizing.small_busy_poll = std::chrono::microseconds(get("small_busy_poll_us"));
+  sizing.switch_busy_poll = std::chrono::microseconds(get("switch_busy_poll_us"));
   sizing.shm_fabric = static_cast<std::uint64_t>(get("shm_fabric"));
   sizing.shm_buffers = static_cast<int>(get("shm_buffers"));
   sizing.switch_shm_buffers = static_cast<int>(get("switch_shm_buffers"));
@@ -351,6 +356,10 @@ SwitchConfig JobSizing::switch_config(const Config& wide, const std::optional<Co
   // small session (its one engine thread talks to the switch's first port).
   config.busy_poll = std::max(wide.busy_poll, small ? small->busy_poll : wide.busy_poll);
   config.busy_poll_threads = wide.busy_poll > std::chrono::microseconds(0) ? 0 : 1;
+  if (switch_busy_poll > std::chrono::microseconds(0)) {
+    config.busy_poll = std::max(config.busy_poll, switch_busy_poll);
+    config.busy_poll_threads = 0;
+  }
   return config;
 }
 

@@ -31,7 +31,7 @@ class JobSizingTest : public ::testing::Test {
  protected:
   static constexpr const char* kVariables[] = {"DPA_THREADS",    "DPA_WINDOW",         "DPA_PAYLOAD",
                                                "DPA_BUSY_POLL_US", "DPA_SWITCH_THREADS", "DPA_SWITCH_BUFFER_BYTES",
-                                               "DPA_SMALL_BUSY_POLL_US", "DPA_TRANSPORT",  "DPA_LOCAL_HOST",     "DPA_LOCAL_PORT",
+                                               "DPA_SMALL_BUSY_POLL_US", "DPA_SWITCH_BUSY_POLL_US", "DPA_TRANSPORT",  "DPA_LOCAL_HOST",     "DPA_LOCAL_PORT",
                                                "DPA_SHM_DIR"};
   void SetUp() override {
     for (const char* name : kVariables) {
@@ -247,6 +247,27 @@ TEST_F(JobSizingTest, SpinningFollowsSpareCores) {
   EXPECT_EQ(sizing.busy_poll, microseconds(0));
   EXPECT_EQ(sizing.small_config(wide).busy_poll, microseconds(700));
   ::setenv("DPA_SMALL_BUSY_POLL_US", "-1", 1);
+  EXPECT_THROW(dpa::JobSizing::for_job(4, resources, dpa::Config{}), dpa::ConfigError);
+}
+
+// DPA_SWITCH_BUSY_POLL_US: every thread of the embedded switch spins, whatever the sessions do.
+TEST_F(JobSizingTest, SwitchSpinVariableSpinsEverySwitchThread) {
+  using std::chrono::microseconds;
+  dpa::HostResources resources = host();
+  resources.cores = 16;
+  ::setenv("DPA_SWITCH_BUSY_POLL_US", "300", 1);
+  const dpa::JobSizing sizing = dpa::JobSizing::for_job(4, resources, dpa::Config{});
+  EXPECT_EQ(sizing.switch_busy_poll, microseconds(300));
+  EXPECT_EQ(sizing.busy_poll, microseconds(0));  // the engines keep theirs
+  EXPECT_EQ(dpa::JobSizing::from_text(sizing.to_text()).switch_busy_poll, microseconds(300));
+  dpa::Config wide;
+  const dpa::SwitchConfig spinning = sizing.switch_config(wide, sizing.small_config(wide), microseconds(10000));
+  EXPECT_EQ(spinning.busy_poll, microseconds(1000));  // the small session's spin is longer
+  EXPECT_EQ(spinning.busy_poll_threads, 0);
+  ::setenv("DPA_SWITCH_BUSY_POLL_US", "2000", 1);
+  EXPECT_EQ(dpa::JobSizing::for_job(4, resources, dpa::Config{}).switch_config(wide, std::nullopt, microseconds(10000)).busy_poll,
+            microseconds(2000));
+  ::setenv("DPA_SWITCH_BUSY_POLL_US", "1000001", 1);
   EXPECT_THROW(dpa::JobSizing::for_job(4, resources, dpa::Config{}), dpa::ConfigError);
 }
 
