@@ -16,6 +16,8 @@
 # --queues Q (dpdk.queues: memif queue pairs per port, default 4; give the switch and every worker
 # the same Q, at least the switch's threads and every worker's threads: a server queue pair its
 # client lacks reads or writes the client's first ring, duplicating and tearing packets),
+# --software-udp-checksum (dpdk.software_udp_checksum: every frame carries a UDP checksum computed
+# on the CPU, which the receiver checks; memif has no offload and no CRC),
 # switch only: --payload P (256), --pool-size SLOTS (1024), --threads T (1).
 # R may be a placeholder such as {rank} (dpa-bench replaces it per rank); the socket path and
 # file prefix follow it.
@@ -27,7 +29,7 @@ dpa_help_or_version "$@"
 role=${1:-}
 shift || true
 dir="" ranks=1 rank="" prefix="" ip="" port="" cores="" mtu=1500 mbufs=4095 memory_mb=256 bsize="" zero_copy=0
-payload=256 pool_size=1024 threads=1 queues=4
+payload=256 pool_size=1024 threads=1 queues=4 software_checksum=false
 while (($#)); do
   case "$1" in
     --dir) dir=$(dpa_option_value "$@"); shift 2 ;;
@@ -46,6 +48,7 @@ while (($#)); do
     --pool-size) pool_size=$(dpa_option_value "$@"); shift 2 ;;
     --threads) threads=$(dpa_option_value "$@"); shift 2 ;;
     --queues) queues=$(dpa_option_value "$@"); shift 2 ;;
+    --software-udp-checksum) software_checksum=true; shift ;;
     *) dpa_usage_error "unknown option '$1'" ;;
   esac
 done
@@ -71,7 +74,8 @@ case "$role" in
             "dpdk": {$(cores_key)"vdevs": [$vdevs], "no_huge": true, "memory_mb": $memory_mb,
                      "file_prefix": "$prefix", "eal_args": ["--no-pci", "--log-level=lib.eal:error"],
                      "ports": [$ports], "local_ip": "$ip", "local_port": ${port:-4242}, "mtu": $mtu,
-                     "mbufs": $mbufs, "rx_descriptors": 64, "tx_descriptors": 64, "queues": $queues}},
+                     "mbufs": $mbufs, "rx_descriptors": 64, "tx_descriptors": 64, "queues": $queues,
+                     "software_udp_checksum": $software_checksum}},
  "sessions": [{"id": 1, "world_size": $ranks, "payload": $payload, "pool_size": $pool_size}]}
 JSON
     ;;
@@ -92,7 +96,8 @@ JSON
           $(cores_key)"no_huge": true, "memory_mb": $memory_mb, "file_prefix": "$prefix",
           "eal_args": [$eal], "ports": [$ports],
           "local_ip": "$ip", "local_port": ${port:-5000}, "mtu": $mtu, "mbufs": $mbufs,
-          "rx_descriptors": 64, "tx_descriptors": 64, "queues": $queues}}
+          "rx_descriptors": 64, "tx_descriptors": 64, "queues": $queues,
+          "software_udp_checksum": $software_checksum}}
 JSON
     ;;
   *) dpa_usage_error "the first argument is switch or worker, not '$role'" ;;

@@ -72,6 +72,10 @@ struct DpdkTransportConfig {
   // Received UDP checksums checked (IPv4 header checksums always are). Off for af_packet on a
   // veth with a kernel sender on the same host: its TX offload leaves UDP checksums partial.
   bool check_udp_checksum = true;
+  // Where the port cannot checksum UDP (memif, ring, af_packet: no TX offload), compute each
+  // frame's UDP checksum on the CPU, so that a receiver that checks them (check_udp_checksum)
+  // drops a frame damaged on the way instead of adding it. Costs a pass over each payload.
+  bool software_udp_checksum = false;
 
   // NIC byte rates sampled to a CSV file (DPA_DPDK_MONITOR*), by a thread of the device.
   bool monitor = false;

@@ -82,6 +82,7 @@ const FieldReaders<DpdkTransportConfig>& dpdk_readers() {
       {"flow_steering", reader_for(&C::flow_steering)},
       {"checksum_offload", reader_for(&C::checksum_offload)},
       {"check_udp_checksum", reader_for(&C::check_udp_checksum)},
+      {"software_udp_checksum", reader_for(&C::software_udp_checksum)},
       {"monitor", reader_for(&C::monitor)},
       {"monitor_interval_us", reader_for(&C::monitor_interval)},
       {"monitor_output", reader_for(&C::monitor_output)},

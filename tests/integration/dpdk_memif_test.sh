@@ -8,9 +8,10 @@
 # With "two-switches" one job spreads over two DPDK switch servers (DPA_SWITCH with a list):
 # every rank has one memif port per server, its thread t talks to server t mod 2 (whose address
 # the neighbour table maps to that port by ARP), and each server must aggregate its threads'
-# blocks, the two adding up to the job's.
+# blocks, the two adding up to the job's. With "checksum" every frame, both ways, carries a UDP
+# checksum computed on the CPU (dpdk.software_udp_checksum) that its receiver checks: none may fail.
 #
-#   dpdk_memif_test.sh <dpa-switch> <dpa-test-worker> <world size> [worker threads] [auth|two-switches]
+#   dpdk_memif_test.sh <dpa-switch> <dpa-test-worker> <world size> [worker threads] [auth|two-switches|checksum]
 #
 # Every DPDK process has its own --file-prefix; processes, sockets and DPDK runtime directories
 # are removed on every exit path.
@@ -20,12 +21,13 @@ worker_bin=$2
 world=${3:-2}
 threads=${4:-1}
 mode=${5:-}
-auth="" servers=1
+auth="" servers=1 checksum=""
 case "$mode" in
   "") ;;
   auth) auth=auth ;;
   two-switches) servers=2 ;;
-  *) echo "dpdk_memif_test.sh: unknown mode '$mode' (auth or two-switches)"; exit 2 ;;
+  checksum) checksum=--software-udp-checksum ;;
+  *) echo "dpdk_memif_test.sh: unknown mode '$mode' (auth, two-switches or checksum)"; exit 2 ;;
 esac
 count=30000 iterations=10 payload=256  # over 1024 requests per rank: a memif ring wraps (see the duplicates check)
 
@@ -57,7 +59,7 @@ switch_list="" worker_dirs=""
 for ((s = 0; s < servers; ++s)); do
   mkdir "$work/s$s"
   "$config" switch --dir "$work/s$s" --ranks "$world" --prefix "dpa-memif-$id-switch$s" --ip "10.97.0.$((100 + s))" \
-    --port 4242 --memory-mb 256 --mbufs 4095 --payload "$payload" --pool-size 1024 --queues "$threads" \
+    --port 4242 --memory-mb 256 --mbufs 4095 --payload "$payload" --pool-size 1024 --queues "$threads" $checksum \
     >"$work/switch$s.json"
   switch_list+="${switch_list:+,}10.97.0.$((100 + s)):4242"
   worker_dirs+="${worker_dirs:+,}$work/s$s"
@@ -122,7 +124,7 @@ run_round() {
   local worker_pids=() holds=()
   for ((rank = 0; rank < world; ++rank)); do
     "$config" worker --dir "$worker_dirs" --rank "$rank" --prefix "dpa-memif-$id-$rank" --ip "10.97.0.$((rank + 1))" \
-      --port 5000 --memory-mb 128 --mbufs 2047 --queues "$threads" >"$work/rank$rank.json"
+      --port 5000 --memory-mb 128 --mbufs 2047 --queues "$threads" $checksum >"$work/rank$rank.json"
     mkfifo "$work/hold$rank.$dtype"
     "$worker_bin" --switch "$switch_list" --rank "$rank" --world "$world" --threads "$threads" --hold \
       --transport-config "$work/rank$rank.json" --dtype "$dtype" --count "$count" --iterations "$iterations" \

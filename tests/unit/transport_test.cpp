@@ -747,6 +747,67 @@ TEST_P(TransportTest, FramesWithWrongChecksumsAreDroppedAndCounted) {
 #endif
 }
 
+TEST_P(TransportTest, SoftwareUdpChecksumsLetTheReceiverDropAFrameDamagedOnTheWay) {
+  if (GetParam() != Kind::dpdk_ring) GTEST_SKIP() << "sent checksums are a DPDK queue's (run on net_ring)";
+#ifdef DPA_HAVE_DPDK
+  // net_ring has no checksum offload: with dpdk.software_udp_checksum the local queues compute
+  // every UDP checksum, and the peer (check_udp_checksum, the default) checks them.
+  queues_.clear();
+  local_.reset();
+  local_dpdk_.software_udp_checksum = true;
+  open_local(local_dpdk_, "10.99.0.1");
+  wait_until_echoing();  // the echoes already pass the peer's checks
+  if (HasFatalFailure()) return;
+  // From here the test reads the peer's queue 0 itself.
+  stop_.store(true);
+  echo_thread_.join();
+  Queue& peer = *peer_queues_[0];
+  std::array<RxPacket, 8> packets;
+  const std::vector<std::byte> payload = pattern(31, 1000);
+  // Reads the peer until `frames` frames carrying `payload` arrived (each with a checksum that
+  // holds), or until it dropped `drops` for their checksums; returns the frames.
+  const auto read_peer = [&](std::size_t frames, std::uint64_t drops) {
+    const std::uint64_t dropped_before = peer.counters().rx_bad_checksum;
+    std::size_t got = 0;
+    for (const auto deadline = Clock::now() + 5s; Clock::now() < deadline;) {
+      const std::size_t count = peer.receive(packets, 10ms);
+      for (std::size_t i = 0; i < count; ++i) {
+        if (!std::ranges::equal(packets[i].data, payload)) continue;  // a late probe's echo
+        const rte_mbuf* frame = *static_cast<rte_mbuf**>(packets[i].native);
+        const auto* ip = rte_pktmbuf_mtod_offset(frame, const rte_ipv4_hdr*, dpdk::kEthernetBytes);
+        const auto* udp = rte_pktmbuf_mtod_offset(frame, const rte_udp_hdr*, dpdk::kEthernetBytes + dpdk::kIpv4Bytes);
+        EXPECT_NE(udp->dgram_cksum, 0) << "a frame without a UDP checksum";
+        EXPECT_TRUE(dpdk::udp_checksum_holds(*ip, *udp, rte_be_to_cpu_16(udp->dgram_len))) << "a UDP checksum that does not hold";
+        ++got;
+      }
+      if (got >= frames && peer.counters().rx_bad_checksum - dropped_before >= drops) break;
+    }
+    EXPECT_EQ(peer.counters().rx_bad_checksum - dropped_before, drops);
+    return got;
+  };
+  TxBuffer buffer;
+  ASSERT_EQ(queues_[0]->allocate(std::span(&buffer, 1)), 1u);
+  std::memcpy(buffer.payload, payload.data(), payload.size());
+  buffer.size = static_cast<std::uint32_t>(payload.size());
+  const TxRequest request{&buffer, peer_[0]};
+  ASSERT_EQ(queues_[0]->send(std::span(&request, 1)), 1u);
+  queues_[0]->flush();
+  EXPECT_EQ(read_peer(1, 0), 1u) << "one frame";
+  // A multicast: the buffer's own frame, then a header chained to the shared payload.
+  const std::vector<Endpoint> twice{peer_[0], peer_[0]};
+  ASSERT_EQ(queues_[0]->send_to_all(buffer, twice), 2u);
+  queues_[0]->flush();
+  EXPECT_EQ(read_peer(2, 0), 2u) << "a multicast's frames";
+  // The frame sits in the ring to the peer, its payload still the sender's buffer (zero copy):
+  // a write into it now is the damage a torn or overwritten frame does on the way.
+  ASSERT_EQ(queues_[0]->send(std::span(&request, 1)), 1u);
+  queues_[0]->flush();
+  buffer.payload[500] ^= std::byte{0x40};
+  EXPECT_EQ(read_peer(0, 1), 0u) << "the damaged frame must be dropped, not delivered";
+  queues_[0]->release(std::span(&buffer, 1));
+#endif
+}
+
 TEST_P(TransportTest, NicMonitorWritesTheRatesItSampled) {
   if (GetParam() != Kind::dpdk_ring) GTEST_SKIP() << "the NIC monitor is a DPDK device's (run on net_ring)";
   // Traffic for longer than a few sampling intervals, then the device goes (the file is complete).

@@ -306,6 +306,7 @@ class DpdkDevice final : public Device {
         state.max_payload = std::min<std::uint32_t>(state.max_payload, info.max_rx_pktlen - kFrameHeaderBytes);
       }
     }
+    state.software_udp_checksum = config.software_udp_checksum && !state.checksum_offload;
     check_pool_size(config, port_ids.size(), static_cast<std::uint16_t>((state.port_queues + queues - 1) / queues));
     for (std::uint16_t queue = 0; queue < queues; ++queue) {
       pools_.push_back(queue_pool(port_ids[0], queue, config));

@@ -376,21 +376,30 @@ bool DpdkQueue::chain_payload(rte_mbuf* head, rte_mbuf* buffer, std::uint16_t pa
   return true;
 }
 
-void DpdkQueue::finish_frame(rte_mbuf* first_segment) {
+std::uint16_t DpdkQueue::payload_sum(const TxBuffer& buffer) const {
+  return port_->software_udp_checksum ? rte_raw_cksum(buffer.payload, buffer.size) : 0;
+}
+
+void DpdkQueue::finish_frame(rte_mbuf* first_segment, std::uint16_t sum) {
   first_segment->ol_flags = 0;
-  if (port_->checksum_offload) request_checksum_offload(first_segment);
+  if (port_->checksum_offload) {
+    request_checksum_offload(first_segment);
+  } else if (port_->software_udp_checksum) {
+    // The header came from header_for() with no UDP checksum; a multicast's frames share one payload sum.
+    write_udp_checksum(rte_pktmbuf_mtod(first_segment, std::byte*), sum);
+  }
 }
 
 std::size_t DpdkQueue::send(std::span<const TxRequest> packets) {
   std::size_t taken = 0;
   for (const TxRequest& request : packets) {
-    if (!send_one(*request.buffer, request.to)) break;
+    if (!send_one(*request.buffer, request.to, payload_sum(*request.buffer))) break;
     ++taken;
   }
   return taken;
 }
 
-bool DpdkQueue::send_one(const TxBuffer& buffer, const Endpoint& to) {
+bool DpdkQueue::send_one(const TxBuffer& buffer, const Endpoint& to, std::uint16_t sum) {
   auto* mbuf = static_cast<rte_mbuf*>(buffer.native);
   const auto payload_bytes = static_cast<std::uint16_t>(buffer.size);
   std::uint8_t link = 0;
@@ -409,7 +418,7 @@ bool DpdkQueue::send_one(const TxBuffer& buffer, const Endpoint& to) {
       rte_pktmbuf_free(head);
       return false;
     }
-    finish_frame(head);
+    finish_frame(head, sum);
     if (!enqueue(link, head)) {
       rte_pktmbuf_free(head);
       return false;
@@ -418,7 +427,7 @@ bool DpdkQueue::send_one(const TxBuffer& buffer, const Endpoint& to) {
   }
   mbuf->data_len = static_cast<std::uint16_t>(kFrameHeaderBytes + payload_bytes);
   mbuf->pkt_len = mbuf->data_len;
-  finish_frame(mbuf);
+  finish_frame(mbuf, sum);
   // The TX ring holds its own reference, so the caller can retransmit or release at will.
   rte_mbuf_refcnt_update(mbuf, 1);
   if (!enqueue(link, mbuf)) {
@@ -432,7 +441,8 @@ std::size_t DpdkQueue::send_to_all(const TxBuffer& buffer, std::span<const Endpo
   if (to.empty()) return 0;
   // The first destination gets the buffer itself (its header room is free); the others get a
   // header each in front of the shared payload.
-  if (!send_one(buffer, to[0])) return 0;
+  const std::uint16_t sum = payload_sum(buffer);
+  if (!send_one(buffer, to[0], sum)) return 0;
   auto* mbuf = static_cast<rte_mbuf*>(buffer.native);
   const auto payload_bytes = static_cast<std::uint16_t>(buffer.size);
   std::size_t served = 1;
@@ -456,7 +466,7 @@ std::size_t DpdkQueue::send_to_all(const TxBuffer& buffer, std::span<const Endpo
       // The port cannot send chained mbufs: the payload has to be in the frame.
       std::memcpy(rte_pktmbuf_append(head, payload_bytes), buffer.payload, payload_bytes);
     }
-    finish_frame(head);
+    finish_frame(head, sum);
     if (!enqueue(link, head)) {
       rte_pktmbuf_free(head);
       break;

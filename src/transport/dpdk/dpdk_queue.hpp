@@ -60,7 +60,10 @@ class DpdkQueue final : public Queue {
 
   // Sends one buffer to one endpoint (its own frame when free, else a header chained to it);
   // false when the TX burst is full or the pool is empty.
-  bool send_one(const TxBuffer& buffer, const Endpoint& to);
+  // `sum`: the payload's 16-bit one's-complement sum where UDP checksums are computed here
+  // (payload_sum()), else 0.
+  bool send_one(const TxBuffer& buffer, const Endpoint& to, std::uint16_t sum);
+  std::uint16_t payload_sum(const TxBuffer& buffer) const;
   // Sorts one received frame: ours (appended to `out`), another queue's, ARP, or not for us.
   void classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& delivered);
   // The IPv4 and (with `check_udp`) UDP checksums of a frame whose lengths were checked: by the
@@ -82,7 +85,7 @@ class DpdkQueue final : public Queue {
   // Appends `buffer`'s payload (past its frame header) to `head` as a second segment that
   // shares the data; false when the pool is empty.
   bool chain_payload(rte_mbuf* head, rte_mbuf* buffer, std::uint16_t payload_bytes);
-  void finish_frame(rte_mbuf* first_segment);
+  void finish_frame(rte_mbuf* first_segment, std::uint16_t sum);
   std::uint8_t link_of(const rte_mbuf* mbuf) const;
 
   std::shared_ptr<PortState> port_;

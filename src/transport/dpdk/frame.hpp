@@ -73,6 +73,17 @@ inline void write_frame_header(std::byte* frame, const FrameAddresses& to, std::
   }
 }
 
+// Completes the UDP checksum of the frame at `frame`, whose header write_frame_header() wrote
+// without offload (UDP checksum 0), from `payload_sum`, rte_raw_cksum() of its payload: one's
+// complement sums add, so a multicast sums its payload once for every destination's header.
+inline void write_udp_checksum(std::byte* frame, std::uint16_t payload_sum) {
+  const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(frame + kEthernetBytes);
+  auto* udp = reinterpret_cast<rte_udp_hdr*>(frame + kEthernetBytes + kIpv4Bytes);
+  const std::uint32_t sum = std::uint32_t{rte_ipv4_phdr_cksum(ip, 0)} + rte_raw_cksum(udp, kUdpBytes) + payload_sum;
+  const auto folded = static_cast<std::uint16_t>(~__rte_raw_cksum_reduce(sum));
+  udp->dgram_cksum = folded == 0 ? 0xffff : folded;  // 0 would mean "no checksum" (RFC 768)
+}
+
 // Whether a received frame's IPv4 header checksum and UDP checksum (0: none, valid for IPv4) hold,
 // computed here: for ports whose driver does not check them (the mbuf's flags say unknown).
 // `udp_bytes` is the UDP length, already checked against the frame.

@@ -39,6 +39,7 @@ struct PortState {
   std::uint64_t tx_flush_cycles = 0;
   bool checksum_offload = false;
   bool check_udp_checksum = true;  // received UDP checksums checked (dpdk.check_udp_checksum)
+  bool software_udp_checksum = false;  // sent UDP checksums computed here (no offload; dpdk.software_udp_checksum)
   bool hardware_steering = false;  // rte_flow rules put each port's packets on its queue
   bool chained_transmit = false;   // the port sends chained mbufs (zero-copy multicast)
   NeighbourTable neighbours;
