@@ -235,17 +235,18 @@ SWITCH_COUNTERS = {"switch_probe_answers": ("syn_replies",), "switch_duplicates"
 
 
 def dpa_counters(node):
+    """This rank's counters in DPA_COUNTERS order, then 1 if it read an embedded switch's."""
     import dpa
     from dpa import _C
 
     totals = _C.total_stats()
     # Every live group's embedded switch in this process, whichever object torch hands out for
     # the default group and device (None on ranks without one).
-    switch = _C.embedded_switch_counters() or {}
+    switch = _C.embedded_switch_counters()
     values = {"retransmissions": totals["retransmissions"], "timeouts": totals["timeouts"],
               "syn_probes": totals["syn_probes"], "udp_drops": dpa.udp_drops()}
-    values.update({key: sum(switch.get(name, 0) for name in names) for key, names in SWITCH_COUNTERS.items()})
-    return [values[key] for key in DPA_COUNTERS]
+    values.update({key: sum((switch or {}).get(name, 0) for name in names) for key, names in SWITCH_COUNTERS.items()})
+    return [values[key] for key in DPA_COUNTERS] + [0 if switch is None else 1]
 
 
 def measure(node, backend_index, backend, size_index, size):
@@ -281,12 +282,17 @@ def measure(node, backend_index, backend, size_index, size):
         "wrong": wrong, "checked": checked, "dpa": None,
     }
     if backend == "dpa":
-        deltas = node.reduce([now - before for now, before in zip(dpa_counters(node), counters_before)],
-                             dist.ReduceOp.SUM)
+        counters_after = dpa_counters(node)
+        deltas = node.reduce([now - before for now, before in zip(counters_after[:-1], counters_before)] +
+                             counters_after[-1:], dist.ReduceOp.SUM)
+        sizing = default_backend(node).sizing
+        counters = {key: int(value) for key, value in zip(DPA_COUNTERS, deltas)}
+        if sizing and deltas[-1] == 0:
+            # The job embeds a switch but no rank could read its counters: unknown, not zero.
+            counters.update({key: None for key in SWITCH_COUNTERS})
         row["dpa"] = {"mode": os.environ.get("DPA_TORCH_MODE", "worksteal"),
                       "payload": default_backend(node).payload_for(measurement.elements),
-                      **{key: int(value) for key, value in zip(DPA_COUNTERS, deltas)},
-                      "sizing": default_backend(node).sizing}
+                      **counters, "sizing": sizing}
     return row
 
 

@@ -152,7 +152,9 @@ def print_table(report):
               f"{total('retransmissions')} retransmissions ({total('timeouts')} timer expiries, "
               f"{total('syn_probes')} SYN probes), {total('udp_drops')} datagrams dropped by the kernel on "
               f"dpa's sockets")
-        if any(r["sizing"] for r in dpa_rows):
+        if any(r["sizing"] and r["switch_rounds"] is None for r in dpa_rows):
+            print("# embedded switch: its counters could not be read in rank 0's process (switch_* null)")
+        elif any(r["sizing"] for r in dpa_rows):
             print(f"# embedded switch: {total('switch_probe_answers')} probes answered, "
                   f"{total('switch_duplicates')} resent values it had counted, {total('switch_copies')} "
                   f"copies of stored results, {total('switch_late')} late contributions")
