@@ -79,9 +79,11 @@ inline void write_frame_header(std::byte* frame, const FrameAddresses& to, std::
 inline void write_udp_checksum(std::byte* frame, std::uint16_t payload_sum) {
   const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(frame + kEthernetBytes);
   auto* udp = reinterpret_cast<rte_udp_hdr*>(frame + kEthernetBytes + kIpv4Bytes);
-  const std::uint32_t sum = std::uint32_t{rte_ipv4_phdr_cksum(ip, 0)} + rte_raw_cksum(udp, kUdpBytes) + payload_sum;
-  const auto folded = static_cast<std::uint16_t>(~__rte_raw_cksum_reduce(sum));
-  udp->dgram_cksum = folded == 0 ? 0xffff : folded;  // 0 would mean "no checksum" (RFC 768)
+  std::uint32_t sum = std::uint32_t{rte_ipv4_phdr_cksum(ip, 0)} + rte_raw_cksum(udp, kUdpBytes) + payload_sum;
+  sum = (sum & 0xffff) + (sum >> 16);
+  sum = (sum & 0xffff) + (sum >> 16);
+  const auto checksum = static_cast<std::uint16_t>(~sum);
+  udp->dgram_cksum = checksum == 0 ? 0xffff : checksum;  // 0 would mean "no checksum" (RFC 768)
 }
 
 // Whether a received frame's IPv4 header checksum and UDP checksum (0: none, valid for IPv4) hold,
