@@ -73,16 +73,23 @@ inline void write_frame_header(std::byte* frame, const FrameAddresses& to, std::
   }
 }
 
+// The one's-complement sum of the IPv4 pseudo-header and `datagram_sum` (the 16-bit sums of the UDP
+// header and payload, added), folded to 16 bits: what sending complements and checking compares.
+inline std::uint16_t udp_sum(const rte_ipv4_hdr& ip, std::uint32_t datagram_sum) {
+  std::uint32_t sum = std::uint32_t{rte_ipv4_phdr_cksum(&ip, 0)} + datagram_sum;
+  sum = (sum & 0xffff) + (sum >> 16);
+  sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<std::uint16_t>(sum);
+}
+
 // Completes the UDP checksum of the frame at `frame`, whose header write_frame_header() wrote
 // without offload (UDP checksum 0), from `payload_sum`, rte_raw_cksum() of its payload: one's
 // complement sums add, so a multicast sums its payload once for every destination's header.
 inline void write_udp_checksum(std::byte* frame, std::uint16_t payload_sum) {
   const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(frame + kEthernetBytes);
   auto* udp = reinterpret_cast<rte_udp_hdr*>(frame + kEthernetBytes + kIpv4Bytes);
-  std::uint32_t sum = std::uint32_t{rte_ipv4_phdr_cksum(ip, 0)} + rte_raw_cksum(udp, kUdpBytes) + payload_sum;
-  sum = (sum & 0xffff) + (sum >> 16);
-  sum = (sum & 0xffff) + (sum >> 16);
-  const auto checksum = static_cast<std::uint16_t>(~sum);
+  const auto checksum = static_cast<std::uint16_t>(
+      ~udp_sum(*ip, std::uint32_t{rte_raw_cksum(udp, kUdpBytes)} + payload_sum));
   udp->dgram_cksum = checksum == 0 ? 0xffff : checksum;  // 0 would mean "no checksum" (RFC 768)
 }
 
@@ -95,10 +102,7 @@ inline bool udp_checksum_holds(const rte_ipv4_hdr& ip, const rte_udp_hdr& udp, s
   if (udp.dgram_cksum == 0) return true;
   // One's-complement sum over the pseudo-header, the UDP header (checksum included) and the
   // payload: all ones when it holds.
-  std::uint32_t sum = std::uint32_t{rte_ipv4_phdr_cksum(&ip, 0)} + rte_raw_cksum(&udp, udp_bytes);
-  sum = (sum & 0xffff) + (sum >> 16);
-  sum = (sum & 0xffff) + (sum >> 16);
-  return sum == 0xffff;
+  return udp_sum(ip, rte_raw_cksum(&udp, udp_bytes)) == 0xffff;
 }
 
 // Marks an mbuf whose first segment starts with the frame header for the NIC's checksums.
