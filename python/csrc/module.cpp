@@ -1,8 +1,12 @@
 // dpa._C: the Python face of the backend. dpa/__init__.py registers it with torch.distributed.
+#include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cstdint>
 #include <optional>
-#include <sstream>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
@@ -62,13 +66,25 @@ py::dict totals_to_dict(const dpa::torch_backend::OpTotals& totals) {
 }
 
 // SwitchCounters' own "name value" lines, so the names are the switch's (dpa-switch --stats).
+// Read with from_chars, not an istream: under torch 2.11 from PyPI an istream's number
+// extraction in this module read nothing and did not fail, so every counter came out as 0.
 py::object counters_to_dict(const std::optional<dpa::SwitchCounters>& counters) {
   if (!counters) return py::none();
   py::dict result;
-  std::istringstream lines(counters->to_string());
-  std::string name;
-  std::uint64_t value = 0;
-  while (lines >> name >> value) result[py::str(name)] = value;
+  const std::string text = counters->to_string();
+  for (std::string_view rest = text; !rest.empty();) {
+    const std::size_t line_end = std::min(rest.find('\n'), rest.size());
+    const std::string_view line = rest.substr(0, line_end);
+    rest.remove_prefix(std::min(line_end + 1, rest.size()));
+    const std::size_t space = std::min(line.find(' '), line.size());
+    std::uint64_t value = 0;
+    const auto [end, error] = std::from_chars(line.data() + std::min(space + 1, line.size()),
+                                              line.data() + line.size(), value);
+    if (space == line.size() || error != std::errc{} || end != line.data() + line.size()) {
+      throw std::logic_error("switch counter line \"" + std::string(line) + "\" is not \"name value\"");
+    }
+    result[py::str(std::string(line.substr(0, space)))] = value;
+  }
   return result;
 }
 
