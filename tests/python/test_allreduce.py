@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from harness import PAYLOAD, block_payload, float_bound, init_dpa, run_ranks
+from harness import PAYLOAD, block_payload, dpa_backend, float_bound, init_dpa, run_ranks
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32]
 ALL_SIZES = [0, 1, 1000, 2049, (1 << 20) + 3]
@@ -211,3 +211,39 @@ def test_threads_are_named_for_top_and_perf():
     for rank, rank_names in enumerate(names):
         assert "dpa-engine-0" in rank_names and "dpa-torch-0" in rank_names, (rank, rank_names)
     assert "dpa-switch-0" in names[0], names[0]
+
+
+SWITCH_COUNTER_NAMES = {
+    "rx_packets", "tx_packets", "tx_dropped", "aggregated", "completed_full", "completed_partial",
+    "retransmitted_results", "duplicates", "late_contributions", "old_replies", "syn_replies", "joins",
+    "errors_sent", "dropped_malformed", "dropped_unknown_session", "dropped_unregistered",
+    "dropped_not_joined", "dropped_bad_token", "dropped_bad_tag", "joins_refused", "joins_contended",
+    "joins_rate_limited", "leaves", "busy_ns"}
+
+
+def switch_counters_worker(rank, world, init_file, operations):
+    from dpa import _C
+
+    init_dpa(rank, world, init_file)
+    tensor = torch.ones(3000, dtype=torch.int32)  # 3 blocks of the small session's payload
+    for _ in range(operations):
+        dist.all_reduce(tensor)
+    dist.barrier()
+    return _C.embedded_switch_counters(), dpa_backend().switch_counters
+
+
+def test_embedded_switch_counters_carry_the_switchs_names_and_values():
+    """Rank 0's embedded switch's counters, as dpa.bench reads them: every name the switch prints
+    (dpa-switch --stats), each with its value (torch 2.11 once read every value as 0, and the
+    numbers as extra names), and the rounds the ranks ran."""
+    world, operations = 2, 5
+    (totals, own), (other_totals, other_own) = run_ranks(switch_counters_worker, world, args=(operations,),
+                                                          timeout=90)
+    assert other_totals is None and other_own is None  # rank 1 runs no switch
+    assert own == totals, (own, totals)  # one live group: its switch is the whole total
+    assert set(totals) == SWITCH_COUNTER_NAMES, sorted(totals)
+    assert totals["joins"] >= world, totals
+    # Each operation is 3 full rounds, every rank contributing to each.
+    assert totals["completed_full"] >= 3 * operations, totals
+    assert totals["aggregated"] >= world * totals["completed_full"], totals
+    assert totals["rx_packets"] >= totals["aggregated"] and totals["busy_ns"] > 0, totals
