@@ -6,13 +6,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <random>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "api/logging.hpp"
 #include "dpa/env.hpp"
 #include "dpa/error.hpp"
+#include "protocol/wire.hpp"
 
 namespace dpa {
 namespace {
@@ -88,6 +92,25 @@ bool is_set(const char* name) { return env_string(name).has_value(); }
 std::uint64_t shm_queue_bytes(int buffers, std::uint32_t payload) {
   const std::uint64_t kInbox = std::uint64_t{ShmTransportConfig{}.ring} * 16 + 8192;
   return kInbox + static_cast<std::uint64_t>(buffers) * (64 + kHeaderBytes + kAuthTagBytes + 4 * std::uint64_t{payload} + 63) / 64 * 64;
+}
+
+// A switch thread's shared-memory queue holds one result per slot it owns until every rank has
+// read it, twice over, and 64 more (JOIN acks, errors, its stash of a burst). It owns the slots
+// of the window entries protocol.md §7.1 maps to it, two per entry, over every session (threads,
+// window); counted per thread, not over the whole pool, which each of S threads would otherwise
+// reserve in full.
+int switch_thread_buffers(int switch_threads, std::initializer_list<std::pair<int, int>> sessions) {
+  const auto count = static_cast<std::uint32_t>(std::max(1, switch_threads));
+  std::vector<int> slots(count, 0);
+  for (const auto& [threads, window] : sessions) {
+    for (int t = 0; t < threads; ++t) {
+      for (int e = 0; e < window; ++e) {
+        slots[protocol::SlotLayout::switch_thread(static_cast<std::uint32_t>(t), static_cast<std::uint32_t>(e),
+                                                  static_cast<std::uint32_t>(threads), count)] += 2;
+      }
+    }
+  }
+  return std::clamp(2 * std::ranges::max(slots) + 64, 16, 65536);
 }
 
 std::uint64_t free_bytes(const std::string& directory) {
@@ -168,11 +191,10 @@ JobSizing JobSizing::for_job(const JobLayout& layout, const HostResources& host,
   if (shared_memory.value_or(!sockets_requested())) {
     JobSizing shared = sizing;
     if (!is_set("DPA_WINDOW")) shared.window = static_cast<int>(shm_window);
-    // A rank's queue holds each window entry's packet and probe, and as many again in flight;
-    // a switch thread's, one result per slot it serves (both sessions) until every rank read it.
+    // A rank's queue holds each window entry's packet and probe, and as many again in flight.
     shared.shm_buffers = 4 * std::max(shared.window, shared.small_window) + 32;
-    const int slots = 2 * shared.threads * shared.window + 2 * shared.small_window;
-    shared.switch_shm_buffers = std::min(65536, 2 * slots + 64);
+    shared.switch_shm_buffers = switch_thread_buffers(
+        shared.switch_threads, {{shared.threads, shared.window}, {shared.small_payload > 0 ? 1 : 0, shared.small_window}});
     // Use it only with room to spare: a full tmpfs fails a segment at creation, with the sizes.
     // A caller that has chosen shared memory gets its sizing whatever the room.
     if (shared_memory.has_value() || host.shm_free_bytes >= 2 * shared.shm_bytes(ranks)) {
@@ -339,10 +361,8 @@ SwitchConfig JobSizing::switch_config(const Config& wide, const std::optional<Co
   if (const auto* shm = std::get_if<ShmTransportConfig>(&wide.transport)) {
     ShmTransportConfig shared = *shm;
     shared.base_port = 0;
-    std::uint32_t slots = 0;
-    for (const SessionConfig& session : config.sessions) slots += session.pool_size;
-    // One result buffer per slot in use until every rank has read it, twice over.
-    shared.buffers = std::clamp<std::uint32_t>(2 * slots + 64, 16, 65536);
+    shared.buffers = static_cast<std::uint32_t>(switch_thread_buffers(
+        switch_threads, {{wide.threads, wide.window}, {small ? small->threads : 0, small ? small->window : 0}}));
     if (small) shared.max_payload = std::max(shared.max_payload, std::get<ShmTransportConfig>(small->transport).max_payload);
     config.transport = shared;
   } else {

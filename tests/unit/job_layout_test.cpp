@@ -271,6 +271,29 @@ TEST_F(JobSizingTest, SwitchSpinVariableSpinsEverySwitchThread) {
   EXPECT_THROW(dpa::JobSizing::for_job(4, resources, dpa::Config{}), dpa::ConfigError);
 }
 
+// configuration.md §8: each switch thread's shared-memory queue holds results of the slots that
+// thread owns (protocol.md §7.1), not of the whole pool.
+TEST_F(JobSizingTest, SwitchBuffersCountTheSlotsEachSwitchThreadOwns) {
+  dpa::HostResources resources = host();
+  resources.cores = 16;
+  const dpa::JobSizing sizing = dpa::JobSizing::for_job(4, resources, dpa::Config{});
+  ASSERT_NE(sizing.shm_fabric, 0u);
+  ASSERT_EQ(sizing.threads, 4);
+  ASSERT_EQ(sizing.switch_threads, 8);
+  ASSERT_EQ(sizing.window, 8);
+  ASSERT_EQ(sizing.small_window, 16);
+  // Switch thread i owns entries of worker thread i mod 4 (2 of its 8 switch threads each: 4
+  // entries) and 2 of the small session's 16: 12 slots, not the pool's 2 * (4 * 8 + 16) = 96.
+  EXPECT_EQ(sizing.switch_shm_buffers, 2 * 12 + 64);
+  dpa::Config wide;
+  sizing.configure_wide(wide);
+  const dpa::SwitchConfig embedded = sizing.switch_config(wide, sizing.small_config(wide), std::chrono::microseconds(10000));
+  EXPECT_EQ(std::get<dpa::ShmTransportConfig>(embedded.transport).buffers, 2u * 12 + 64);
+  // One switch thread owns every slot.
+  ::setenv("DPA_SWITCH_THREADS", "1", 1);
+  EXPECT_EQ(dpa::JobSizing::for_job(4, resources, dpa::Config{}).switch_shm_buffers, 2 * 96 + 64);
+}
+
 TEST_F(JobSizingTest, PayloadVariableStillWins) {
   ::setenv("DPA_PAYLOAD", "1024", 1);
   dpa::Config from_env;
