@@ -372,8 +372,9 @@ SwitchConfig JobSizing::switch_config(const Config& wide, const std::optional<Co
     udp.socket_buffer_bytes = switch_buffer_bytes;
   }
   config.threads = switch_threads;
-  // Every thread spins when the wide session does; otherwise only thread 0, which serves the
-  // small session (its one engine thread talks to the switch's first port).
+  // Every thread spins when the wide session does; otherwise only thread 0, which owns the small
+  // session's entry 0, where a one-block operation goes (the entries of a wider small operation
+  // take turns over every switch thread, protocol.md §7.1, and wake the sleeping ones).
   config.busy_poll = std::max(wide.busy_poll, small ? small->busy_poll : wide.busy_poll);
   config.busy_poll_threads = wide.busy_poll > std::chrono::microseconds(0) ? 0 : 1;
   if (switch_busy_poll > std::chrono::microseconds(0)) {
