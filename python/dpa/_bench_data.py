@@ -13,6 +13,7 @@ DTYPES = ("float32", "float16", "bfloat16", "int32")
 INT_HALF_RANGE = 1 << 19
 MASK32 = 0xFFFFFFFF
 MASK64 = 0xFFFFFFFFFFFFFFFF
+VERIFY_CHUNK = 1 << 20  # elements count_wrong_against checks at a time
 # Unit roundoff and half the smallest subnormal of each float dtype: the error of one rounding to
 # that dtype is at most ROUNDOFF * |value| + TINY.
 ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
@@ -130,19 +131,26 @@ def count_wrong_against(result, reference, world, dtype_name, backend):
     """Elements of `result` (an all_reduce SUM of `world` ranks) that differ from the exact sum by
     more than `backend`'s bound: exact for int32, the block floating point bound for dpa, the
     summation bound for Gloo and NCCL. `reference` is the sum over the ranks of reference_parts.
-    NaN counts as wrong."""
+    NaN counts as wrong. Checked in chunks: whole-tensor float64 temporaries of a 64 MiB result
+    are fresh mappings each time, whose page faults took most of a second per operation."""
     import torch
 
     count = result.numel()
-    if dtype_name == "int32":
-        return int((result.to(torch.int64) != reference[0]).sum())
-    exact = reference[0]
-    if backend == "dpa":
-        bound = dpa_bound(exact, world, dtype_name)
-    else:
-        bound = summation_bound(reference[1], world, dtype_name)
-    within = (result.to(torch.float64) - exact).abs() <= bound
-    return int(count - within.sum())
+    wrong = 0
+    for begin in range(0, count, VERIFY_CHUNK):
+        end = min(begin + VERIFY_CHUNK, count)
+        part = result[begin:end]
+        if dtype_name == "int32":
+            wrong += int((part.to(torch.int64) != reference[0, begin:end]).sum())
+            continue
+        exact = reference[0, begin:end]
+        if backend == "dpa":
+            bound = dpa_bound(exact, world, dtype_name)
+        else:
+            bound = summation_bound(reference[1, begin:end], world, dtype_name)
+        within = (part.to(torch.float64) - exact).abs() <= bound
+        wrong += (end - begin) - int(within.sum())
+    return wrong
 
 
 def count_wrong(result, seeds, dtype_name, backend):

@@ -175,6 +175,23 @@ def test_the_exact_sum_passes_and_a_small_error_is_caught(backend, dtype):
     assert _bench_data.count_wrong(result, seeds, dtype, backend) == 1
 
 
+@pytest.mark.parametrize("backend", ["dpa", "gloo"])
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_wrong_elements_are_counted_in_every_chunk_of_a_large_result(backend, dtype, monkeypatch):
+    # The check runs chunk by chunk: an error in the first, a middle and the short last chunk
+    # each counts, and the elements around the chunks' edges are checked once.
+    monkeypatch.setattr(_bench_data, "VERIFY_CHUNK", 1000)
+    torch_dtype = getattr(torch, dtype)
+    seeds = [21, 22, 23]
+    count = 3 * 1000 + 7
+    inputs = [_bench_data.rank_input(seed, count, torch_dtype, torch.device("cpu")) for seed in seeds]
+    result = sum(x.double() for x in inputs).to(torch_dtype)
+    assert _bench_data.count_wrong(result, seeds, dtype, backend) == 0
+    for index in (0, 999, 1000, 1500, count - 1):
+        result[index] += 1 if dtype == "int32" else 64 * len(seeds)
+    assert _bench_data.count_wrong(result, seeds, dtype, backend) == 5
+
+
 @pytest.mark.parametrize("dtype", _bench_data.DTYPES)
 def test_the_reference_is_the_same_in_any_order(dtype):
     # The ranks add their widened inputs over Gloo in whatever order its algorithm takes: that is
