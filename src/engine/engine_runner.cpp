@@ -134,9 +134,15 @@ void EngineRunner::execute(Operation& op) {
       // A result's values were written by another core (the switch's, or a NIC's DMA): their
       // lines are asked for two packets ahead, so the transfers overlap the packets before.
       for (std::size_t i = 0; i < std::min<std::size_t>(received, kPrefetchAhead); ++i) prefetch(rx_[i].data);
+      std::size_t handled_bytes = 0;
       for (std::size_t i = 0; i < received; ++i) {
         if (i + kPrefetchAhead < received) prefetch(rx_[i + kPrefetchAhead].data);
         engine_.on_packet(rx_[i], now);
+        handled_bytes += rx_[i].data.size();
+        if (handled_bytes >= transport::kSendEveryBytes && !engine_.outgoing().empty()) {
+          send_outgoing();
+          handled_bytes = 0;
+        }
       }
       engine_.poll(now);
     }

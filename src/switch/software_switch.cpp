@@ -234,7 +234,8 @@ class SwitchImpl {
   }
 
   // Per-thread state of one received batch: the replies it causes, built in transmit buffers of
-  // the thread's queue and sent together at its end. Every vector is sized once.
+  // the thread's queue and sent by finish(), after each transport::kSendEveryBytes of received
+  // packets handled and at the batch's end. Every vector is sized once.
   class Batch {
    public:
     Batch(transport::Queue& queue, std::size_t batch)
@@ -282,6 +283,7 @@ class SwitchImpl {
       return &used_.back();
     }
     void send(const transport::TxBuffer& buffer, const Endpoint& to) { send_to(buffer).push_back(to); }
+    [[nodiscard]] bool has_sends() const { return !sends_.empty(); }
     // A buffer of this batch by position: next_buffer() may move them, positions stay.
     [[nodiscard]] std::size_t index_of(const transport::TxBuffer& buffer) const {
       return static_cast<std::size_t>(&buffer - used_.data());
@@ -379,10 +381,16 @@ class SwitchImpl {
       const Clock now = clock();
       const SessionTable& sessions = *table_.load(std::memory_order_acquire);
       for (std::size_t i = 0; i < std::min(received, kPrefetchAhead); ++i) prefetch_received(batch.rx[i].data);
+      std::size_t handled_bytes = 0;
       for (std::size_t i = 0; i < received; ++i) {
         if (i + kPrefetchAhead < received) prefetch_received(batch.rx[i + kPrefetchAhead].data);
         batch.set_prefetch_bytes(batch.rx[i].data.size());
         handle(index, sessions, batch.rx[i], now, batch);
+        handled_bytes += batch.rx[i].data.size();
+        if (handled_bytes >= transport::kSendEveryBytes && batch.has_sends()) {
+          batch.finish();
+          handled_bytes = 0;
+        }
       }
       batch.counters.rx_packets += received;
       batch.finish();

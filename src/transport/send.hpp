@@ -12,6 +12,15 @@
 
 namespace dpa::transport {
 
+// A thread that handles a burst of received packets hands what they caused to its queue once it
+// has handled this many bytes of them, not only at the burst's end: on shared memory the peer
+// then works on the first packets while this thread handles the rest. 4 ranks, 64 MiB, 16-core
+// host: p50 17.4 ms against 19.3 sending after the burst (means of 8 alternating runs); one engine
+// and one switch thread on the 2-core VM: 13 ms against 18-23. After every packet the peers'
+// extra wake-ups cost where threads share cores (docs/benchmarks.md, 2026-12-07 (morning)).
+// Sockets and DPDK only queue packets for their own bursts in send().
+inline constexpr std::size_t kSendEveryBytes = 128 << 10;
+
 // Offers `packets` until the queue took them all, flushing when it takes none, at most a few
 // times in a row; returns how many it took (the rest are lost, for the protocol to retransmit).
 // Does not flush at the end.
