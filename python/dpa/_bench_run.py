@@ -148,6 +148,14 @@ class Measurement:
         self.key = (node.settings["seed"], backend_index, size_index)
         self.wrong = 0
         self.checked = 0
+        # On the CPU the pool's tensors and verify()'s regenerated input (float32 and int32: the
+        # dtypes generated in place) and its reference are allocated once and refilled: each fresh
+        # 64 MiB tensor was a fresh mapping of zeroed pages (2 ranks, 64 MiB, 10 iterations, dpa
+        # and Gloo, 2-core VM: 37.5 s per run before, 20.3-21.7 after).
+        self.reuse = node.device.type == "cpu" and node.dtype in (node.torch.float32, node.torch.int32)
+        self.pool = []
+        self.scratch_input = None
+        self.scratch_reference = None
         self.corrupt_next = node.settings["inject_wrong"] and node.rank == node.world - 1
 
     def inputs(self, view, first, count):
@@ -155,9 +163,13 @@ class Measurement:
         this rank's tensor)."""
         node = self.node
         batch = []
-        for operation in range(first, first + count):
+        for index, operation in enumerate(range(first, first + count)):
             seeds = [data.derive_seed(*self.key, view, operation, rank) for rank in range(node.world)]
-            batch.append((seeds, data.rank_input(seeds[node.rank], self.elements, node.dtype, node.device)))
+            out = self.pool[index] if index < len(self.pool) else None
+            tensor = data.rank_input(seeds[node.rank], self.elements, node.dtype, node.device, out=out)
+            if self.reuse and out is None:
+                self.pool.append(tensor)
+            batch.append((seeds, tensor))
         return batch
 
     def verify(self, batch, timed):
@@ -177,8 +189,11 @@ class Measurement:
                 self.wrong += data.count_wrong(result, seeds, dtype_name, self.backend)
                 self.checked += self.elements
                 continue
-            own = data.rank_input(seeds[node.rank], self.elements, node.dtype, node.device)
-            reference = data.reference_parts(own, dtype_name, self.backend).cpu()
+            own = data.rank_input(seeds[node.rank], self.elements, node.dtype, node.device, out=self.scratch_input)
+            reference = data.reference_parts(own, dtype_name, self.backend, out=self.scratch_reference)
+            if self.reuse:
+                self.scratch_input = own
+            self.scratch_reference = reference
             node.dist.all_reduce(reference, group=node.gloo)
             self.wrong += data.count_wrong_against(result.cpu(), reference, node.world, dtype_name, self.backend)
             self.checked += self.elements

@@ -158,6 +158,43 @@ def test_inputs_are_reproducible_and_on_their_grid(dtype, generate):
     assert len(set(values.tolist())) > 1000  # spread, not a handful of values
 
 
+@pytest.mark.parametrize("dtype", _bench_data.DTYPES)
+def test_inputs_and_references_written_into_reused_tensors_equal_fresh_ones(dtype):
+    # dpa.bench refills its CPU pool and scratch tensors instead of allocating new ones: stale
+    # contents (another seed's input, a reduced result) must not survive a refill.
+    torch_dtype = getattr(torch, dtype)
+    cpu = torch.device("cpu")
+    fresh = _bench_data.rank_input(31, 4096, torch_dtype, cpu)
+    reusable = dtype in ("float32", "int32")
+    stale = _bench_data.rank_input(32, 4096, torch_dtype, cpu) * 3 if reusable else None
+    refilled = _bench_data.rank_input(31, 4096, torch_dtype, cpu, out=stale)
+    assert torch.equal(refilled, fresh) and refilled.dtype == torch_dtype
+    if reusable:
+        assert refilled.data_ptr() == stale.data_ptr()
+    for backend in ("dpa", "gloo"):
+        shape, wide = _bench_data.reference_shape(4096, dtype, backend)
+        out = torch.full(shape, 12345, dtype=wide)
+        written = _bench_data.reference_parts(fresh, dtype, backend, out=out)
+        assert written.data_ptr() == out.data_ptr()
+        assert torch.equal(written, _bench_data.reference_parts(fresh, dtype, backend))
+        assert torch.equal(written[0], fresh.to(wide))
+        if shape[0] == 2:
+            assert torch.equal(written[1], fresh.to(wide).abs())
+
+
+def test_rounds_that_refill_the_pool_are_verified(tmp_path):
+    # A pool of two 4 KiB tensors: 5 operations per view take three rounds, each refilling the
+    # tensors the previous round's results were written into; every result checks out.
+    output = tmp_path / "bench.json"
+    result = run_bench("-n", "2", "--sizes", "4KiB", "--iterations", "5", "--warmup", "1", "--pool-bytes", "8KiB",
+                       "--json", str(output))
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(output.read_text())
+    assert report["wrong"] == 0
+    for row in report["results"]:
+        assert row["wrong"] == 0 and row["checked"] == (1 + 5 + 5) * row["elements"] * 2, row
+
+
 @pytest.mark.parametrize("backend", ["dpa", "gloo"])
 @pytest.mark.parametrize("dtype", _bench_data.DTYPES)
 def test_the_exact_sum_passes_and_a_small_error_is_caught(backend, dtype):
