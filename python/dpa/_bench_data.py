@@ -67,10 +67,10 @@ def hashed_bits(seed, count, device):
 
 
 def rank_input(seed, count, dtype, device, out=None):
-    """The input `seed` names: `count` values of `dtype` (a torch dtype) on `device`. With `out`
-    (a CPU tensor of `count` values of `dtype`, float32 or int32; other dtypes ignore it) they are
-    written there: a fresh 64 MiB tensor is a fresh mapping of zeroed pages, whose faults cost
-    about as much as generating its values.
+    """The input `seed` names: `count` values of `dtype` (a torch dtype) on `device`. On the CPU,
+    with `out` (a tensor of `count` values of `dtype`) they are written there: a fresh 64 MiB
+    tensor is a fresh mapping of zeroed pages, whose faults cost about as much as generating its
+    values.
 
     CPU tensors come from torch's CPU generator (Mersenne Twister, serial, so the same on every
     CPU); CUDA tensors from hashed_bits, computed on the GPU."""
@@ -84,8 +84,10 @@ def rank_input(seed, count, dtype, device, out=None):
         # rand is a multiple of 2^-24 in [0, 1): times 2 minus 1 is exact in float32. In place: each
         # temporary of a 64 MiB input was a fresh mapping (0.15 s per input, 0.08 in place, on the
         # 2-core VM).
-        values = torch.rand(count, generator=generator, out=out if dtype == torch.float32 else None)
-        return values.mul_(2).sub_(1).to(dtype)
+        if dtype == torch.float32:
+            return torch.rand(count, generator=generator, out=out).mul_(2).sub_(1)
+        values = torch.rand(count, generator=generator).mul_(2).sub_(1)
+        return values.to(dtype) if out is None else out.copy_(values)
     return hashed_input(seed, count, dtype, device)
 
 

@@ -148,11 +148,10 @@ class Measurement:
         self.key = (node.settings["seed"], backend_index, size_index)
         self.wrong = 0
         self.checked = 0
-        # On the CPU the pool's tensors and verify()'s regenerated input (float32 and int32: the
-        # dtypes generated in place) and its reference are allocated once and refilled: each fresh
-        # 64 MiB tensor was a fresh mapping of zeroed pages (2 ranks, 64 MiB, 10 iterations, dpa
-        # and Gloo, 2-core VM: 37.5 s per run before, 20.3-21.7 after).
-        self.reuse = node.device.type == "cpu" and node.dtype in (node.torch.float32, node.torch.int32)
+        # On the CPU the pool's tensors and verify()'s regenerated input and reference are
+        # allocated once and refilled: each fresh 64 MiB tensor was a fresh mapping of zeroed pages
+        # (2 ranks, 64 MiB, 10 iterations, dpa and Gloo, 2-core VM: 37.5 s per run before,
+        # 20.3-21.7 after).
         self.pool = []
         self.scratch_input = None
         self.scratch_reference = None
@@ -167,7 +166,7 @@ class Measurement:
             seeds = [data.derive_seed(*self.key, view, operation, rank) for rank in range(node.world)]
             out = self.pool[index] if index < len(self.pool) else None
             tensor = data.rank_input(seeds[node.rank], self.elements, node.dtype, node.device, out=out)
-            if self.reuse and out is None:
+            if node.device.type == "cpu" and out is None:
                 self.pool.append(tensor)
             batch.append((seeds, tensor))
         return batch
@@ -191,9 +190,7 @@ class Measurement:
                 continue
             own = data.rank_input(seeds[node.rank], self.elements, node.dtype, node.device, out=self.scratch_input)
             reference = data.reference_parts(own, dtype_name, self.backend, out=self.scratch_reference)
-            if self.reuse:
-                self.scratch_input = own
-            self.scratch_reference = reference
+            self.scratch_input, self.scratch_reference = own, reference
             node.dist.all_reduce(reference, group=node.gloo)
             self.wrong += data.count_wrong_against(result.cpu(), reference, node.world, dtype_name, self.backend)
             self.checked += self.elements
