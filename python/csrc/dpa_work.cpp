@@ -8,27 +8,9 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+#include "future_work.hpp"
+
 namespace dpa::torch_backend {
-namespace {
-
-// The CUDA devices of `tensors`: a future created for them waits in stream order.
-std::vector<c10::Device> cuda_devices(const std::vector<at::Tensor>& tensors) {
-  std::vector<c10::Device> devices;
-  for (const at::Tensor& tensor : tensors) {
-    if (tensor.is_cuda() && std::find(devices.begin(), devices.end(), tensor.device()) == devices.end()) {
-      devices.push_back(tensor.device());
-    }
-  }
-  return devices;
-}
-
-// The type of a future's value, made once: creating it allocates.
-const c10::TypePtr& tensor_list_type() {
-  static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
-  return type;
-}
-
-}  // namespace
 
 DpaWork::DpaWork(int rank, std::vector<at::Tensor> outputs)
     : c10d::Work(rank, c10d::OpType::ALLREDUCE),

@@ -164,12 +164,26 @@ std::string ProcessGroupDpa::switch_address() const {
   return to_string(config_.switches);
 }
 
+bool ProcessGroupDpa::switch_reduces(const std::vector<at::Tensor>& tensors,
+                                     const c10d::ReduceOp& op) const {
+  return dpa_reduce_op(op) && !tensors.empty() &&
+         std::all_of(tensors.begin(), tensors.end(), dpa_supports);
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allreduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::AllreduceOptions& opts) {
-  const std::optional<ReduceOp> op = dpa_reduce_op(opts.reduceOp);
-  if (!op || tensors.empty() || !std::all_of(tensors.begin(), tensors.end(), dpa_supports)) {
-    return gloo_->allreduce(tensors, opts);
-  }
+  return allreduce_any(tensors, opts.reduceOp, c10d::OpType::ALLREDUCE);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allreduce_any(const std::vector<at::Tensor>& tensors,
+                                                              const c10d::ReduceOp& op,
+                                                              c10d::OpType type) {
+  if (switch_reduces(tensors, op)) return allreduce_through_switch(tensors, op);
+  return allreduce_on_gloo(tensors, op, type);
+}
+
+c10::intrusive_ptr<DpaWork> ProcessGroupDpa::allreduce_through_switch(
+    const std::vector<at::Tensor>& tensors, const c10d::ReduceOp& op) {
   std::shared_lock lifecycle(lifecycle_mutex_);
   TORCH_CHECK(!closed_, "dpa: all_reduce on a process group that was shut down");
 
@@ -180,7 +194,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allreduce(std::vector<at::Tensor
     request.caller_ready.push_back(runner_->mark_caller_stream(tensor));
   }
   const FastestK choice = resolve_fastest_k();
-  request.options.op = *op;
+  request.options.op = *dpa_reduce_op(op);
   request.options.k = choice.k;
   request.options.preemptive = choice.preemptive;
   request.work = c10::make_intrusive<DpaWork>(rank_, tensors);
@@ -211,119 +225,5 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::barrier(const c10d::BarrierOptio
   }
   return gloo_->barrier(opts);
 }
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allreduce_coalesced(
-    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  return gloo_->allreduce_coalesced(tensors, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::broadcast(std::vector<at::Tensor>& tensors,
-                                                          const c10d::BroadcastOptions& opts) {
-  return gloo_->broadcast(tensors, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::reduce(std::vector<at::Tensor>& tensors,
-                                                       const c10d::ReduceOptions& opts) {
-  return gloo_->reduce(tensors, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allgather(
-    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions& opts) {
-  return gloo_->allgather(outputs, inputs, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::_allgather_base(
-    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
-  // Gloo in torch 1.13 lacks the flat form, so gather into views of the output buffer (what the
-  // flat form means) with the list form, which every Gloo has.
-  TORCH_CHECK(output.is_contiguous() && output.numel() == input.numel() * size_,
-              "dpa: all_gather_into_tensor needs a contiguous output of world_size times the "
-              "input's elements");
-  std::vector<at::Tensor> slots;
-  for (const at::Tensor& chunk : output.view({-1}).chunk(size_))
-    slots.push_back(chunk.view(input.sizes()));
-  std::vector<std::vector<at::Tensor>> outputs{std::move(slots)};
-  std::vector<at::Tensor> inputs{input};
-  return gloo_->allgather(outputs, inputs, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allgather_coalesced(
-    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions& opts) {
-  return gloo_->allgather_coalesced(outputs, inputs, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::gather(
-    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::GatherOptions& opts) {
-  return gloo_->gather(outputs, inputs, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::scatter(
-    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
-    const c10d::ScatterOptions& opts) {
-  return gloo_->scatter(outputs, inputs, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::reduce_scatter(
-    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
-    const c10d::ReduceScatterOptions& opts) {
-  return gloo_->reduce_scatter(outputs, inputs, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::_reduce_scatter_base(
-    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  return gloo_->_reduce_scatter_base(output, input, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::alltoall_base(
-    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
-    std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
-  return gloo_->alltoall_base(output, input, output_split_sizes, input_split_sizes, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::alltoall(std::vector<at::Tensor>& outputs,
-                                                         std::vector<at::Tensor>& inputs,
-                                                         const c10d::AllToAllOptions& opts) {
-  return gloo_->alltoall(outputs, inputs, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::send(std::vector<at::Tensor>& tensors, int dst_rank,
-                                                     int tag) {
-  return gloo_->send(tensors, dst_rank, tag);
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::recv(std::vector<at::Tensor>& tensors, int src_rank,
-                                                     int tag) {
-  return gloo_->recv(tensors, src_rank, tag);
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::recvAnysource(std::vector<at::Tensor>& tensors,
-                                                              int tag) {
-  return gloo_->recvAnysource(tensors, tag);
-}
-
-void ProcessGroupDpa::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
-  gloo_->monitoredBarrier(opts, wait_all_ranks);
-}
-
-void ProcessGroupDpa::setSequenceNumberForGroup() { gloo_->setSequenceNumberForGroup(); }
-
-uint64_t ProcessGroupDpa::getSequenceNumberForGroup() { return gloo_->getSequenceNumberForGroup(); }
-
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
-c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allgather_into_tensor_coalesced(
-    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions& opts) {
-  return gloo_->allgather_into_tensor_coalesced(outputs, inputs, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::reduce_scatter_tensor_coalesced(
-    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::ReduceScatterOptions& opts) {
-  return gloo_->reduce_scatter_tensor_coalesced(outputs, inputs, opts);
-}
-#endif
 
 }  // namespace dpa::torch_backend

@@ -1,6 +1,12 @@
-// The c10d backend "dpa": all_reduce (SUM, AVG) of float32, float16, bfloat16 and int32 tensors on
-// CPU or CUDA goes through the switch; every other collective, dtype or reduction goes to a Gloo
-// group built from the same store.
+// The c10d backend "dpa". Every c10d collective works on CPU and CUDA tensors, on torch 1.13 and
+// 2.x, whatever the installed Gloo lacks:
+// - all_reduce (SUM, AVG) of float32, float16, bfloat16 and int32 goes through the switch, and so
+//   do reduce-scatter (an all_reduce of which each rank keeps its shard) and the coalesced forms;
+// - every other collective, type or reduction goes to a Gloo group built from the same store,
+//   with CUDA tensors staged through host copies (host_staging.hpp), AVG as a SUM then a
+//   division, and the list forms Gloo lacks built from its flat ones.
+// docs/pytorch.md has the matrix. The methods live in three files: this one's .cpp (set-up,
+// lifecycle, the switch), collectives_composed.cpp and collectives_gloo.cpp.
 #pragma once
 
 #include <chrono>
@@ -15,6 +21,7 @@
 #include "dpa/context.hpp"
 #include "dpa/switch.hpp"
 #include "dpa_work.hpp"
+#include "host_staging.hpp"
 #include "execution_modes.hpp"
 #include "host_buffer_pool.hpp"
 #include "torch_compat.hpp"
@@ -110,6 +117,29 @@ class ProcessGroupDpa final : public BackendBase {
 #endif
 
  private:
+  // Whether the switch reduces `tensors` with `op` (otherwise Gloo does).
+  [[nodiscard]] bool switch_reduces(const std::vector<at::Tensor>& tensors,
+                                    const c10d::ReduceOp& op) const;
+  // all_reduce of `tensors` in place through the switch (switch_reduces must hold).
+  c10::intrusive_ptr<DpaWork> allreduce_through_switch(const std::vector<at::Tensor>& tensors,
+                                                       const c10d::ReduceOp& op);
+  // all_reduce of `tensors` in place on Gloo: host copies of CUDA tensors, AVG as SUM and a
+  // division, types Gloo cannot reduce widened.
+  c10::intrusive_ptr<c10d::Work> allreduce_on_gloo(const std::vector<at::Tensor>& tensors,
+                                                   const c10d::ReduceOp& op, c10d::OpType type);
+  // Either of the two; its work always has a future.
+  c10::intrusive_ptr<c10d::Work> allreduce_any(const std::vector<at::Tensor>& tensors,
+                                               const c10d::ReduceOp& op, c10d::OpType type);
+  // Reduce-scatter of each flat input (world_size times its output's elements) into its output:
+  // one all_reduce of copies of the inputs, of which this rank keeps its shard.
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_flat(std::vector<at::Tensor> outputs,
+                                                     const std::vector<at::Tensor>& inputs,
+                                                     const c10d::ReduceOp& op, c10d::OpType type);
+  // Gloo's all-gather into flat outputs, each world_size times its input, through views.
+  c10::intrusive_ptr<c10d::Work> allgather_flat(std::vector<at::Tensor> outputs,
+                                                const std::vector<at::Tensor>& inputs,
+                                                const c10d::AllgatherOptions& opts);
+
   void check_same_chunking_on_all_ranks(std::chrono::milliseconds timeout);
   void close_once();
 
