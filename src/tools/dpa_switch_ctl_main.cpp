@@ -190,7 +190,7 @@ int main(int argc, char** argv) {
                  "The control channel: a Unix socket path (unix:PATH, or any path with a '/'), host:port, or a "
                  "port on 127.0.0.1 (default: $DPA_SWITCH_CONTROL)");
   std::string secret_file;
-  app.add_option("--secret-file", secret_file,
+  app.add_option("--control-secret-file,--secret-file", secret_file,
                  "Send the secret in this file (mode 0600) first, as dpa-switch --control-secret-file wants over "
                  "TCP (default: $DPA_SWITCH_CONTROL_SECRET_FILE)");
   bool as_json = false;
@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 3'600'000))
       ->capture_default_str();
   app.require_subcommand(1);
-  app.fallthrough();  // --control, --secret-file, --json and --timeout-ms also after the subcommand
+  app.fallthrough();  // --control, --control-secret-file, --json and --timeout-ms also after the subcommand
 
   CLI::App* sessions = app.add_subcommand("sessions", "List the sessions with their state and counters");
   CLI::App* counters = app.add_subcommand("counters", "Print the switch's counters, summed over its threads");
@@ -211,9 +211,9 @@ int main(int argc, char** argv) {
                   "The session as a JSON object, e.g. '{\"id\": 2, \"world_size\": 4}'; the flags below "
                   "override its keys");
   std::optional<std::uint32_t> id;
-  add->add_option("--id", id, "Session id (id)");
+  add->add_option("--session,--id", id, "Session id (id)");
   std::optional<int> world_size;
-  add->add_option("--world-size", world_size, "Ranks in the session (world_size)");
+  add->add_option("-n,--ranks,--world-size", world_size, "Ranks in the session (world_size)");
   std::optional<int> k;
   add->add_option("--k", k, "Fastest-K default, 0: K = world size (k)");
   std::optional<std::uint32_t> payload;
@@ -282,7 +282,7 @@ int main(int argc, char** argv) {
         secret = dpa::sw::read_control_secret(from_environment, "DPA_SWITCH_CONTROL_SECRET_FILE=");
       }
     } else {
-      secret = dpa::sw::read_control_secret(secret_file, "--secret-file");
+      secret = dpa::sw::read_control_secret(secret_file, "--control-secret-file");
     }
     if (*sessions) {
       request = {{"op", "session_status"}};
@@ -313,7 +313,7 @@ int main(int argc, char** argv) {
       if (!workers.empty()) session["workers"] = workers;
       if (auth_key_file) session["auth_key_file"] = *auth_key_file;
       if (!session.contains("id") || !session.contains("world_size")) {
-        throw dpa::ConfigError("add-session: give at least --id and --world-size (or both keys in --from-json)");
+        throw dpa::ConfigError("add-session: give at least --session and --ranks (or both keys in --from-json)");
       }
       request = {{"op", "add_session"}, {"session", session}};
     }

@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
                "(conformance tests)");
   app.add_option("--session", session.id, "Session id of the session given by flags")
       ->capture_default_str();
-  app.add_option("--world-size", world_size, "Ranks in the session (defines a session by flags)");
+  app.add_option("-n,--ranks,--world-size", world_size, "Ranks in the session (defines a session by flags)");
   app.add_option("--k", session.k, "Fastest-K default (0: K = world size)")->capture_default_str();
   app.add_option("--payload", session.payload, "Values per packet")->capture_default_str();
   app.add_option("--pool-base", session.pool_base, "First slot of the session")->capture_default_str();
@@ -194,12 +194,12 @@ int main(int argc, char** argv) {
       config.sessions.push_back(session);
     }
     if (world_size == 0 && !auth_key_file.empty()) {
-      throw dpa::ConfigError("--auth-key-file: applies to the session given by flags (--world-size); a config "
+      throw dpa::ConfigError("--auth-key-file: applies to the session given by flags (--ranks); a config "
                              "file's session takes \"auth_key_file\"");
     }
     const bool has_control = !control_socket.empty() || control_port >= 0;
     if (config.sessions.empty() && !has_control) {
-      throw dpa::ConfigError("no session: give --config FILE, --world-size N, --control PATH or --control-port");
+      throw dpa::ConfigError("no session: give --config FILE, --ranks N, --control PATH or --control-port");
     }
     if (!has_control) {
       for (const char* flag : {"--control-secret-file", "--control-read-only-open", "--control-host"}) {
