@@ -10,7 +10,7 @@
 
 #include <spdlog/sinks/ostream_sink.h>
 
-#include "api/logging.hpp"
+#include "common/logging.hpp"
 
 namespace dpa::test {
 

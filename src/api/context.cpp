@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "api/logging.hpp"
+#include "common/logging.hpp"
 #include "engine/join.hpp"
 #include "engine/operation.hpp"
 #include "engine/engine_runner.hpp"

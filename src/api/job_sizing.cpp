@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "api/logging.hpp"
+#include "common/logging.hpp"
 #include "dpa/env.hpp"
 #include "dpa/error.hpp"
 #include "protocol/wire.hpp"

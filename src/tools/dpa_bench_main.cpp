@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/boot_id.hpp"
 #include "dpa/context.hpp"
 #include "dpa/env.hpp"
 #include "dpa/error.hpp"
@@ -463,7 +464,7 @@ int run_rank(const Settings& s, const dpa::Config& config, std::ostream& out, co
                  {"back_to_back_s", back_to_back_s},
                  {"latency_start_us", latency_start_us},
                  {"latency_end_us", latency_end_us},
-                 {"boot_id", bench::boot_id()},
+                 {"boot_id", dpa::detail::boot_id().value_or("")},  // ranks of one kernel share CLOCK_MONOTONIC
                  {"retransmissions", totals.retransmissions},
                  {"blocks", totals.blocks},
                  {"partial", totals.blocks_partial},

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "api/logging.hpp"
+#include "common/logging.hpp"
 #include "switch/control_channel.hpp"
 #include "switch/control_secret.hpp"
 #include "switch/metrics_text.hpp"

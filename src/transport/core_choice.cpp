@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "api/logging.hpp"
+#include "common/logging.hpp"
 
 namespace dpa::transport {
 

@@ -19,10 +19,6 @@ inline constexpr int kSchemaVersion = 1;
 nlohmann::json result_row(const std::vector<nlohmann::json>& rank_lines, int world, const std::string& dtype,
                           int straggler_rank);
 
-// The running kernel's identity (empty where unreadable): processes that share it share
-// CLOCK_MONOTONIC, so their timestamps compare.
-std::string boot_id();
-
 // This host: name, platform, CPUs, CPU model.
 nlohmann::json host_info();
 

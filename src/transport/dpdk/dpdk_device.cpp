@@ -18,7 +18,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "api/logging.hpp"
+#include "common/logging.hpp"
 #include "dpa/error.hpp"
 #include "transport/dpdk/dpdk_queue.hpp"
 #include "transport/dpdk/eal.hpp"

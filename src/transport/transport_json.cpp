@@ -1,4 +1,4 @@
-#include "api/transport_json.hpp"
+#include "transport/transport_json.hpp"
 
 #include <fmt/format.h>
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "api/json_fields.hpp"
+#include "common/json_fields.hpp"
 #include "dpa/transport_config.hpp"
 
 namespace dpa::detail {

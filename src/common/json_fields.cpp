@@ -1,4 +1,4 @@
-#include "api/json_fields.hpp"
+#include "common/json_fields.hpp"
 
 #include <cerrno>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "api/logging.hpp"
+#include "common/logging.hpp"
 
 #include <cstdlib>
 #include <optional>

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "api/env.hpp"
+#include "common/env.hpp"
 #include "dpa/error.hpp"
 
 namespace dpa {
