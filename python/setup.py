@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Builds the dpa Python package (the torch.distributed backend) for pip (pyproject.toml):
 
     pip install ./python                        # in a venv with PyPI torch

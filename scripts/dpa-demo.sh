@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Quick start 1: install what is missing (the PyTorch backend's packages included), build,
 # start dpa-switch on 127.0.0.1, run 4 workers that verify exact int32 sums and float32 sums
 # within the documented bound, then the straggler scenario (rank 3 delayed before every

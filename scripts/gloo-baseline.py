@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Gloo all_reduce baseline on this machine, measured the way dpa-bench measures dpa.
 
 Starts N local ranks (torch.distributed, backend "gloo", CPU tensors, TCP store on 127.0.0.1).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian 12 / Ubuntu 24.04 packages that building and testing dpa needs.
 # Only missing packages are installed, so running it again is cheap.
 #

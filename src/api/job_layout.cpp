@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "dpa/job_layout.hpp"
 
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "common/json_fields.hpp"
 
 #include <cerrno>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An owned file descriptor: closed when it goes, on every way out of a function, unless released.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dpa-bench: allreduce throughput and latency, every result verified (docs/benchmark-tools.md). By
 // default it starts a software switch in this process and N local worker processes (copies of
 // itself with --worker); with --switch it uses an existing switch, and with --worker it runs as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dpa-switch-ctl: the requests of dpa-switch's control channel (src/switch/control_channel.hpp)
 // from a shell: list sessions with their state, add and remove sessions, read the counters, set
 // the manual clock. Exit codes: 0 done, 1 the switch refused or could not be reached, 2 usage.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dpa-switch: the software switch as a program. Sessions come from a JSON config and/or flags.
 #include <CLI/CLI.hpp>
 #include <csignal>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // JSON readers for the typed transport sections ("udp", "dpdk", "shm": {...}), shared by the
 // worker config and the switch config. Messages name the file and the key ("w.json: dpdk.mtu").
 #pragma once

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Keeps the documentation and the code in step (ctest: docs_in_step).
 
 Three checks, each reporting exactly what is missing and where:

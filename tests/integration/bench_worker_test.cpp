@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dpa-bench configures its workers like every dpa worker: DPA_* variables, overridden by flags.
 // Each test runs dpa-bench processes against a switch in this process; every process is killed
 // when its test ends (tools::Process), whatever the outcome.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dpa-switch's start-up errors: a clear message naming the flag or key, a non-zero exit code,
 // never an abort (an abort would exit with 128 + SIGABRT).
 #include <gmock/gmock.h>

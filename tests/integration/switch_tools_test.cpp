@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dpa-switch's operator surfaces against a running switch: the Prometheus endpoint scraped
 // before, during and after a dpa-bench job (values that match the job, never going back, nothing
 // changed by other methods), dpa-switch-ctl's requests, errors and exit codes, and who may use the

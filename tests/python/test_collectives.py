@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every collective other than dpa's all_reduce is Gloo's, through the dpa process group: the
 results must be Gloo's. Operations Gloo itself lacks in this torch are reported as skipped."""
 

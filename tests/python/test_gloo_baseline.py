@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """scripts/gloo-baseline.py: every result checked against the exact sum (its self-check makes one
 wrong element per size and exit status 1), the slowest rank's times in the JSON, the common flags
 (-n/--ranks, --sizes, --iterations, --warmup, --json, --version) and exit status 2 for a usage

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Keeps src/'s folders layered (ctest: include_layers).
 
 Each folder of src/ has a layer; a file may include headers of its own folder and of folders of

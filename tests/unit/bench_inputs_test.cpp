@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dpa-bench's inputs and their check (src/tools/bench/inputs.hpp): the exact sum passes; a result
 // off by more than the bound, NaN and the injected error do not; fastest-K blocks are checked
 // against their contributors only, so a contribution too many is caught; under K = N a block

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dpa-bench's inputs and their check (docs/benchmark-tools.md "Verification"). Every rank derives
 // every rank's input of every operation from the run's seed, so it checks its own result against
 // the exact sum of the contributors' inputs without exchanging data.

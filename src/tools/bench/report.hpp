@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dpa-bench's report: the JSON schema it shares with python -m dpa.bench (docs/benchmark-tools.md
 // "JSON schema") and its table.
 #pragma once
