@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # CMAKE_CUDA_ARCHITECTURES for dpa's CUDA kernels, decided before enable_language(CUDA).
 #
 # Unset: every architecture from sm_75 (Turing) to sm_120 (Blackwell workstation) that the local

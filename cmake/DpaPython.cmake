@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The Python interpreter the PyTorch backend is built for, and where CMake finds that
 # interpreter's torch and pybind11. Included before find_package(Torch).
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cpp-httplib, for dpa-switch's metrics endpoint (optional: without it --metrics reports that it
 # is missing). Debian's libcpp-httplib-dev ships a compiled library with a pkg-config file;
 # upstream's install a CMake package (httplib::httplib). Defines CppHttplib_FOUND,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Registers torch.distributed backend "dpa" at ``import torch``, so that
 ``init_process_group("dpa")`` needs no ``import dpa``: torch >= 2.5 calls every entry point of the
 group ``torch.backends`` at the end of its import (unless TORCH_DEVICE_BACKEND_AUTOLOAD=0), and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Builds the dpa Python package (the torch.distributed backend) for pip (pyproject.toml):
 
     pip install ./python                        # in a venv with PyPI torch
@@ -17,10 +18,17 @@ it through the rpath $ORIGIN, so the package needs no LD_LIBRARY_PATH and no sep
 - CMAKE names the CMake to run (default: cmake on PATH), MAX_JOBS the compile jobs (default:
   every core).
 
+The sources: in a checkout, the repository this directory belongs to; in an sdist (python -m
+build, pip wheel from the sdist), the copy of the repository's build inputs that the sdist carries
+under _source/ (CMAKE_SOURCE_PARTS). Each configuration (interpreter, torch, DPA_PREFIX, CUDA
+architectures) builds in a CMake tree of its own, so installs in any order never reuse a tree
+configured for another.
+
 docs/install.md says when --no-build-isolation is needed and why. Nothing is downloaded here:
 CMake, a C++20 compiler and libdpa's build dependencies (scripts/install-deps.sh) must be there.
 """
 
+import hashlib
 import os
 import re
 import shutil
@@ -30,24 +38,56 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.sdist import sdist
 
 HERE = Path(__file__).resolve().parent
-SOURCE_ROOT = HERE.parent
-VERSION_FILE = SOURCE_ROOT / "VERSION"
+BUNDLED_SOURCE = "_source"  # where an sdist carries the repository's build inputs
+# What CMake's torch-plugin target reads from the repository (DPA_TESTS and DPA_SWITCH off).
+CMAKE_SOURCE_PARTS = ("CMakeLists.txt", "VERSION", "LICENSE", "cmake", "include", "src", "configs",
+                      "python/CMakeLists.txt", "python/csrc", "python/dpa")
 
 
 def fail(message):
     raise SystemExit(f"dpa setup.py: {message}")
 
 
-def read_version():
-    if not VERSION_FILE.exists() or not (SOURCE_ROOT / "src").is_dir():
-        fail(f"{SOURCE_ROOT} is not the dpa repository (no VERSION and src/): run pip on the python/ "
-             "directory of a dpa checkout")
-    return VERSION_FILE.read_text().strip()
+def is_source_root(path):
+    return (path / "VERSION").is_file() and (path / "src").is_dir() and (path / "CMakeLists.txt").is_file()
 
 
-VERSION = read_version()
+def find_source_root():
+    for candidate in (HERE.parent, HERE / BUNDLED_SOURCE):
+        if is_source_root(candidate):
+            return candidate
+    fail(f"neither {HERE.parent} (a dpa checkout) nor {HERE / BUNDLED_SOURCE} (an sdist) holds the dpa "
+         "sources (VERSION, CMakeLists.txt, src/): run pip on the python/ directory of a checkout or on "
+         "an sdist made from one")
+
+
+SOURCE_ROOT = find_source_root()
+VERSION = (SOURCE_ROOT / "VERSION").read_text().strip()
+
+
+def ignored_in_copy(directory, names):
+    return [name for name in names if name in ("__pycache__", "build") or name.endswith((".pyc", ".so"))
+            or name == "_build_info.py"]
+
+
+class SdistWithSources(sdist):
+    """An sdist that builds anywhere: it carries the repository's build inputs under _source/."""
+
+    def make_release_tree(self, base_dir, files):
+        super().make_release_tree(base_dir, files)
+        if SOURCE_ROOT != HERE.parent:
+            fail("an sdist is made from a checkout, not from another sdist")
+        for part in CMAKE_SOURCE_PARTS:
+            source = SOURCE_ROOT / part
+            target = Path(base_dir) / BUNDLED_SOURCE / part
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_dir():
+                shutil.copytree(source, target, ignore=ignored_in_copy)
+            else:
+                shutil.copy2(source, target)
 
 
 def torch_arch_list_entries(value):
@@ -111,10 +151,9 @@ class BuildWithCMake(build_ext):
         cmake = os.environ.get("CMAKE", "cmake")
         if shutil.which(cmake) is None:
             fail(f"'{cmake}' not found; install CMake (scripts/install-deps.sh) or set CMAKE")
-        build_dir = Path(self.build_temp).resolve() / "cmake"
         prefix = os.environ.get("DPA_PREFIX")
-        configure = [
-            cmake, "-S", str(SOURCE_ROOT), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
+        settings = [
+            "-DCMAKE_BUILD_TYPE=Release",
             "-DDPA_TESTS=OFF", "-DDPA_BENCHMARKS=OFF",
             f"-DPython3_EXECUTABLE={sys.executable}",
             f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
@@ -127,9 +166,14 @@ class BuildWithCMake(build_ext):
             *cuda_arguments(torch),
         ]
         if prefix:
-            configure.append(f"-DDPA_TORCH_PLUGIN_LIBDPA_PREFIX={Path(prefix).resolve()}")
+            settings.append(f"-DDPA_TORCH_PLUGIN_LIBDPA_PREFIX={Path(prefix).resolve()}")
         else:
-            configure.append("-DDPA_TORCH_PLUGIN_RPATH=$ORIGIN")
+            settings.append("-DDPA_TORCH_PLUGIN_RPATH=$ORIGIN")
+        # One tree per configuration: a tree configured for DPA_PREFIX links no libdpa of its own,
+        # so a later plain install that reused it would find none to copy.
+        key = hashlib.sha256("\0".join([str(SOURCE_ROOT), *settings]).encode()).hexdigest()[:12]
+        build_dir = Path(self.build_temp).resolve() / f"cmake-{key}"
+        configure = [cmake, "-S", str(SOURCE_ROOT), "-B", str(build_dir), *settings]
         jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)
         for command in (configure, [cmake, "--build", str(build_dir), "--target", "torch-plugin", "-j", jobs]):
             print("dpa setup.py:", " ".join(command), flush=True)
@@ -154,5 +198,5 @@ if __name__ == "__main__":  # as pip's backend runs it; tests import the helpers
     setup(
         version=VERSION,
         ext_modules=[CMakeExtension("dpa._C")],
-        cmdclass={"build_ext": BuildWithCMake},
+        cmdclass={"build_ext": BuildWithCMake, "sdist": SdistWithSources},
     )

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # dpa-bench with workers and dpa-switch all on DPDK over net_memif (no NIC, no hugepages): the
 # switch thread busy-polls on an lcore pinned to one core, each rank's worker thread on its own.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One dpa-bench job over S software switch servers on this host (UDP loopback), for each S asked:
 # how the aggregate goodput scales when a job's aggregation spreads over several dpa-switch
 # instances (DPA_SWITCH with a list: worker thread t talks to server t mod S).

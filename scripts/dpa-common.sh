@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by every dpa script: --help and --version, and one exit-code convention:
 # 0 success, 1 runtime failure (something on the machine is missing or failed), 2 usage error
 # (the command line or a file named on it is wrong). --help and --version change nothing.

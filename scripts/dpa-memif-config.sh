@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Writes the JSON configs of dpa-switch and of workers connected by net_memif (no NIC, --no-huge):
 # the switch has one memif port per rank (server), each rank one memif port (client) on the
 # socket DIR/rankR.sock. The one source of these configs for scripts/dpa-bench-memif.sh, the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared by dpa-switch-compile.sh, -start.sh, -stop.sh and -controller.sh (sourced). Every failure
 # names what is missing and how to fix it: exit 2 when the command line or the config is wrong,
 # 1 when the machine lacks something (the SDE, a tool) or a step fails.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Compiles the dpa P4 program for one switch config with the Tofino compiler (bf-p4c):
 #
 #   dpa-switch-compile.sh CONFIG INSTALL_DIR SDE_INSTALL BUILD_DIR

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One-shot controller commands against a running dpa switch:
 #
 #   dpa-switch-controller.sh CONFIG INSTALL_DIR SDE_INSTALL reset|counters|setup

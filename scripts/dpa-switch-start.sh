@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Starts the compiled dpa program and its controller in a tmux session (default "dpa-switch"):
 #
 #   dpa-switch-start.sh CONFIG INSTALL_DIR SDE_INSTALL BUILD_DIR

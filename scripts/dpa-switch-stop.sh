@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Stops what dpa-switch-start.sh started: the controller, bf_switchd and the tofino-model in the
 # tmux session (default "dpa-switch"):
 #

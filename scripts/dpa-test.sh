@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Quick start 2: install what is missing, build, and run every test (unit, conformance,
 # multi-process integration over UDP loopback and DPDK virtual devices, install/find_package
 # consumer). DPDK is installed so that the DPDK transport is built and its tests run.

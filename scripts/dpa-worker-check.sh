@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Checks a worker host for dpa: one line per check, read-only (changes nothing).
 #
 #   scripts/dpa-worker-check.sh [options] [PCI_ADDRESS ...]

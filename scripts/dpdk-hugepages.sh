@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Reserves and mounts hugepages for DPDK, and gives back exactly what it reserved.
 #
 #   scripts/dpdk-hugepages.sh reserve [PAGES] [SIZE] [--no-mount]

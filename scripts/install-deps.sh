@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian 12 / Ubuntu 24.04 packages that building and testing dpa needs.
 # Only missing packages are installed, so running it again is cheap.
 #
-#   scripts/install-deps.sh [--with-python] [--with-dpdk]
-#     --with-python  also the PyTorch backend's packages (Python, torch, pybind11, libtorch, pip)
-#     --with-dpdk    also DPDK for the kernel-bypass transport
+#   scripts/install-deps.sh [--with-python-build] [--with-python] [--with-dpdk]
+#     --with-python-build  also what building the Python package needs beside a torch of your own
+#                          (a venv with PyPI torch): Python headers, pybind11, venv, pip,
+#                          setuptools, wheel
+#     --with-python        all of that, plus Debian's torch and what the demo and tests use
+#     --with-dpdk          also DPDK for the kernel-bypass transport
 #
 # Exit status: 0 when everything is installed, 1 when installing failed, 2 for a usage error.
 set -euo pipefail
@@ -18,15 +22,19 @@ packages=(
   iproute2 procps
   libcpp-httplib-dev libsodium-dev
 )
+python_build_packages=(
+  python3 python3-dev pybind11-dev python3-pybind11 python3-pip python3-venv python3-setuptools python3-wheel
+)
 python_packages=(
-  python3 python3-dev python3-torch python3-numpy python3-sklearn python3-matplotlib
-  python3-pytest pybind11-dev libtorch-dev python3-pip python3-venv
+  "${python_build_packages[@]}"
+  python3-torch python3-numpy python3-sklearn python3-matplotlib python3-pytest libtorch-dev
   python3-prometheus-client
 )
 dpdk_packages=(dpdk dpdk-dev libdpdk-dev)
 
 for arg in "$@"; do
   case "$arg" in
+    --with-python-build) packages+=("${python_build_packages[@]}") ;;
     --with-python) packages+=("${python_packages[@]}") ;;
     --with-dpdk) packages+=("${dpdk_packages[@]}") ;;
     *) dpa_usage_error "unknown option '$arg'" ;;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The library's log lines at `level` and above while one of these lives: an extra sink on the
 // "dpa" logger, taken out (and the level restored) when it goes. Create it before any thread that
 // could log starts, and let it go after they have all stopped.
@@ -10,7 +11,7 @@
 
 #include <spdlog/sinks/ostream_sink.h>
 
-#include "api/logging.hpp"
+#include "common/logging.hpp"
 
 namespace dpa::test {
 

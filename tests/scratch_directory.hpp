@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A directory for one test's sockets and files, removed with its content at the test's end. Other
 // users may enter it (0755), so a test about who may open a file inside sees only that file's mode.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Keys of authenticated sessions (docs/protocol.md §6.6), for programs that hand them out
 // themselves (the PyTorch backend's embedded switch): a session key for the switch, and rank r's
 // key derived from it, which is all rank r needs. Without libsodium in this build each function

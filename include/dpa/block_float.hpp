@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Block floating point as a caller sees it when it prepares or finishes a float32 operation's
 // blocks itself (a GPU: AllreduceOptions::block_exponents and wire_result). A block is `payload`
 // consecutive values of the operation (the last one may be shorter). docs/protocol.md §10.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Environment variables read the way Config::from_env() reads the DPA_* ones, for programs that
 // add variables of their own (the PyTorch backend's DPA_TORCH_*). A malformed value is a
 // ConfigError that names the variable, its value and what it accepts:

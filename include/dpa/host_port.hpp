@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // "host:port" text, as DPA_SWITCH, config files and command lines give an address.
 #pragma once
 

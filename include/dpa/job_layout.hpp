@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where a job's ranks run relative to the switch that rank 0 embeds (the PyTorch backend's
 // default): which ranks share rank 0's host, and how large a packet every path to the switch
 // carries. Each rank probes its own facts (RankPlacement::probe), the ranks exchange them (the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The settings of a job whose switch runs on the host of its rank 0 (the PyTorch backend's
 // embedded switch, dpa-bench's own), sized from the job (world size, and which ranks run on other
 // hosts: dpa/job_layout.hpp) and the host (cores, socket buffers, shared memory) once and agreed

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The order in which asynchronous operations reach a Context when several threads submit.
 //
 // Every rank must submit its operations in the same order: operation ids and switch slots line

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The software switch: the dpa aggregation state machine (the same one the Tofino program
 // implements) on UDP sockets or DPDK. `dpa-switch` is a command-line front end to this class;
 // it can also be embedded in a process (tests, the PyTorch backend's local default).

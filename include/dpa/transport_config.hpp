@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Transport settings: a worker (Config::transport) and dpa-switch (SwitchConfig::transport) each
 // pick one transport by giving its typed section, "udp": {...}, "dpdk": {...} or "shm": {...}.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Packet counters of a transport queue (one worker or switch thread's view of its device), and of
 // a context: the sum over its threads' queues (Context::transport_counters).
 #pragma once

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A minimal data-parallel training job on backend "dpa", for torchrun:
 
     torchrun --nproc_per_node 4 python/examples/train.py

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "dpa/config.hpp"
 
 #include <algorithm>
@@ -15,9 +16,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "api/env.hpp"
-#include "api/json_fields.hpp"
-#include "api/transport_json.hpp"
+#include "common/env.hpp"
+#include "common/json_fields.hpp"
+#include "transport/transport_json.hpp"
 #include "dpa/env.hpp"
 #include "dpa/error.hpp"
 #include "dpa/host_port.hpp"

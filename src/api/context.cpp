@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "dpa/context.hpp"
 
 #include <algorithm>
@@ -7,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "api/logging.hpp"
+#include "common/logging.hpp"
 #include "engine/join.hpp"
 #include "engine/operation.hpp"
 #include "engine/engine_runner.hpp"

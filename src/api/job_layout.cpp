@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "dpa/job_layout.hpp"
 
 #include <arpa/inet.h>
@@ -12,7 +13,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -20,6 +20,8 @@
 
 #include <fmt/format.h>
 
+#include "common/boot_id.hpp"
+#include "common/unique_fd.hpp"
 #include "dpa/error.hpp"
 #include "transport/endpoint.hpp"
 
@@ -36,13 +38,6 @@ std::string file_identity(const char* path) {
   return fmt::format("{}:{}", status.st_dev, status.st_ino);
 }
 
-std::optional<std::string> boot_id() {
-  std::ifstream file("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  if (!(file >> id)) return std::nullopt;
-  return id;
-}
-
 std::string host_name() {
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0) return "unknown";
@@ -54,16 +49,6 @@ std::string ipv4_text(const in_addr& address) {
   return inet_ntop(AF_INET, &address, text, sizeof(text)) != nullptr ? text : "";
 }
 
-struct Fd {
-  int fd;
-  explicit Fd(int descriptor) : fd(descriptor) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
-
 }  // namespace
 
 RankPlacement RankPlacement::probe(const Config& config, const std::string& toward,
@@ -72,7 +57,7 @@ RankPlacement RankPlacement::probe(const Config& config, const std::string& towa
   placement.hostname = host_name();
   // Without a boot id the hostname stands in for the kernel: the initial network namespace has
   // the same inode on every host, and tmpfs device numbers repeat between hosts.
-  placement.host_key = "boot=" + boot_id().value_or("host:" + placement.hostname) +
+  placement.host_key = "boot=" + detail::boot_id().value_or("host:" + placement.hostname) +
                        " net=" + file_identity("/proc/self/ns/net") + " shm=" + file_identity(shm_directory.c_str());
   Route route{"", kConservativeMtu};
   if (!toward.empty()) {
@@ -143,21 +128,21 @@ JobLayout JobLayout::of(const std::vector<RankPlacement>& ranks) {
 Route route_to(const std::string& host, const std::string& what) {
   // Any port: connecting a UDP socket only picks the route.
   const transport::Endpoint target = transport::Endpoint::resolve(host, 9, what);
-  const Fd socket(::socket(AF_INET, SOCK_DGRAM, 0));
-  if (socket.fd < 0) throw Error(fmt::format("cannot create a UDP socket: {}", std::strerror(errno)));
+  const detail::UniqueFd socket(::socket(AF_INET, SOCK_DGRAM, 0));
+  if (socket.get() < 0) throw Error(fmt::format("cannot create a UDP socket: {}", std::strerror(errno)));
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(target.port);
   address.sin_addr.s_addr = htonl(target.address);
-  if (::connect(socket.fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+  if (::connect(socket.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
     throw ConfigError(fmt::format("{} \"{}\": no route to it from this host ({})", what, host, std::strerror(errno)));
   }
   sockaddr_in local{};
   socklen_t length = sizeof(local);
   int mtu = 0;
   socklen_t mtu_length = sizeof(mtu);
-  if (::getsockname(socket.fd, reinterpret_cast<sockaddr*>(&local), &length) != 0 ||
-      ::getsockopt(socket.fd, IPPROTO_IP, IP_MTU, &mtu, &mtu_length) != 0) {
+  if (::getsockname(socket.get(), reinterpret_cast<sockaddr*>(&local), &length) != 0 ||
+      ::getsockopt(socket.get(), IPPROTO_IP, IP_MTU, &mtu, &mtu_length) != 0) {
     throw Error(fmt::format("{} \"{}\": cannot read the route to it ({})", what, host, std::strerror(errno)));
   }
   return Route{ipv4_text(local.sin_addr), static_cast<std::uint32_t>(std::max(mtu, 0))};
@@ -178,10 +163,10 @@ std::uint32_t interface_mtu(const std::string& address) {
   for (const ifaddrs* entry = interfaces; entry != nullptr; entry = entry->ifa_next) {
     if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET) continue;
     if (reinterpret_cast<const sockaddr_in*>(entry->ifa_addr)->sin_addr.s_addr != wanted.s_addr) continue;
-    const Fd socket(::socket(AF_INET, SOCK_DGRAM, 0));
+    const detail::UniqueFd socket(::socket(AF_INET, SOCK_DGRAM, 0));
     ifreq request{};
     std::strncpy(request.ifr_name, entry->ifa_name, IFNAMSIZ - 1);
-    if (socket.fd < 0 || ::ioctl(socket.fd, SIOCGIFMTU, &request) != 0) return 0;
+    if (socket.get() < 0 || ::ioctl(socket.get(), SIOCGIFMTU, &request) != 0) return 0;
     return static_cast<std::uint32_t>(std::max(request.ifr_mtu, 0));
   }
   return 0;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "dpa/job_sizing.hpp"
 
 #include <sched.h>
@@ -13,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "api/logging.hpp"
+#include "common/logging.hpp"
 #include "dpa/env.hpp"
 #include "dpa/error.hpp"
 #include "protocol/wire.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "dpa/submit_order.hpp"
 
 #include <algorithm>

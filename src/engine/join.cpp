@@ -5,7 +5,7 @@
 #include <random>
 #include <string>
 
-#include "api/logging.hpp"
+#include "common/logging.hpp"
 #include "dpa/error.hpp"
 #include "transport/send.hpp"
 

@@ -3,7 +3,7 @@
 #include <exception>
 #include <utility>
 
-#include "api/logging.hpp"
+#include "common/logging.hpp"
 #include "engine/engine_runner.hpp"
 
 namespace dpa::detail {

@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "api/logging.hpp"
+#include "common/logging.hpp"
 #include "dpa/error.hpp"
 #include "switch/control_secret.hpp"
 #include "switch/counter_fields.hpp"

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "common/unique_fd.hpp"
 #include "dpa/error.hpp"
 
 namespace dpa::sw {
@@ -36,21 +37,12 @@ sockaddr_un unix_address(const std::string& path, const std::string& target) {
   return address;
 }
 
-// Closes a descriptor unless released.
-struct OwnedFd {
-  int fd = -1;
-  ~OwnedFd() {
-    if (fd >= 0) close(fd);
-  }
-  int release() { return std::exchange(fd, -1); }
-};
-
 // Whether a process listens on the Unix socket at `path` (a stale one refuses connections).
 bool socket_in_use(const std::string& path) {
   const sockaddr_un address = unix_address(path, path);
-  const OwnedFd probe{socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)};
-  if (probe.fd < 0) throw Error("control socket " + path + ": socket: " + errno_text());
-  if (connect(probe.fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0) return true;
+  const dpa::detail::UniqueFd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (probe.get() < 0) throw Error("control socket " + path + ": socket: " + errno_text());
+  if (connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0) return true;
   if (errno == ECONNREFUSED || errno == ENOENT) return false;
   if (errno == EAGAIN) return true;  // a full backlog: someone listens
   throw Error(fmt::format("control socket {}: cannot tell whether another process serves on it: {}", path,
@@ -108,10 +100,10 @@ void ControlListener::listen_unix(const std::filesystem::path& path, mode_t mode
   const PrivateDirectory staging_directory(parent);
   const std::string staging = staging_directory.path + "/s";
   const sockaddr_un address = unix_address(staging, target);
-  OwnedFd listener{socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)};
-  if (listener.fd < 0) throw Error("control socket " + target + ": socket: " + errno_text());
-  if (bind(listener.fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 ||
-      chmod(staging.c_str(), mode) != 0 || listen(listener.fd, kBacklog) != 0) {
+  dpa::detail::UniqueFd listener(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (listener.get() < 0) throw Error("control socket " + target + ": socket: " + errno_text());
+  if (bind(listener.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 ||
+      chmod(staging.c_str(), mode) != 0 || listen(listener.get(), kBacklog) != 0) {
     throw Error(fmt::format("cannot serve the control channel on unix:{}: {}", target, errno_text()));
   }
   // link() fails if something appeared at the path meanwhile, where rename() would replace it.
@@ -133,15 +125,15 @@ void ControlListener::listen_tcp(const HostPort& where) {
   if (inet_pton(AF_INET, where.host.c_str(), &address.sin_addr) != 1) {
     throw ConfigError("control channel host \"" + where.host + "\" is not an IPv4 address");
   }
-  OwnedFd listener{socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)};
+  dpa::detail::UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   const int on = 1;
-  if (listener.fd < 0 || setsockopt(listener.fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
-      bind(listener.fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      listen(listener.fd, kBacklog) != 0) {
+  if (listener.get() < 0 || setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+      bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      listen(listener.get(), kBacklog) != 0) {
     throw Error("cannot listen for control connections on " + where.to_string() + ": " + errno_text());
   }
   socklen_t length = sizeof address;
-  getsockname(listener.fd, reinterpret_cast<sockaddr*>(&address), &length);
+  getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &length);
   host_ = where.host;
   port_ = ntohs(address.sin_port);
   fd_ = listener.release();

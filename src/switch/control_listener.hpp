@@ -39,7 +39,6 @@ class ControlListener {
   ControlListener& operator=(const ControlListener&) = delete;
 
   [[nodiscard]] int fd() const { return fd_; }
-  [[nodiscard]] bool is_unix() const { return unix_path_.has_value(); }
   [[nodiscard]] std::uint16_t port() const { return port_; }  // TCP: the bound port
   // "unix:PATH" or "HOST:PORT" with the bound port.
   [[nodiscard]] std::string where() const;

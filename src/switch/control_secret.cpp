@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "common/unique_fd.hpp"
 #include "dpa/error.hpp"
 
 namespace dpa::sw {
@@ -18,24 +19,16 @@ namespace {
 
 constexpr std::size_t kMaxControlSecretBytes = 4096;
 
-// Closes the descriptor on every way out of read_control_secret.
-struct FileDescriptor {
-  int fd;
-  ~FileDescriptor() {
-    if (fd >= 0) close(fd);
-  }
-};
-
 }  // namespace
 
 std::string read_control_secret(const std::string& path, std::string_view flag) {
   const auto fail = [&](const std::string& problem) {
     return ConfigError(fmt::format("{} {}: {}", flag, path, problem));
   };
-  const FileDescriptor file{open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)};
-  if (file.fd < 0) throw fail(fmt::format("cannot open: {}", std::strerror(errno)));
+  const dpa::detail::UniqueFd file(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (file.get() < 0) throw fail(fmt::format("cannot open: {}", std::strerror(errno)));
   struct stat status {};
-  if (fstat(file.fd, &status) != 0) throw fail(fmt::format("cannot stat: {}", std::strerror(errno)));
+  if (fstat(file.get(), &status) != 0) throw fail(fmt::format("cannot stat: {}", std::strerror(errno)));
   if (!S_ISREG(status.st_mode)) throw fail("not a regular file");
   const unsigned mode = status.st_mode & 07777u;
   if ((mode & 077u) != 0) {
@@ -44,7 +37,7 @@ std::string read_control_secret(const std::string& path, std::string_view flag) 
   std::string secret(kMaxControlSecretBytes + 1, '\0');
   std::size_t length = 0;
   for (;;) {
-    const ssize_t n = read(file.fd, secret.data() + length, secret.size() - length);
+    const ssize_t n = read(file.get(), secret.data() + length, secret.size() - length);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw fail(fmt::format("cannot read: {}", std::strerror(errno)));
     if (n == 0) break;

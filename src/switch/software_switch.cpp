@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "api/logging.hpp"
+#include "common/logging.hpp"
 #include "dpa/error.hpp"
 #include "protocol/auth.hpp"
 #include "protocol/wire.hpp"

@@ -11,8 +11,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "api/json_fields.hpp"
-#include "api/transport_json.hpp"
+#include "common/json_fields.hpp"
+#include "transport/transport_json.hpp"
 #include "dpa/error.hpp"
 #include "dpa/host_port.hpp"
 #include "dpa/switch.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The command-line conventions every dpa tool shares: --help and --version print and exit 0, a
 // usage error prints what is wrong and exits 2; runtime failures are the tool's own exit 1.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dpa-bench: allreduce throughput and latency, every result verified (docs/benchmark-tools.md). By
 // default it starts a software switch in this process and N local worker processes (copies of
 // itself with --worker); with --switch it uses an existing switch, and with --worker it runs as
@@ -25,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/boot_id.hpp"
 #include "dpa/context.hpp"
 #include "dpa/env.hpp"
 #include "dpa/error.hpp"
@@ -93,7 +95,6 @@ struct Settings {
   int straggler_delay_ms = 0;
   std::string modes;  // comma list of full, reactive, preemptive
   std::string json_path;
-  bool verify = false;  // accepted for older scripts: every result is verified
   std::string transport;  // udp, dpdk, shm; empty: chosen in main() (see --transport)
   std::string transport_config;  // JSON with a "udp", "dpdk" or "shm" section; "{rank}" becomes the rank
   std::string shm_fabric;        // --transport shm without a config: the run's fabric
@@ -380,6 +381,8 @@ int run_rank(const Settings& s, const dpa::Config& config, std::ostream& out, co
     std::size_t wrong = 0;
     std::size_t checked = 0;
     bool corrupt_next = s.inject_wrong && rank == ranks - 1;
+    // K = N: a block is right only with every rank in it, whatever the library's bitmap says.
+    const std::uint64_t required_contributors = s.mode == "full" ? bench::all_ranks(ranks) : 0;
     dpa::OpStats totals;
     double back_to_back_s = 0;
     // The latency view's starts and ends on CLOCK_MONOTONIC (steady_clock), which the ranks of one
@@ -424,7 +427,7 @@ int run_rank(const Settings& s, const dpa::Config& config, std::ostream& out, co
           keys[static_cast<std::size_t>(r)] = bench::input_key(s.seed, size_index, view, first + j, r);
         }
         wrong += bench::count_wrong(pool[j].data(), count, is_float, rank, keys, session.payload(),
-                                    contributors[j].data());
+                                    contributors[j].data(), required_contributors);
         checked += count;
       }
       return seconds;
@@ -462,7 +465,7 @@ int run_rank(const Settings& s, const dpa::Config& config, std::ostream& out, co
                  {"back_to_back_s", back_to_back_s},
                  {"latency_start_us", latency_start_us},
                  {"latency_end_us", latency_end_us},
-                 {"boot_id", bench::boot_id()},
+                 {"boot_id", dpa::detail::boot_id().value_or("")},  // ranks of one kernel share CLOCK_MONOTONIC
                  {"retransmissions", totals.retransmissions},
                  {"blocks", totals.blocks},
                  {"partial", totals.blocks_partial},
@@ -802,7 +805,6 @@ int main(int argc, char** argv) {
   app.add_option("--join-timeout-ms", s.join_timeout_ms,
                  "A worker fails if not every rank joined by then (DPA_JOIN_TIMEOUT_MS; default 30000)");
   app.add_option("--json", s.json_path, "Also write the report here (schema: docs/benchmark-tools.md)");
-  app.add_flag("--verify", s.verify, "Accepted for older scripts: every result is verified anyway");
   app.add_flag("--worker", s.worker, "Run as one rank (used by the launcher and for multi-host runs)");
   app.add_option("--rank", s.rank, "This worker's rank (DPA_RANK)");
   app.add_option("--mode", s.mode)->check(CLI::IsMember({"full", "reactive", "preemptive"}));

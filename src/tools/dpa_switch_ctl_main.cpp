@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dpa-switch-ctl: the requests of dpa-switch's control channel (src/switch/control_channel.hpp)
 // from a shell: list sessions with their state, add and remove sessions, read the counters, set
 // the manual clock. Exit codes: 0 done, 1 the switch refused or could not be reached, 2 usage.
@@ -178,181 +179,209 @@ json content(json reply) {
   return reply;
 }
 
+// Every flag's value and the subcommands, as parsed.
+struct Options {
+  std::string control;
+  std::string secret_file;
+  bool as_json = false;
+  int timeout_ms = 10000;
+  CLI::App* sessions = nullptr;
+  CLI::App* counters = nullptr;
+  CLI::App* add = nullptr;
+  CLI::App* remove = nullptr;
+  CLI::App* set_clock = nullptr;
+  CLI::App* rank_key = nullptr;
+  // add-session: each given flag overrides its key of --from-json.
+  std::string session_json;
+  std::optional<std::uint32_t> id;
+  std::optional<int> world_size;
+  std::optional<int> k;
+  std::optional<std::uint32_t> payload;
+  std::optional<std::uint32_t> pool_base;
+  std::optional<std::uint32_t> pool_size;
+  std::optional<std::int64_t> straggler_timeout_us;
+  std::optional<std::int64_t> idle_timeout_ms;
+  std::vector<std::string> workers;
+  std::optional<std::string> auth_key_file;
+  std::uint32_t remove_id = 0;
+  std::uint32_t ticks = 0;
+  std::string session_key_file;
+  std::uint32_t key_rank = 0;
+};
+
+void add_options(CLI::App& app, Options& o) {
+  app.set_version_flag("--version", std::string("dpa-switch-ctl ") + DPA_SWITCH_CTL_VERSION,
+                       "Print the version and exit");
+  app.add_option("-c,--control", o.control,
+                 "The control channel: a Unix socket path (unix:PATH, or any path with a '/'), host:port, or a "
+                 "port on 127.0.0.1 (default: $DPA_SWITCH_CONTROL)");
+  app.add_option("--control-secret-file,--secret-file", o.secret_file,
+                 "Send the secret in this file (mode 0600) first, as dpa-switch --control-secret-file wants over "
+                 "TCP (default: $DPA_SWITCH_CONTROL_SECRET_FILE)");
+  app.add_flag("--json", o.as_json, "Print the reply as JSON instead of text");
+  app.add_option("--timeout-ms", o.timeout_ms, "Give up on the switch after this long")
+      ->check(CLI::Range(1, 3'600'000))
+      ->capture_default_str();
+  app.require_subcommand(1);
+  app.fallthrough();  // --control, --control-secret-file, --json and --timeout-ms also after the subcommand
+
+  o.sessions = app.add_subcommand("sessions", "List the sessions with their state and counters");
+  o.counters = app.add_subcommand("counters", "Print the switch's counters, summed over its threads");
+
+  CLI::App* add = o.add = app.add_subcommand("add-session", "Add a session (the keys of a config's \"sessions\" entry)");
+  add->add_option("--from-json", o.session_json,
+                  "The session as a JSON object, e.g. '{\"id\": 2, \"world_size\": 4}'; the flags below "
+                  "override its keys");
+  add->add_option("--session,--id", o.id, "Session id (id)");
+  add->add_option("-n,--ranks,--world-size", o.world_size, "Ranks in the session (world_size)");
+  add->add_option("--k", o.k, "Fastest-K default, 0: K = world size (k)");
+  add->add_option("--payload", o.payload, "Values per packet (payload)");
+  add->add_option("--pool-base", o.pool_base, "First slot of the session (pool_base)");
+  add->add_option("--pool-size", o.pool_size, "Slots of the session (pool_size)");
+  add->add_option("--straggler-timeout-us", o.straggler_timeout_us,
+                  "Reactive fastest-K: wait this long before completing a slot with K (straggler_timeout_us)");
+  add->add_option("--idle-timeout-ms", o.idle_timeout_ms,
+                  "A join generation idle this long no longer holds the session (idle_timeout_ms)");
+  add->add_option("--workers", o.workers, "Worker addresses (ip or ip:port), one per rank or one for all (workers)")
+      ->delimiter(',');
+  add->add_option("--auth-key-file", o.auth_key_file,
+                  "The session key's file, read by dpa-switch on its host (a relative path from its working "
+                  "directory): the session authenticates its packets (auth_key_file)");
+
+  o.remove = app.add_subcommand("remove-session", "Remove a session");
+  o.remove->add_option("id", o.remove_id, "Session id")->required();
+
+  o.set_clock = app.add_subcommand("set-clock", "Set the straggler timer's clock (dpa-switch --manual-clock)");
+  o.set_clock->add_option("ticks", o.ticks, "Clock value in ticks of 65.536 us")->required();
+
+  o.rank_key = app.add_subcommand(
+      "rank-key", "Print rank R's authentication key, derived from a session key file (docs/protocol.md §6.6); "
+                  "needs no switch");
+  o.rank_key->add_option("session_key_file", o.session_key_file, "The session's auth_key_file")->required();
+  o.rank_key->add_option("rank", o.key_rank, "The rank")->required()->check(CLI::Range(0, 63));
+}
+
+// Where the control channel is: --control, else DPA_SWITCH_CONTROL.
+std::variant<UnixPath, dpa::HostPort> resolve_address(const CLI::App& app, const Options& o) {
+  if (!o.control.empty()) return control_address(o.control, "--control ");
+  const char* from_environment = std::getenv("DPA_SWITCH_CONTROL");
+  if (from_environment == nullptr || *from_environment == '\0') {
+    throw dpa::ConfigError("no control channel: give --control PATH or HOST:PORT, or set DPA_SWITCH_CONTROL "
+                           "(dpa-switch serves it with --control PATH or --control-port)");
+  }
+  return control_address(from_environment, app.count("--control") > 0 ? "--control " : "DPA_SWITCH_CONTROL=");
+}
+
+// The secret to send first: --control-secret-file, else DPA_SWITCH_CONTROL_SECRET_FILE, else none.
+std::optional<std::string> resolve_secret(const Options& o) {
+  if (!o.secret_file.empty()) return dpa::sw::read_control_secret(o.secret_file, "--control-secret-file");
+  const char* from_environment = std::getenv("DPA_SWITCH_CONTROL_SECRET_FILE");
+  if (from_environment == nullptr || *from_environment == '\0') return std::nullopt;
+  return dpa::sw::read_control_secret(from_environment, "DPA_SWITCH_CONTROL_SECRET_FILE=");
+}
+
+json add_session_request(const Options& o) {
+  json session = json::object();
+  if (!o.session_json.empty()) {
+    try {
+      session = json::parse(o.session_json);
+    } catch (const json::exception& error) {
+      throw dpa::ConfigError(std::string("--from-json: invalid JSON: ") + error.what());
+    }
+    if (!session.is_object()) throw dpa::ConfigError("--from-json: expected a JSON object");
+  }
+  if (o.id) session["id"] = *o.id;
+  if (o.world_size) session["world_size"] = *o.world_size;
+  if (o.k) session["k"] = *o.k;
+  if (o.payload) session["payload"] = *o.payload;
+  if (o.pool_base) session["pool_base"] = *o.pool_base;
+  if (o.pool_size) session["pool_size"] = *o.pool_size;
+  if (o.straggler_timeout_us) session["straggler_timeout_us"] = *o.straggler_timeout_us;
+  if (o.idle_timeout_ms) session["idle_timeout_ms"] = *o.idle_timeout_ms;
+  if (!o.workers.empty()) session["workers"] = o.workers;
+  if (o.auth_key_file) session["auth_key_file"] = *o.auth_key_file;
+  if (!session.contains("id") || !session.contains("world_size")) {
+    throw dpa::ConfigError("add-session: give at least --session and --ranks (or both keys in --from-json)");
+  }
+  return {{"op", "add_session"}, {"session", session}};
+}
+
+// The request of the subcommand given.
+json build_request(const Options& o) {
+  if (*o.sessions) return {{"op", "session_status"}};
+  if (*o.counters) return {{"op", "counters"}};
+  if (*o.remove) return {{"op", "remove_session"}, {"id", o.remove_id}};
+  if (*o.set_clock) return {{"op", "set_clock"}, {"ticks", o.ticks}};
+  return add_session_request(o);
+}
+
+void print_reply(const Options& o, const json& request, const json& reply) {
+  if (o.as_json) {
+    std::cout << content(reply).dump(2) << "\n";
+  } else if (*o.sessions) {
+    print_sessions(reply.at("sessions"));
+  } else if (*o.counters) {
+    for (const auto& [name, value] : reply.at("counters").items()) std::cout << name << " " << value << "\n";
+    if (reply.contains("control_channel")) {
+      for (const auto& [name, value] : reply["control_channel"].items()) {
+        std::cout << "control_channel." << name << " " << value << "\n";
+      }
+    }
+  } else if (*o.add) {
+    std::cout << "session " << request["session"]["id"] << " added\n";
+  } else if (*o.remove) {
+    std::cout << "session " << o.remove_id << " removed\n";
+  } else {
+    std::cout << "clock set to " << o.ticks << " ticks\n";
+  }
+}
+
+// Sends the request (after the secret, if any) and prints the reply; a refusal is a Failure.
+void run(const Options& o, const std::variant<UnixPath, dpa::HostPort>& address,
+         const std::optional<std::string>& secret, const json& request) {
+  Connection connection(address, Clock::now() + std::chrono::milliseconds(o.timeout_ms));
+  if (secret) {
+    const json authenticated = connection.request({{"op", "auth"}, {"secret", *secret}});
+    if (!authenticated.is_object() || authenticated.value("ok", false) != true) {
+      throw Failure{"dpa-switch refused the secret: " + authenticated.value("error", authenticated.dump())};
+    }
+  }
+  const json reply = connection.request(request);
+  if (!reply.is_object() || !reply.contains("ok") || !reply["ok"].is_boolean()) {
+    throw Failure{"the switch's reply has no \"ok\": " + reply.dump()};
+  }
+  if (!reply["ok"].get<bool>()) {
+    if (o.as_json) std::cout << reply.dump(2) << "\n";
+    const bool has_error = reply.contains("error") && reply["error"].is_string();
+    const std::string error = has_error ? reply["error"].get<std::string>() : reply.dump();
+    throw Failure{"dpa-switch refused " + request["op"].get<std::string>() + ": " + error};
+  }
+  print_reply(o, request, reply);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"dpa-switch-ctl: requests to a running dpa-switch's control channel (dpa-switch --control or "
                "--control-port)"};
-  app.set_version_flag("--version", std::string("dpa-switch-ctl ") + DPA_SWITCH_CTL_VERSION,
-                       "Print the version and exit");
-  std::string control;
-  app.add_option("-c,--control", control,
-                 "The control channel: a Unix socket path (unix:PATH, or any path with a '/'), host:port, or a "
-                 "port on 127.0.0.1 (default: $DPA_SWITCH_CONTROL)");
-  std::string secret_file;
-  app.add_option("--secret-file", secret_file,
-                 "Send the secret in this file (mode 0600) first, as dpa-switch --control-secret-file wants over "
-                 "TCP (default: $DPA_SWITCH_CONTROL_SECRET_FILE)");
-  bool as_json = false;
-  app.add_flag("--json", as_json, "Print the reply as JSON instead of text");
-  int timeout_ms = 10000;
-  app.add_option("--timeout-ms", timeout_ms, "Give up on the switch after this long")
-      ->check(CLI::Range(1, 3'600'000))
-      ->capture_default_str();
-  app.require_subcommand(1);
-  app.fallthrough();  // --control, --secret-file, --json and --timeout-ms also after the subcommand
-
-  CLI::App* sessions = app.add_subcommand("sessions", "List the sessions with their state and counters");
-  CLI::App* counters = app.add_subcommand("counters", "Print the switch's counters, summed over its threads");
-
-  CLI::App* add = app.add_subcommand("add-session", "Add a session (the keys of a config's \"sessions\" entry)");
-  std::string session_json;
-  add->add_option("--from-json", session_json,
-                  "The session as a JSON object, e.g. '{\"id\": 2, \"world_size\": 4}'; the flags below "
-                  "override its keys");
-  std::optional<std::uint32_t> id;
-  add->add_option("--id", id, "Session id (id)");
-  std::optional<int> world_size;
-  add->add_option("--world-size", world_size, "Ranks in the session (world_size)");
-  std::optional<int> k;
-  add->add_option("--k", k, "Fastest-K default, 0: K = world size (k)");
-  std::optional<std::uint32_t> payload;
-  add->add_option("--payload", payload, "Values per packet (payload)");
-  std::optional<std::uint32_t> pool_base;
-  add->add_option("--pool-base", pool_base, "First slot of the session (pool_base)");
-  std::optional<std::uint32_t> pool_size;
-  add->add_option("--pool-size", pool_size, "Slots of the session (pool_size)");
-  std::optional<std::int64_t> straggler_timeout_us;
-  add->add_option("--straggler-timeout-us", straggler_timeout_us,
-                  "Reactive fastest-K: wait this long before completing a slot with K (straggler_timeout_us)");
-  std::optional<std::int64_t> idle_timeout_ms;
-  add->add_option("--idle-timeout-ms", idle_timeout_ms,
-                  "A join generation idle this long no longer holds the session (idle_timeout_ms)");
-  std::vector<std::string> workers;
-  add->add_option("--workers", workers, "Worker addresses (ip or ip:port), one per rank or one for all (workers)")
-      ->delimiter(',');
-  std::optional<std::string> auth_key_file;
-  add->add_option("--auth-key-file", auth_key_file,
-                  "The session key's file, read by dpa-switch on its host (a relative path from its working "
-                  "directory): the session authenticates its packets (auth_key_file)");
-
-  CLI::App* remove = app.add_subcommand("remove-session", "Remove a session");
-  std::uint32_t remove_id = 0;
-  remove->add_option("id", remove_id, "Session id")->required();
-
-  CLI::App* set_clock = app.add_subcommand("set-clock", "Set the straggler timer's clock (dpa-switch --manual-clock)");
-  std::uint32_t ticks = 0;
-  set_clock->add_option("ticks", ticks, "Clock value in ticks of 65.536 us")->required();
-
-  CLI::App* rank_key = app.add_subcommand(
-      "rank-key", "Print rank R's authentication key, derived from a session key file (docs/protocol.md §6.6); "
-                  "needs no switch");
-  std::string session_key_file;
-  std::uint32_t key_rank = 0;
-  rank_key->add_option("session_key_file", session_key_file, "The session's auth_key_file")->required();
-  rank_key->add_option("rank", key_rank, "The rank")->required()->check(CLI::Range(0, 63));
-
+  Options options;
+  add_options(app, options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     // CLI11 exits 0 for --help/--version and 100+ for usage errors: 2 for all of those.
     return app.exit(error) == 0 ? 0 : kExitUsage;
   }
-
-  json request;
   try {
-    if (*rank_key) {
-      const dpa::protocol::AuthKey session_key = dpa::protocol::read_auth_key_file(session_key_file, "rank-key");
-      std::cout << dpa::protocol::to_hex(dpa::protocol::derive_rank_key(session_key, key_rank)) << '\n';
+    if (*options.rank_key) {
+      const dpa::protocol::AuthKey session_key =
+          dpa::protocol::read_auth_key_file(options.session_key_file, "rank-key");
+      std::cout << dpa::protocol::to_hex(dpa::protocol::derive_rank_key(session_key, options.key_rank)) << '\n';
       return 0;
     }
-    if (control.empty()) {
-      const char* from_environment = std::getenv("DPA_SWITCH_CONTROL");
-      if (from_environment == nullptr || *from_environment == '\0') {
-        throw dpa::ConfigError("no control channel: give --control PATH or HOST:PORT, or set DPA_SWITCH_CONTROL "
-                               "(dpa-switch serves it with --control PATH or --control-port)");
-      }
-      control = from_environment;
-    }
-    const auto address = control_address(control, app.count("--control") > 0 ? "--control " : "DPA_SWITCH_CONTROL=");
-    std::optional<std::string> secret;
-    if (secret_file.empty()) {
-      const char* from_environment = std::getenv("DPA_SWITCH_CONTROL_SECRET_FILE");
-      if (from_environment != nullptr && *from_environment != '\0') {
-        secret = dpa::sw::read_control_secret(from_environment, "DPA_SWITCH_CONTROL_SECRET_FILE=");
-      }
-    } else {
-      secret = dpa::sw::read_control_secret(secret_file, "--secret-file");
-    }
-    if (*sessions) {
-      request = {{"op", "session_status"}};
-    } else if (*counters) {
-      request = {{"op", "counters"}};
-    } else if (*remove) {
-      request = {{"op", "remove_session"}, {"id", remove_id}};
-    } else if (*set_clock) {
-      request = {{"op", "set_clock"}, {"ticks", ticks}};
-    } else {
-      json session = json::object();
-      if (!session_json.empty()) {
-        try {
-          session = json::parse(session_json);
-        } catch (const json::exception& error) {
-          throw dpa::ConfigError(std::string("--from-json: invalid JSON: ") + error.what());
-        }
-        if (!session.is_object()) throw dpa::ConfigError("--from-json: expected a JSON object");
-      }
-      if (id) session["id"] = *id;
-      if (world_size) session["world_size"] = *world_size;
-      if (k) session["k"] = *k;
-      if (payload) session["payload"] = *payload;
-      if (pool_base) session["pool_base"] = *pool_base;
-      if (pool_size) session["pool_size"] = *pool_size;
-      if (straggler_timeout_us) session["straggler_timeout_us"] = *straggler_timeout_us;
-      if (idle_timeout_ms) session["idle_timeout_ms"] = *idle_timeout_ms;
-      if (!workers.empty()) session["workers"] = workers;
-      if (auth_key_file) session["auth_key_file"] = *auth_key_file;
-      if (!session.contains("id") || !session.contains("world_size")) {
-        throw dpa::ConfigError("add-session: give at least --id and --world-size (or both keys in --from-json)");
-      }
-      request = {{"op", "add_session"}, {"session", session}};
-    }
-
-    Connection connection(address, Clock::now() + std::chrono::milliseconds(timeout_ms));
-    if (secret) {
-      const json authenticated = connection.request({{"op", "auth"}, {"secret", *secret}});
-      if (!authenticated.is_object() || authenticated.value("ok", false) != true) {
-        throw Failure{"dpa-switch refused the secret: " + authenticated.value("error", authenticated.dump())};
-      }
-    }
-    const json reply = connection.request(request);
-    if (!reply.is_object() || !reply.contains("ok") || !reply["ok"].is_boolean()) {
-      throw Failure{"the switch's reply has no \"ok\": " + reply.dump()};
-    }
-    if (!reply["ok"].get<bool>()) {
-      if (as_json) std::cout << reply.dump(2) << "\n";
-      const bool has_error = reply.contains("error") && reply["error"].is_string();
-      const std::string error = has_error ? reply["error"].get<std::string>() : reply.dump();
-      throw Failure{"dpa-switch refused " + request["op"].get<std::string>() + ": " + error};
-    }
-    if (as_json) {
-      std::cout << content(reply).dump(2) << "\n";
-    } else if (*sessions) {
-      print_sessions(reply.at("sessions"));
-    } else if (*counters) {
-      for (const auto& [name, value] : reply.at("counters").items()) std::cout << name << " " << value << "\n";
-      if (reply.contains("control_channel")) {
-        for (const auto& [name, value] : reply["control_channel"].items()) {
-          std::cout << "control_channel." << name << " " << value << "\n";
-        }
-      }
-    } else if (*add) {
-      std::cout << "session " << request["session"]["id"] << " added\n";
-    } else if (*remove) {
-      std::cout << "session " << remove_id << " removed\n";
-    } else {
-      std::cout << "clock set to " << ticks << " ticks\n";
-    }
+    const auto address = resolve_address(app, options);
+    const std::optional<std::string> secret = resolve_secret(options);
+    run(options, address, secret, build_request(options));
     return 0;
   } catch (const dpa::ConfigError& error) {
     std::cerr << "dpa-switch-ctl: " << error.what() << "\n";

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Child processes for the launchers (dpa-bench, the integration tests): spawn with captured
 // stdout, wait with a deadline, and never leave one behind.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Packet buffers owned by a transport (NCCL net-plugin style: the transport owns the memory,
 // the caller borrows it). A transmit buffer is allocated from a Queue, filled in place, sent as
 // often as needed (a retransmission sends the same buffer again, no copy) and released once.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/core_choice.hpp"
 
 #include <fcntl.h>
@@ -11,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "api/logging.hpp"
+#include "common/logging.hpp"
 
 namespace dpa::transport {
 

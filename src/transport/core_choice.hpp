@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which cores a process's busy-polling threads (DPDK lcores) run on when no core list is
 // configured: one core each, among the CPUs the process may use (its affinity: taskset, a cgroup
 // cpuset), none that another dpa process on the host has taken. Two busy pollers on one core cut

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A device: one opened transport endpoint (Gloo's device): a socket address or a DPDK port.
 // It reports what it can do and hands out one Queue per thread.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An IPv4 UDP endpoint, the address every transport speaks in.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one place that knows every transport: opens the device a TransportConfig names.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fault injection around any queue, for tests: drops, duplicates, reorders and delays packets,
 // reproducibly from a seed, so the protocol's recovery paths run on loopback and virtual devices.
 #pragma once

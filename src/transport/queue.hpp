@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A queue: one thread's view of a Device (Gloo's pair, NCCL's comm). Nothing in a queue is
 // shared or locked, so each thread owns one; different queues of a device run in parallel.
 #pragma once

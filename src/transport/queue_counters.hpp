@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-queue packet counters, read by the thread that owns the queue: the public
 // dpa::TransportCounters, which a context also reports summed over its queues.
 #pragma once

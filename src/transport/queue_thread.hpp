@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The thread that drives one queue (a runner's poll loop): a std::thread for sockets, a DPDK lcore
 // pinned to its core for DPDK. Device::launch starts one; destroying it waits until the body has
 // returned, so the body's owner makes it return first (a stop flag it polls).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sending through a Queue beyond one send() call: a burst that meets a full device queue, and
 // one datagram copied into a transmit buffer (for the few packets that are not on the data path,
 // JOIN and LEAVE, and for tests; the data path fills transmit buffers in place).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Validation of the typed transport sections; every message names "<section>.<key>".
 #include <arpa/inet.h>
 

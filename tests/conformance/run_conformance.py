@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Runs conformance cases against dpa-switch on loopback: one process per case file.
 
     run_conformance.py --switch build/src/tools/dpa-switch tests/conformance/cases/[FILE.json|DIR]...

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs a built dpa into a scratch prefix, builds tests/consumer/project against it with
 # find_package(dpa) and checks that the program runs.
 #

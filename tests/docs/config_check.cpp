@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loads a config file through the parser of the program that reads it, so docs_in_step.py can
 // check every file under configs/ without starting a switch or a worker: `worker FILE` is what
 // DPA_CONFIG gives libdpa (dpa::Config), `switch FILE` what `dpa-switch --config` reads.

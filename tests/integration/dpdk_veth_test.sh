@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # DPDK workers (net_af_packet) against a socket dpa-switch across a veth pair between two network
 # namespaces this test creates, with loss injected on the workers: results must still be exact.
 # The switch's kernel leaves its UDP checksums partial on the veth (TX offload), which af_packet

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Integration tests: a software switch in this process, N dpa-test-worker processes over UDP
 // loopback. Each worker verifies its own results (exact int32 sums, fp32 within the documented
 // bound, per-block contributors) and reports statistics as JSON lines.

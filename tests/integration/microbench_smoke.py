@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Every dpa-microbench benchmark runs and checks its own results (ctest: microbench_smoke).
 
 Runs dpa-microbench once with the shortest minimum time, JSON out, and fails when a benchmark

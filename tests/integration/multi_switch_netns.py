@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """One job over two switch servers on emulated hosts (docs/design.md §2.3).
 
 Usage: multi_switch_netns.py DPA_SWITCH_BINARY DPA_TEST_WORKER_BINARY

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One job over several switch servers (docs/configuration.md, DPA_SWITCH with a list): two
 // software switches in this process, the ranks dpa-test-worker processes over UDP loopback whose
 // thread t talks to server t mod 2. Each rank verifies its results (exact int32 sums, per-block

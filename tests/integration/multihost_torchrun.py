@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """torchrun across emulated hosts with backend="dpa" (docs/multi-host.md).
 
 Usage: multihost_torchrun.py CASE DPA_SWITCH_BINARY

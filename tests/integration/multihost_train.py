@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One rank of a multi-host torchrun job (multihost_torchrun.py starts torchrun in every emulated
 host). Usage: multihost_train.py CASE, where CASE is
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <algorithm>
 // dpa-test-worker: one rank of an integration test. Runs allreduces on inputs that every rank
 // can recompute for every other rank, checks each block against the contributors the switch

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a dpa-test-worker process left behind: its exit status and the JSON lines it printed.
 // Shared by the integration tests that start worker processes.
 #pragma once

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PTF entry point: every conformance case against the switch PTF's dataplane is wired to.
 
     ptf --test-dir tests/ptf conformance_test \

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The conformance suite's Dataplane over a PTF dataplane: the same case files, driven through
 Ethernet frames on the switch's front-panel ports (a Tofino, or its model).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A fake of bfshell's `bfrt` that rejects every table, register, counter, value set and action
 path the P4 program does not define, and every table entry whose key or action-data names are
 not the table's: the names are read from p4/*.p4 (each control's tables with their keys and

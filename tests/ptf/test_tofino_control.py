@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tofino_control.Control against the strict fake bfrt (strict_bfrt.py): every conformance case's
 sessions go through the controller to paths the program defines, its counters come back under
 the names the cases use, and the fake does reject a path the program lacks."""

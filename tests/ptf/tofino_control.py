@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """SwitchControl for a Tofino running p4/ (tests/conformance/README.md, "Running against
 hardware"): a case's sessions go through the controller's Python API (p4/controller), its
 counters are read through bfrt, and JOINs are served from the CPU port while the case runs.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Test helpers: ranks in fresh processes (dpa._launch), dpa initialisation, and dpa's float error
 bound (protocol.md §10.4)."""
 

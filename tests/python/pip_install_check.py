@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`pip install ./python` in a virtual environment gives a working backend: copies the
 repository's sources to a temporary directory, makes a venv there that sees this interpreter's
 packages (--system-site-packages: torch, setuptools; there is no package index here), pip-installs

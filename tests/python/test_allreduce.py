@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """all_reduce through dpa against the exact sum and Gloo's result: every dtype, SUM and AVG,
 sizes 0 / 1 / 1000 / 2049 (not a payload multiple) / ~1M, every execution mode, worlds 2 and 4,
 non-contiguous tensors, tensor lists and overlapping asynchronous operations."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Authenticated mode on the embedded switch (DPA_AUTH=1, docs/pytorch.md, protocol.md §6.6):
 rank 0 makes the session key and hands each rank its own key through the store; sums stay
 exact and no reply is rejected. A rank that asks differently, a key file meant for a configured

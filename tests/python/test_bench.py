@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """python -m dpa.bench: its report holds every size and backend asked for, every result is
 verified (and a deliberately corrupted one is caught, with exit status 1, under its own launcher
 and under torchrun), bad arguments exit 2 naming the option. The input generators and bounds are

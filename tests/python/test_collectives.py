@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every c10d collective works through the dpa process group, whatever the installed Gloo lacks
 (torch 1.13's has no reduce-scatter, no list all-to-all, no flat all-gather, no bfloat16 or bool,
 no AVG): each case below runs on every rank and checks its result against the value computed

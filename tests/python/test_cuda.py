@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CUDA tensors through dpa: staged through pinned host memory on side streams that wait for the
 caller's stream, with the block floating point on the GPU where the extension has the kernels.
 Skipped where torch sees no CUDA device (every rank may share one GPU)."""

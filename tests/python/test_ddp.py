@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """DistributedDataParallel over dpa: training matches a Gloo-trained twin within the float bound
 (with DDP's own all_reduce and with dpa's AVG comm hook), and the hook finishes with fastest-K
 when one rank straggles."""

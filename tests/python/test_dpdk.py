@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The PyTorch backend over DPDK: two ranks with DPA_TRANSPORT=dpdk, each on its own net_memif port
 (--no-huge, its own --file-prefix), against a separate DPDK dpa-switch process with one memif port
 per rank; configs from scripts/dpa-memif-config.sh. int32 results exact, float32 within the

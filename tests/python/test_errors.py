@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Failures are errors, never hangs: a rank that never joins an all_reduce makes the others'
 fail after DPA_TIMEOUT_MS; bad settings and a mismatched torch are reported by name."""
 

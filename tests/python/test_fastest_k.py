@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fastest-K choices: a thread's dpa.fastest_k() scope, the process default of
 dpa.set_default_fastest_k(), and what dpa.last_stats() reports about them."""
 

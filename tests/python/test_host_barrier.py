@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dpa.bench's shared-memory barrier: ranks of one host get it and no rank leaves it before every
 rank has arrived; ranks that do not all share a host (or /dev/shm) fall back to Gloo's barrier
 alone, all of them; a rank that never arrives is named; the file is gone once the ranks mapped it.

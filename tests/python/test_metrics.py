@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dpa.metrics: the ranks' all_reduce statistics for Prometheus, scraped over HTTP and checked
 against the operations the ranks ran."""
 

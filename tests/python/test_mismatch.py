@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Ranks that disagree on an all_reduce fail in that operation, every one of them, with both
 values named; the next matched all_reduce works (the ranks rejoin the session by themselves)."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The PyTorch backend over two external switch servers: DPA_SWITCH lists two dpa-switch processes on
 127.0.0.1 holding the same session, DPA_THREADS=2, so thread 0 of every rank talks to the first and
 thread 1 to the second (design.md §2.3). int32 results exact; both servers' counters, printed when

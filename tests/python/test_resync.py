@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dpa.Resynchroniser: a rank that missed fastest-K blocks adopts the replica of a rank that missed
 none (or of src, arriving first), the ranks that missed nothing never ask and never wait, and bad
 settings are refused."""

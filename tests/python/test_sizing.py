@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The job sizing on the embedded switch (docs/configuration.md §8): agreed by every rank, overridden by
 the DPA_* variables, small tensors on the small-payload session, and small CPU operations run on
 the calling thread in the default worksteal mode."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """DPA_SWITCH_BIND on one host (docs/multi-host.md §2): the embedded switch listens where it says,
 on UDP with the sizing of a job across hosts, and a bind or transport that cannot work fails
 every rank with the reason."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """python -m dpa.demo end to end, on small settings: the report it writes holds every run asked
 for, and bad arguments are refused with a message that names the option (python -m dpa.bench:
 test_bench.py). The launcher they share (dpa._launch): each rank's environment is in force from its

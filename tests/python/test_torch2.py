@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """torch 2.x users of c10d on backend "dpa": functional collectives, DTensor, FSDP, FSDP2, DDP
 under torch.compile and the device-keyed backend string. Skipped on torch 1.13 (none of these
 exists there); run on CPU, and on CUDA where the host has a GPU (the ranks share it)."""

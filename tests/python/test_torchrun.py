@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Launching through torchrun: rank, world size and the store come from the launcher (env://)."""
 
 import os

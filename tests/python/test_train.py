@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """python -m dpa.train: a short CPU run of the smallest models on 2 ranks completes every run and
 writes a well-formed report (keys, counts, replicas identical where every rank contributes) and
 one plot per model, under its own launcher and under torchrun; bad arguments exit 2 naming the

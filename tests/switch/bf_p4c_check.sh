@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Compiles p4/dpa.p4 with the Tofino back end for Tofino1 (netberg), Tofino2 (edgecore) and the
 # straggler-unaware build, and prints each target's resource summary. BF_P4C is an SDE's bf-p4c
 # or the open back end's p4c-barefoot (p4c built with -DENABLE_TOFINO=ON); BF_P4C_INCLUDES

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Prints the resource summary of one bf-p4c output directory (compiled with -g): per MAU stage
 the logical tables, input crossbar bytes, hash bits, gateways, SRAMs, map RAMs, TCAMs, stateful
 (meter) ALUs and VLIW instructions from logs/resources.json, and the PHV containers allocated per

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A reader and interpreter for the subset of P4-16/TNA that p4/ uses, without a P4 compiler.
 
 It preprocesses the sources (#define with arguments and ##, #if/#else/#endif, #undef), reads

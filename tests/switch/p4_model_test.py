@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The P4 state pass against the software switch's rules, without a P4 compiler.
 
 p4_interpreter.py reads p4/ (or $DPA_P4_DIR: the mutation test points it at mutated copies) and

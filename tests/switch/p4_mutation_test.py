@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Each mutation of p4_mutations.json must make the P4 model test (or the test it names) fail.
 
 A mutation is one change to one branch of the program (a RegisterAction's body, a table's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Whole packets through the P4 program's state pass and every value pass, with lost passes.
 
 p4_model_test.py checks the state pass against the software switch. This test follows each

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Type-checks p4/dpa.p4 with the open p4c front and mid end for every shipped Tofino config
 # (netberg and tofino-model: Tofino1, the latter the only build with the drop simulator; edgecore
 # and edgecore-linerate: Tofino2) and the straggler-unaware build of netberg. Needs P4TEST (a

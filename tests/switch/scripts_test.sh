@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The scripts without an SDE (none can run here): --help and --version on every script, which
 # must change nothing; the exit codes (0 ok, 1 runtime failure, 2 usage); each failure's message
 # naming what is wrong; the Tofino scripts' positional forms with SDE/SDE_INSTALL from the

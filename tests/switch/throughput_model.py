@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Throughput model of the Tofino program's pass plan (docs/switch.md, "Throughput model").
 
 For each shipped config it runs the controller's own `delivery.setup` and `next_pass.setup`

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Writes the straggler-unaware variant of a switch config: unaware_config.py IN.json OUT.json."""
 import json
 import sys

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conformance of the switch's per-slot aggregation state machine (step_slot, reply_header,
 // accumulate_be), driven by synthetic packets, and of the SoftwareSwitch that wraps it (over
 // real UDP sockets on 127.0.0.1).

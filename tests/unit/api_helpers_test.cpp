@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The public helpers that programs built on libdpa share with it: host:port parsing, merging
 // the statistics of an operation's parts, and the order of submissions from several threads.
 #include <gmock/gmock.h>

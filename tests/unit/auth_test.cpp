@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Authenticated mode (docs/protocol.md §6.6): the tag itself, the software switch's check of every
 // request and tag of every reply (raw packets from the test's own sockets, so a forgery comes from
 // a member's very address and port), and whole jobs of Contexts over UDP and shared memory.

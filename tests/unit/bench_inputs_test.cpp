@@ -1,6 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
 // dpa-bench's inputs and their check (src/tools/bench/inputs.hpp): the exact sum passes; a result
 // off by more than the bound, NaN and the injected error do not; fastest-K blocks are checked
-// against their contributors only, so a contribution too many is caught. And the report's split of the
+// against their contributors only, so a contribution too many is caught; under K = N a block
+// without every rank is wrong whatever its bitmap claims. And the report's split of the
 // latency view.
 #include <gtest/gtest.h>
 
@@ -72,17 +74,17 @@ TEST(BenchInputs, InputsAreReproducibleDistinctAndOnTheirGrid) {
 TEST(BenchInputs, ExactSumsPassAndWrongOnesAreCounted) {
   const auto keys = keys_of(3);
   std::vector<float> floats = sum_of<float>(keys, kAll, 0);
-  EXPECT_EQ(bench::count_wrong(floats.data(), kCount, true, 0, keys, kPayload, kAll.data()), 0u);
+  EXPECT_EQ(bench::count_wrong(floats.data(), kCount, true, 0, keys, kPayload, kAll.data(), 0), 0u);
   // §10.4 with N = 4 (h = 2), e = 0: 4 (2^-30 + 2^-24) + 2^-23 |exact|, about 2.4e-7 + 1.2e-7 |exact|.
   floats[10] += 1e-6f;
   floats[20] = std::numeric_limits<float>::quiet_NaN();
   bench::corrupt(floats.data(), kCount, true);
-  EXPECT_EQ(bench::count_wrong(floats.data(), kCount, true, 0, keys, kPayload, kAll.data()), 3u);
+  EXPECT_EQ(bench::count_wrong(floats.data(), kCount, true, 0, keys, kPayload, kAll.data(), 0), 3u);
 
   std::vector<std::int32_t> ints = sum_of<std::int32_t>(keys, kAll, 0);
-  EXPECT_EQ(bench::count_wrong(ints.data(), kCount, false, 0, keys, kPayload, kAll.data()), 0u);
+  EXPECT_EQ(bench::count_wrong(ints.data(), kCount, false, 0, keys, kPayload, kAll.data(), 0), 0u);
   ints[999] += 1;
-  EXPECT_EQ(bench::count_wrong(ints.data(), kCount, false, 0, keys, kPayload, kAll.data()), 1u);
+  EXPECT_EQ(bench::count_wrong(ints.data(), kCount, false, 0, keys, kPayload, kAll.data(), 0), 1u);
 }
 
 // Fastest-K: block 1 completed without rank 3, block 2 was missed by rank 0 (it must hold rank 0's
@@ -92,7 +94,7 @@ TEST(BenchInputs, FastestKBlocksAreCheckedAgainstTheirContributors) {
   const std::vector<std::uint64_t> bitmaps = {0b1111, 0b0111, 0, 0b1111};
   for (const bool is_float : {true, false}) {
     const auto check = [&](const auto& result) {
-      return bench::count_wrong(result.data(), kCount, is_float, 0, keys, kPayload, bitmaps.data());
+      return bench::count_wrong(result.data(), kCount, is_float, 0, keys, kPayload, bitmaps.data(), 0);
     };
     if (is_float) {
       EXPECT_EQ(check(sum_of<float>(keys, bitmaps, 0)), 0u);
@@ -102,6 +104,24 @@ TEST(BenchInputs, FastestKBlocksAreCheckedAgainstTheirContributors) {
       EXPECT_EQ(check(sum_of<std::int32_t>(keys, kAll, 0)), 2 * kPayload);
     }
   }
+}
+
+// K = N: the library reports block 2 complete with ranks 0-2 only and hands back their sum. By
+// its own bitmap the block is right; against K = N it is wrong in every element, and the blocks
+// that hold every rank stay right.
+TEST(BenchInputs, FullModeCountsABlockWithoutEveryRankAsWrong) {
+  const auto keys = keys_of(7);
+  const std::vector<std::uint64_t> bitmaps = {0b1111, 0b1111, 0b0111, 0b1111};
+  const std::uint64_t every_rank = bench::all_ranks(kWorld);
+  ASSERT_EQ(every_rank, 0b1111u);
+  const std::vector<float> floats = sum_of<float>(keys, bitmaps, 0);
+  EXPECT_EQ(bench::count_wrong(floats.data(), kCount, true, 0, keys, kPayload, bitmaps.data(), 0), 0u);
+  EXPECT_EQ(bench::count_wrong(floats.data(), kCount, true, 0, keys, kPayload, bitmaps.data(), every_rank), kPayload);
+  const std::vector<std::int32_t> ints = sum_of<std::int32_t>(keys, bitmaps, 0);
+  EXPECT_EQ(bench::count_wrong(ints.data(), kCount, false, 0, keys, kPayload, bitmaps.data(), every_rank), kPayload);
+  const std::vector<float> full = sum_of<float>(keys, kAll, 0);
+  EXPECT_EQ(bench::count_wrong(full.data(), kCount, true, 0, keys, kPayload, kAll.data(), every_rank), 0u);
+  EXPECT_EQ(bench::all_ranks(64), ~std::uint64_t{0});
 }
 
 }  // namespace

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Asynchronous operations through real contexts and an embedded switch on loopback: completion
 // callbacks (once, on success and failure, registered before and after completion) and the
 // submission order of several threads.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The switch's control channel against clients that are slow, idle, hostile or many: every
 // request gets a reply, no client delays another, and the switch and its sessions survive. And who
 // may do what: the switch's user over its Unix socket, another user (uid 65534) not at all or

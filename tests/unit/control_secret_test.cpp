@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The control channel's secret file: refused unless only its owner can read it and it holds a
 // secret worth the name; compared whole.
 #include <gmock/gmock.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests that send bytes they own: one Queue::send() call with each packet copied into a
 // transmit buffer of the queue, then a flush (the data path builds packets in place instead).
 #pragma once

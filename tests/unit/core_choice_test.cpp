@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The rule that picks the cores of busy-polling threads (transport/core_choice.hpp), as a table,
 // and the host-wide claims it runs against: two claimants through one directory never share a core.
 #include <gmock/gmock.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The worker engine on its thread (EngineRunner over a WorkerEngine) driven packet by packet. A
 // fake transport hands every packet the engine sends to the test thread, which plays the switch:
 // it waits (bounded) for the next packet it expects, decodes it, checks it and answers with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The WorkerEngine step machine driven packet by packet on a fake clock: the test plays the
 // switch and the transport, calls start/on_packet/poll with the time it chooses and takes the
 // packets the engine queues. No threads, no sockets, no sleeps, so the timers are exact.

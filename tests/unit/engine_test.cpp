@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The worker engine's bookkeeping: how an operation is cut into blocks (BlockPlan) and how the
 // engine threads' parts come together (Operation).
 #include <gtest/gtest.h>

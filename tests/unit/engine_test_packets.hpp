@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the worker-engine tests (engine_step_test, engine_packets_test) share: the session they
 // play, and how they build the switch's replies.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where a job's ranks run and how that sizes it (dpa/job_layout.hpp, dpa/job_sizing.hpp): the
 // rule of docs/multi-host.md, table by table.
 #include <cstdlib>

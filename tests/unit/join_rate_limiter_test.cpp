@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The switch's per-source JOIN rate limit, driven with a fake clock.
 #include <gtest/gtest.h>
 

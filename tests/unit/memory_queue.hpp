@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A transport queue in memory, for the engine tests: transmit buffers from a pool that counts
 // how many the caller holds, sends handed to a callback, receives taken from a callback, flushes
 // reported to a callback. No sockets, no threads of its own.

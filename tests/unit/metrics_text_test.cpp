@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Prometheus text dpa-switch serves: names, labels, units and the exposition format's rules
 // (one HELP and TYPE per metric, before its samples), and the --metrics / switch.metrics address.
 #include <gmock/gmock.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dpa-p4gen's config reading: the shipped switch configs, every derived define, and errors that
 // name the key.
 #include <gtest/gtest.h>

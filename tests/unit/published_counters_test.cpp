@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PublishedCounters: a reader on another thread sees whole publications, never a mix of two, and
 // never goes back; add_to_counter's single-writer increments all arrive.
 #include <gtest/gtest.h>

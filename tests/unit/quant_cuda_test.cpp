@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA block floating point kernels against the host ones, bit for bit: exponents and
 // widened values (quant::block_exponent), and the finished floats (quant::dequantize, then
 // torch's CPU rounding to float16/bfloat16). Built only with CUDA; skips without a GPU.

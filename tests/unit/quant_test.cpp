@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Block floating point: exponent edge cases, the scalar and AVX2 kernels' bit-identity, the
 // documented round-trip error bound, clamping, the int32 wire order and the sentinels.
 #include <gtest/gtest.h>

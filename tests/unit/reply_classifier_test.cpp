@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The worker's reply classification (docs/protocol.md §9.2) as a table: each row is a reply and
 // the state of the entry it is about, and the step of the table that must decide it.
 #include <gtest/gtest.h>

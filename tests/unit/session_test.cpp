@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The switch's join procedure (docs/protocol.md §6) driven directly with a fake clock: who may
 // start a generation, what a stray JOIN can and cannot do, and the identity table it builds.
 #include <gtest/gtest.h>

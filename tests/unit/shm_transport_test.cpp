@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the shared-memory transport adds to the suite every transport passes (transport_test):
 // buffers shared by reference (a referenced buffer is not reused), back-pressure from a full
 // inbox, the switch's backlog limit per receiver, a sleeping receiver woken by a send, packets

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The far end of the transport tests: every packet a queue receives goes back to its sender
 // from the same queue, copied into a fresh buffer. Runs in a thread (UDP, net_ring) or in a
 // process of its own (net_memif, see transport_echo_peer.cpp).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A DPDK echo peer in a process of its own, for the transport tests over net_memif:
 //   transport_echo_peer <memif socket> <file prefix> <queues>
 // It is the memif client (10.99.0.2, MAC 02:00:00:00:00:02, UDP 7000 + q) of the test's server

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One suite for every transport (as Gloo runs its tests over every transport): each case talks
 // to an echo peer through two local queues. UDP on loopback, UDP through the fault injector
 // (reordering and delay, no loss, so counts stay exact), DPDK net_ring in this process, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The wire format against hand-written golden packets (tests/golden/*.hex), plus the decoder's
 // rejections and the slot layout. The golden files are written from docs/protocol.md's field
 // table, never produced by the encoder, so a change to either side of the format shows here.

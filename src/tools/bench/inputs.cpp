@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tools/bench/inputs.hpp"
 
 #include <bit>
@@ -58,7 +59,7 @@ void fill_input(void* buffer, std::size_t count, bool is_float, std::uint64_t ke
 
 std::size_t count_wrong(const void* result, std::size_t count, bool is_float, int rank,
                         const std::vector<std::uint64_t>& keys, std::uint32_t payload,
-                        const std::uint64_t* contributors) {
+                        const std::uint64_t* contributors, std::uint64_t required) {
   const auto world = static_cast<int>(keys.size());
   // §10.4 with e = 0: every input lies in [-1, 1), so 2^0 bounds every block's largest |v|, and
   // the bound only grows with e.
@@ -67,6 +68,10 @@ std::size_t count_wrong(const void* result, std::size_t count, bool is_float, in
   std::size_t wrong = 0;
   for (std::size_t i = 0; i < count; ++i) {
     const std::uint64_t bitmap = contributors[i / payload];
+    if ((bitmap & required) != required) {
+      ++wrong;
+      continue;
+    }
     const auto contributes = [&](int r) { return bitmap == 0 ? r == rank : ((bitmap >> r) & 1) != 0; };
     if (is_float) {
       double exact = 0;
@@ -85,6 +90,8 @@ std::size_t count_wrong(const void* result, std::size_t count, bool is_float, in
   }
   return wrong;
 }
+
+std::uint64_t all_ranks(int world) { return world >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << world) - 1; }
 
 void corrupt(void* result, std::size_t count, bool is_float) {
   if (is_float) {

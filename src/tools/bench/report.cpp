@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tools/bench/report.hpp"
 
 #include <fmt/format.h>
@@ -65,13 +66,6 @@ std::pair<json, json> split_latency(const std::vector<const json*>& lines, std::
 }
 
 }  // namespace
-
-std::string boot_id() {
-  std::ifstream source("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(source, id);
-  return id;
-}
 
 json result_row(const std::vector<json>& rank_lines, int world, const std::string& dtype, int straggler_rank) {
   const json& first = rank_lines.front();

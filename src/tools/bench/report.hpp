@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dpa-bench's report: the JSON schema it shares with python -m dpa.bench (docs/benchmark-tools.md
 // "JSON schema") and its table.
 #pragma once
@@ -18,10 +19,6 @@ inline constexpr int kSchemaVersion = 1;
 // last rank's start to the last result; otherwise those fields are null.
 nlohmann::json result_row(const std::vector<nlohmann::json>& rank_lines, int world, const std::string& dtype,
                           int straggler_rank);
-
-// The running kernel's identity (empty where unreadable): processes that share it share
-// CLOCK_MONOTONIC, so their timestamps compare.
-std::string boot_id();
 
 // This host: name, platform, CPUs, CPU model.
 nlohmann::json host_info();

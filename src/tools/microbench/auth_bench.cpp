@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Authenticated mode's per-packet cost (docs/protocol.md §6.6): sealing a data packet (what a worker
 // does per request and the switch per reply and rank) and verifying one (the switch per request,
 // a worker per reply), for payloads of P int32 values. Names: BM_Seal/<P>, BM_Verify/<P>.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The worker's own per-packet work on one core: a WorkerEngine reduces a tensor through a queue in
 // memory that answers every request at once as the switch of a one-rank job would (the result is
 // the request's own values, the header the switch's). No other core, no transport, no switch

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host's floor for a switch core: the least any aggregator must do per packet when its packets
 // come from other cores, with none of dpa's code. Producer threads (the workers) each write
 // requests (a 128-byte descriptor, as an mbuf's two lines, then the 58 header bytes and P 32-bit

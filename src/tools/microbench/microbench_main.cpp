@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dpa-microbench: Google Benchmark's main with the conventions of dpa's other tools: --version,
 // and exit 2 for an argument Google Benchmark does not know (--help is Google Benchmark's own).
 #include <benchmark/benchmark.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Quantisation kernels against a memcpy of the same bytes, per kernel set and payload size.
 // Names: BM_<Op>/<kernels>/<values>, e.g. BM_Quantize/avx2/1024. Wire-side buffers sit at byte
 // 40 of a 64-byte aligned allocation, where a packet's payload starts.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The switch's per-packet work without I/O: the aggregation state machine fed from memory.
 // N = 4 ranks over 1024 slots; each pass runs one round on every slot (rank 0's packet opens it
 // with seq + 1, ranks 1..3 add, the last completes it) and builds the multicast reply of every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dpa-p4gen: turns configs/<switch>.json into the P4 program's defines (dpa_config.p4), or
 // prints one derived setting for the scripts (--print target|arch|payload|model).
 #include <CLI/CLI.hpp>

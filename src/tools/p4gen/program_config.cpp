@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tools/p4gen/program_config.hpp"
 
 #include <algorithm>

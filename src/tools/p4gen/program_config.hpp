@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The compile-time part of a Tofino switch config (configs/<switch>.json): what the P4 program
 // is built for. dpa-p4gen validates it and writes it as the program's defines
 // (p4/dpa_config.p4); the controller reads the runtime part (ports, sessions) of the same file.

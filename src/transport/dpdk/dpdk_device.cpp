@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/dpdk/dpdk_device.hpp"
 
 #include <arpa/inet.h>
@@ -18,7 +19,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "api/logging.hpp"
+#include "common/logging.hpp"
 #include "dpa/error.hpp"
 #include "transport/dpdk/dpdk_queue.hpp"
 #include "transport/dpdk/eal.hpp"

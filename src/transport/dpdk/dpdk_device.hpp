@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DPDK device: one Ethernet port set up with one RX/TX queue pair per dpa queue (thread),
 // a mempool per queue, replies steered to their queue by UDP destination port.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/dpdk/dpdk_queue.hpp"
 
 #include <rte_cycles.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One thread's RX/TX queue pair on each port of a DPDK device: burst RX (plus the inbox other
 // queues dispatch to), TX buffered per port until a burst is full, its first packet has waited
 // tx_flush, or a poll step of receive() finds nothing to receive (flush() sends at once), mbufs

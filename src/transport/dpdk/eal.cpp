@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/dpdk/eal.hpp"
 
 #include <rte_eal.h>
@@ -20,7 +21,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "api/logging.hpp"
+#include "common/logging.hpp"
 #include "dpa/error.hpp"
 #include "transport/core_choice.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The DPDK Environment Abstraction Layer is process-wide and starts once: the first DPDK device
 // of a process starts it from its config; later devices share it. Its worker lcores, one per
 // thread (or per core of dpdk.cores), are handed to the threads that drive queues (a runner's

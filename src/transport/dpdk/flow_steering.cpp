@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/dpdk/flow_steering.hpp"
 
 #include <rte_flow.h>

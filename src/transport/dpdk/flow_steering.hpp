@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hardware steering: one rte_flow rule per queue sends IPv4/UDP packets for base_port + q to
 // RX queue q. Devices without rte_flow (memif, ring, af_packet) fall back to software dispatch.
 #pragma once

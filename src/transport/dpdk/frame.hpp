@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Ethernet/IPv4/UDP framing for the DPDK transport: the 42 bytes in front of every payload.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // IPv4 -> Ethernet address table shared by a device's queues: static entries from the config,
 // learned ones from ARP and from received packets. Lock-free (open addressing, one atomic claim
 // per new address), fixed size, so a lookup on the packet path costs a few loads.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/dpdk/nic_monitor.hpp"
 
 #include <rte_ethdev.h>

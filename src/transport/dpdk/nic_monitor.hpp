@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DPA_DPDK_MONITOR: a thread that samples the byte and packet counters of the device's ports
 // (added up over all of them) every interval and appends the rates to a CSV file (time_us, rx/tx Gbit/s, rx/tx Mpps, rx_missed). It reads the
 // NIC's counters only, so the packet path pays nothing for it.

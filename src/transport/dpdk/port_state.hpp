@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a DPDK device's queues share: the ports, their addresses and offloads, the neighbour table,
 // each queue's inbox for packets that arrived on another queue (software dispatch) and the claims
 // that let any thread poll any RX queue.

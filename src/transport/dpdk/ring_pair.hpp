@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Two DPDK ports of one process wired to each other by rings (net_ring, rte_eth_from_rings): what
 // one sends on queue q the other receives on queue q, as mbuf pointers, nothing copied. A switch
 // and a worker on the two ends see frames as a NIC's DMA would hand them over, so the switch's

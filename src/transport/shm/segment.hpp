@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One queue's shared-memory segment: a file `<directory>/dpa-<fabric>-<port>` mapped by its owner
 // and by every queue that sends to it or receives from it. It holds
 // - the inbox: a bounded ring of packet descriptors, many producers (any process), one consumer

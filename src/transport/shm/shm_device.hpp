@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared-memory device: queue q owns the segment of port base_port + q (or a free port of the
 // fabric), driven by a std::thread; any thread may poll a queue, one at a time.
 #pragma once

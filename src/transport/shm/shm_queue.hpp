@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared-memory queue: owns a segment (its inbox and transmit buffers) and maps the segments of
 // the queues it talks to. send() puts a descriptor of the caller's buffer into the destination's
 // inbox (no copy; send_to_all puts the same one into many), receive() hands out views of the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Transmit buffers of the socket transport: slots of one size in chunks allocated up front (and
 // grown by one chunk when every slot is held, which only happens while a caller warms up), a free
 // list of slot indices, and a reference count per slot, so a buffer queued for sendmmsg stays

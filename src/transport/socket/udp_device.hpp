@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // UDP socket device: a bind address; queue q is one non-blocking socket on bind_port + q.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // UDP socket queue: one non-blocking socket, batched recvmmsg/sendmmsg, every buffer and message
 // array allocated once at construction so the packet path never allocates. Sends are queued (each
 // holding a reference to its buffer) and go out in one sendmmsg when `batch` are queued or at

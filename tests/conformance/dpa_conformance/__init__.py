@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The packet-level conformance suite (tests/conformance/README.md).
 
 Its wire format is the Tofino controller's p4/controller/dpa_controller/wire.py, the one Python

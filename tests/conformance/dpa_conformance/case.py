@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Loading a conformance case file (tests/conformance/README.md describes the format)."""
 
 from __future__ import annotations

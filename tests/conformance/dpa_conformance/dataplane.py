@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the case driver needs from a switch under test: the one interface that both the loopback
 runner (dpa-switch over UDP) and the PTF adapter (a Tofino or its model) implement.
 

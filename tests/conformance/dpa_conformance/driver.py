@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Runs a loaded case against any Dataplane: builds the datagrams of each step, sends them, waits
 for exactly the expected replies, and compares headers, payloads and counter deltas."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The suite's text and payload encodings: hex bytes as case files and tests/golden/*.hex write
 them, and payload values as big-endian int32 (docs/protocol.md §3)."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dpa-switch as a real process (SwitchProcess), and the loopback Dataplane: endpoints as UDP
 sockets on 127.0.0.0/8.
 

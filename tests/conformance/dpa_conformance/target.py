@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a switch under test can take, and each case adapted to it (tests/conformance/README.md,
 "Targets").
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The driver against a scripted dataplane: a case passes only when the replies and counter
 deltas are exactly the expected ones."""
 

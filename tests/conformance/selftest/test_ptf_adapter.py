@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The PTF adapter (tests/ptf/ptf_dataplane.py) runs unchanged case files against dpa-switch: a
 fake PTF dataplane turns its Ethernet frames into UDP datagrams on loopback and the replies back
 into frames, so the adapter's framing and port mapping meet a real switch."""

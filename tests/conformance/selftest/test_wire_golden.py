@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The wire table (p4/controller/dpa_controller/wire.py, the one Python definition of the format,
 which the controller and this suite share) against the annotated golden vectors: every
 "# [first..last] field = value" line must name a field of the table at that offset and width, and

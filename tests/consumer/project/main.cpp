@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Uses only the installed public headers and library.
 #include <dpa/config.hpp>
 #include <dpa/error.hpp>

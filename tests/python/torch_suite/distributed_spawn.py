@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch's own distributed test suite (torch.testing._internal.distributed.distributed_test,
 what torch's test/distributed/test_distributed_spawn.py runs for Gloo and NCCL) on one backend.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Runs PyTorch's distributed test suite (distributed_spawn.py) on a backend and reports every
 test's outcome: passed, skipped (with the suite's reason) or failed.
 

@@ -1,4 +1,5 @@
-#include "api/transport_json.hpp"
+// SPDX-License-Identifier: Apache-2.0
+#include "transport/transport_json.hpp"
 
 #include <fmt/format.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Typed field readers for the JSON config files, shared by the worker config (api/config.cpp) and
 // the switch config (switch/switch_config.cpp). Every error is a ConfigError whose message starts
 // with `where`, which names the file and the key ("worker.json: faults.drop").

@@ -1,4 +1,5 @@
-#include "api/logging.hpp"
+// SPDX-License-Identifier: Apache-2.0
+#include "common/logging.hpp"
 
 #include <cstdlib>
 #include <optional>

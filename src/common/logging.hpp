@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The library's logger: spdlog, level from DPA_LOG (error|warn|info|debug|trace, default warn).
 #pragma once
 

@@ -1,10 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0
 // JSON readers for the typed transport sections ("udp", "dpdk", "shm": {...}), shared by the
 // worker config and the switch config. Messages name the file and the key ("w.json: dpdk.mtu").
 #pragma once
 
 #include <string>
 
-#include "api/json_fields.hpp"
+#include "common/json_fields.hpp"
 #include "dpa/transport_config.hpp"
 
 namespace dpa::detail {

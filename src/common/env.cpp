@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "dpa/env.hpp"
 
 #include <algorithm>
@@ -9,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "api/env.hpp"
+#include "common/env.hpp"
 #include "dpa/error.hpp"
 
 namespace dpa {

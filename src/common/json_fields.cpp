@@ -1,4 +1,5 @@
-#include "api/json_fields.hpp"
+// SPDX-License-Identifier: Apache-2.0
+#include "common/json_fields.hpp"
 
 #include <cerrno>
 #include <cstring>

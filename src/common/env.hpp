@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How a bad environment variable is reported, shared by Config::from_env and dpa/env.hpp.
 #pragma once
 
