@@ -111,10 +111,11 @@ void dequantize(const std::byte* in, std::size_t n, std::int8_t exp, int world,
     std::fill_n(out, n, fill);
     return;
   }
-  // Unscaling by 2^-s is exact while finite (float(sum) has 24 significant bits, 2^-s >= 2^-127), so a
-  // power-of-two divisor joins the factor and every value costs one multiply; any other divisor
-  // is a true division, which rounds float(sum) * 2^-s / divisor once, as sum-then-divide does
-  // (a multiply by a rounded 1/divisor would not: 7 * v * float(1/7) misses v for a fifth of v).
+  // Unscaling by 2^-s is exact while finite (float(sum) has 24 significant bits, 2^-s >=
+  // 2^-127), so a power-of-two divisor joins the factor and every value costs one multiply; any
+  // other divisor is a true division, which rounds float(sum) * 2^-s / divisor once, as
+  // sum-then-divide does (a multiply by a rounded 2^-s / divisor would not: with divisor 7, the
+  // average of seven equal integers v misses v for a fifth of all v).
   divisor = std::max(divisor, 1U);
   int unscale = -scale_shift(exp, world);
   float remaining = static_cast<float>(divisor);

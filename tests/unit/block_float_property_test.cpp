@@ -95,7 +95,8 @@ bool fits_int32(const Reduction& r, std::int8_t e) {
       wide[i] += static_cast<std::int32_t>(__builtin_bswap32(be));
     }
   }
-  return std::all_of(wide.begin(), wide.end(), [](std::int64_t s) { return s >= INT32_MIN && s <= INT32_MAX; });
+  return std::all_of(wide.begin(), wide.end(),
+                     [](std::int64_t s) { return s >= INT32_MIN && s <= INT32_MAX; });
 }
 
 // Runs `r` with every kernel set: the results must be bit-identical across them.
@@ -109,7 +110,8 @@ Results reduce_with_every_kernel_set(const Reduction& r) {
       continue;
     }
     EXPECT_EQ(std::memcmp(first.sum.data(), results.sum.data(), 4 * first.sum.size()), 0) << set;
-    EXPECT_EQ(std::memcmp(first.average.data(), results.average.data(), 4 * first.sum.size()), 0) << set;
+    EXPECT_EQ(std::memcmp(first.average.data(), results.average.data(), 4 * first.sum.size()), 0)
+        << set;
   }
   select_kernels("auto");
   return first;
@@ -150,7 +152,8 @@ void expect_exact(const Reduction& r, const Results& got, const std::string& wha
   for (std::size_t i = 0; i < got.sum.size(); ++i) {
     const auto sum = static_cast<float>(exact_sum(r, i));
     ASSERT_EQ(got.sum[i], sum) << what << ", element " << i << ", world " << r.world;
-    ASSERT_EQ(got.average[i], sum / contributors) << what << ", element " << i << ", world " << r.world;
+    ASSERT_EQ(got.average[i], sum / contributors)
+        << what << ", element " << i << ", world " << r.world;
   }
 }
 
@@ -182,19 +185,23 @@ TEST(BlockFloatProperty, RandomBlocksStayWithinTheDocumentedBound) {
   for (int trial = 0; trial < kTrials; ++trial) {
     Reduction r;
     r.world = world_of(rng);
-    const int contributors = rng() % 2 == 0 ? r.world : std::uniform_int_distribution<int>(1, r.world)(rng);
+    const int contributors =
+        rng() % 2 == 0 ? r.world : std::uniform_int_distribution<int>(1, r.world)(rng);
     const auto n = static_cast<std::size_t>(length(rng));
     // Mixed exponents across ranks around a centre: ordinary, near kExpMin (denormals), near
     // the top (sums of 64 stay below fp32's largest), all zeros now and then, or on a grid:
     // integers up to 1000 times 2^k, k within 8 binades, which the block's quantum divides.
     const int kind = range(rng);
-    const int centre = kind == 0 ? -110 : kind == 1 ? 118 : std::uniform_int_distribution<int>(-40, 40)(rng);
+    const int centre = kind == 0   ? -110
+                       : kind == 1 ? 118
+                                   : std::uniform_int_distribution<int>(-40, 40)(rng);
     const int ranks_spread = spread(rng);
     const bool grid = kind == 2 || kind == 3;
     std::uniform_int_distribution<int> grid_int(-1000, 1000);
     std::uniform_int_distribution<int> grid_shift(centre - 8, centre);
     for (int c = 0; c < contributors; ++c) {
-      const int shift = std::min(centre + std::uniform_int_distribution<int>(-ranks_spread, 0)(rng), 119);
+      const int shift =
+          std::min(centre + std::uniform_int_distribution<int>(-ranks_spread, 0)(rng), 119);
       std::vector<float> input(n);
       for (float& v : input) {
         if (grid) {
@@ -212,9 +219,11 @@ TEST(BlockFloatProperty, RandomBlocksStayWithinTheDocumentedBound) {
       const double exact = exact_sum(r, i);
       const double bound = documented_bound(r.world, got.exponent, exact);
       ASSERT_LE(std::abs(got.sum[i] - exact), bound)
-          << "trial " << trial << " world " << r.world << " e " << int{got.exponent} << " element " << i;
+          << "trial " << trial << " world " << r.world << " e " << int{got.exponent} << " element "
+          << i;
       ASSERT_LE(std::abs(got.average[i] - exact / contributors), bound / contributors)
-          << "trial " << trial << " world " << r.world << " contributors " << contributors << " element " << i;
+          << "trial " << trial << " world " << r.world << " contributors " << contributors
+          << " element " << i;
     }
     values += n * static_cast<std::size_t>(contributors);
     if (got.exponent != kExpZero && on_quantum_grid(r, got.exponent)) {
@@ -230,7 +239,8 @@ TEST(BlockFloatProperty, RandomBlocksStayWithinTheDocumentedBound) {
 TEST(BlockFloatProperty, OnesSumToTheWorldSize) {
   for (int world = 1; world <= kMaxWorld; ++world) {
     Reduction r{.world = world,
-                .inputs = std::vector<std::vector<float>>(static_cast<std::size_t>(world), std::vector<float>(1000, 1.0f)),
+                .inputs = std::vector<std::vector<float>>(static_cast<std::size_t>(world),
+                                                          std::vector<float>(1000, 1.0f)),
                 .extra_exponent = 0};
     const Results got = reduce_with_every_kernel_set(r);
     for (std::size_t i = 0; i < 1000; ++i) {
@@ -250,12 +260,14 @@ TEST(BlockFloatProperty, IntegersSumExactly) {
     const int h = ceil_log2(world);
     // The largest float below 2^(31-h): every integer up to it rounds to a float no larger.
     const std::int64_t largest = (std::int64_t{1} << (31 - h)) - (std::int64_t{1} << (7 - h));
-    for (const std::int64_t limit : {std::int64_t{1} << 24 >> h, std::min<std::int64_t>(largest, 1 << 24), largest}) {
+    for (const std::int64_t limit :
+         {std::int64_t{1} << 24 >> h, std::min<std::int64_t>(largest, 1 << 24), largest}) {
       std::uniform_int_distribution<std::int64_t> count(-limit, limit);
       Reduction r{.world = world, .inputs = {}, .extra_exponent = 0};
       for (int c = 0; c < world; ++c) {
         std::vector<float> input(257);
-        for (float& v : input) v = static_cast<float>(count(rng));  // above 2^24 rounded, still an integer
+        // Above 2^24 the float rounds the count, and is still an integer.
+        for (float& v : input) v = static_cast<float>(count(rng));
         r.inputs.push_back(std::move(input));
       }
       expect_exact(r, reduce_with_every_kernel_set(r), "integers up to " + std::to_string(limit));
@@ -283,11 +295,14 @@ TEST(BlockFloatProperty, PowersOfTwoSumExactly) {
       Reduction r{.world = world, .inputs = {}, .extra_exponent = 0};
       for (int c = 0; c < world; ++c) {
         std::vector<float> input(64);
-        for (float& v : input) v = (rng() % 2 == 0 ? 1.0f : -1.0f) * std::ldexp(1.0f, top - below(rng));
+        for (float& v : input) {
+          v = (rng() % 2 == 0 ? 1.0f : -1.0f) * std::ldexp(1.0f, top - below(rng));
+        }
         input[static_cast<std::size_t>(c) % input.size()] = std::ldexp(1.0f, top);
         r.inputs.push_back(std::move(input));
       }
-      expect_exact(r, reduce_with_every_kernel_set(r), "powers of two below 2^" + std::to_string(top));
+      expect_exact(r, reduce_with_every_kernel_set(r),
+                   "powers of two below 2^" + std::to_string(top));
     }
   }
 }
