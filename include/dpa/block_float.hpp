@@ -8,7 +8,8 @@
 
 namespace dpa::block_float {
 
-// The exponent of a block: the smallest e in [kExpMin, kExpMax] with |v| <= 2^e for every value;
+// The exponent of a block: the smallest e in [kExpMin, kExpMax] with |v| < 2^e for every value
+// (strict: a block whose largest magnitude is 2^k gets k + 1, so it sums without clamping);
 // kExpZero if every value is +-0; kExpNonFinite if a value is NaN, +-Inf or >= 2^kExpMax.
 inline constexpr std::int8_t kExpZero = -128;
 inline constexpr std::int8_t kExpNonFinite = 127;
@@ -20,9 +21,10 @@ inline constexpr int kExpMax = 126;
 }
 
 // One block of a wire result. The output holds the block's big-endian int32 sums s; libdpa's own
-// float result is float(s) * f in float32 arithmetic, with the block factor
-// f = 2^-(31 - ceil(log2(world)) - exponent) / float(divisor) (one division, no fused
-// multiply-add); kExpZero gives zeros, kExpNonFinite quiet NaNs. divisor 0 marks a block this
+// float result is (float(s) * 2^-(31 - ceil(log2(world)) - exponent)) / float(divisor) in float32
+// arithmetic: float(s) rounds, the power-of-two multiply is exact, the division rounds once (no
+// fused multiply-add; dividing by a power of two may be folded into the multiply, which gives
+// the same float). kExpZero gives zeros, kExpNonFinite quiet NaNs. divisor 0 marks a block this
 // rank missed: its output holds the rank's own input values (float32), as without wire_result.
 struct WireBlock {
   std::uint32_t divisor = 0;  // contributors for AVG, 1 for SUM; 0: missed

@@ -102,12 +102,13 @@ def hashed_input(seed, count, dtype, device):
 
 
 def dpa_bound(exact, world, dtype_name):
-    """docs/protocol.md §10.4 for a SUM of `world` ranks: |result - exact| <= N (2^(e+h-32) +
-    2^(e-24)) + 2^-23 |exact|, with e = 0: every input lies in [-1, 1], so 2^0 bounds every
-    block's largest |v|, and the bound only grows with e. float16 and bfloat16 are reduced in
-    float32 and rounded to their dtype once."""
+    """docs/protocol.md §10.4 for a SUM of `world` ranks: |result - exact| <= A + 2^-23 (|exact|
+    + A), A = N 2^(e+h-32), with e = 1: every input lies in [-1, 1], so |v| < 2^1 in every block,
+    and the bound only grows with e. float16 and bfloat16 are reduced in float32 and rounded to
+    their dtype once."""
     h = math.ceil(math.log2(world)) if world > 1 else 0
-    bound = world * (2.0 ** (h - 32) + 2.0**-24) + 2.0**-23 * exact.abs()
+    absolute = world * 2.0 ** (h - 31)
+    bound = absolute + 2.0**-23 * (exact.abs() + absolute)
     if dtype_name != "float32":
         bound = bound + ROUNDOFF[dtype_name] * (exact.abs() + bound) + TINY[dtype_name]
     return bound

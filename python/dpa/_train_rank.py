@@ -36,6 +36,11 @@ STRAGGLERS = {
     "random": "sleeps D x U(0.5, 2) ms at a share p of the delay points",
     "persistent": "sleeps D ms before every step",
 }
+WRAPS = {
+    "ddp": "DistributedDataParallel",
+    "fsdp": "FullyShardedDataParallel (torch 2.x)",
+    "fsdp2": "fully_shard, FSDP2 (torch 2.x)",
+}
 # Where in a step the straggler may sleep, in order (the seed's DDPStraggleSim hooks: forward
 # pre-hook, forward hook, full backward hook); --straggler-points takes the first 1..3.
 DELAY_POINTS = ("before forward", "before backward", "after backward")
@@ -70,6 +75,7 @@ class Node(ToolRank):
         super().__init__(rank, world, local_rank, local_world, settings)
         self.runs = self._agree_on_runs()
         self.groups = {"dpa": None, "gloo": self.gloo}  # None: the default group, dpa's
+        self.gloo_parameters = {}  # the Gloo runs' trained parameters, on the reference rank
         if "nccl" in self.runs:
             self.groups["nccl"] = self.dist.new_group(backend="nccl")
 
@@ -86,8 +92,12 @@ class Node(ToolRank):
 
     def drift(self, module, reference_rank):
         """Every rank's largest absolute parameter difference to `reference_rank` (a list by rank)."""
+        return self.drift_of(self.torch.cat([p.detach().reshape(-1) for p in module.parameters()]), reference_rank)
+
+    def drift_of(self, parameters, reference_rank):
+        """drift() of a flat parameter vector."""
         torch = self.torch
-        flat = torch.cat([p.detach().reshape(-1) for p in module.parameters()]).cpu()
+        flat = parameters.cpu()
         reference = flat.clone()
         self.dist.broadcast(reference, reference_rank, group=self.gloo)
         own = torch.tensor([(flat - reference).abs().max().item()], dtype=torch.float64)
@@ -111,13 +121,12 @@ def delta(after, before):
 class Trainer:
     """One run of one model under one straggler model on this rank."""
 
-    def __init__(self, node, spec, run, straggler):
+    def __init__(self, node, spec, run, straggler, wrap):
         import torch
-        from torch.nn.parallel import DistributedDataParallel
 
         import dpa
 
-        self.node, self.spec, self.run, self.straggler = node, spec, run, straggler
+        self.node, self.spec, self.run, self.straggler, self.wrap = node, spec, run, straggler, wrap
         settings = node.settings
         group_name, k_choice, preemptive = RUNS[run]
         self.fastest_k = k_choice is not None
@@ -126,16 +135,12 @@ class Trainer:
         self.model, self.source = spec.build()
         self.model.to(node.device)
         self.parameters = sum(p.numel() for p in self.model.parameters())
-        cuda = node.device.type == "cuda"
-        # Each rank keeps its own BatchNorm statistics: DDP's per-step buffer broadcast would be a
-        # Gloo collective that makes every rank wait for the straggler, with or without fastest-K.
-        self.ddp = DistributedDataParallel(self.model, device_ids=[node.device.index] if cuda else None,
-                                           process_group=node.groups[group_name], broadcast_buffers=False,
-                                           bucket_cap_mb=settings["bucket_mb"])
-        if self.uses_dpa:
+        self.ddp = wrap_model(self.model, wrap, node, node.groups[group_name], settings)
+        if self.uses_dpa and wrap == "ddp":
             # K = N named explicitly, so that DPA_K or a process default cannot turn it into fastest-K.
             dpa.register_ddp_hook(self.ddp, k=settings["k"] if self.fastest_k else node.world, preemptive=preemptive)
         self.optimizer = torch.optim.SGD(self.ddp.parameters(), lr=settings["lr"], momentum=0.9)
+        self.pause = settings["pause"] if settings["pause"] and settings["pause"][0] == node.rank else None
         self.batches = spec.batches(node.rank, self.batch, node.device)
         self.delays = delay_schedule(straggler, settings)
         self.straggler_rank = settings["straggler_rank"] if straggler != "none" else None
@@ -161,6 +166,7 @@ class Trainer:
         loss.backward()
         pause(delays, 2)
         self.optimizer.step()
+        return loss.detach()
 
     def train(self):
         """This rank's measurements of the timed steps (gathered by rank 0)."""
@@ -170,15 +176,18 @@ class Trainer:
         for index in range(settings["warmup_steps"]):
             self.step(index)
         node.barrier()
-        step_seconds, resync_seconds = [], 0.0
+        step_seconds, resync_seconds, losses = [], 0.0, []
         checks, resyncs, largest_checked = 0, 0, 0.0
         steps_partial = 0
         totals_before = dpa_totals() if self.uses_dpa else None
         previous = totals_before
         for index in range(settings["steps"]):
             started = time.perf_counter()
-            self.step(settings["warmup_steps"] + index, self.delays[index] if self.is_straggler else ())
+            if self.pause is not None and index == self.pause[1]:
+                time.sleep(self.pause[2])  # a checkpoint: the others wait in their next collective
+            loss = self.step(settings["warmup_steps"] + index, self.delays[index] if self.is_straggler else ())
             node.synchronize()
+            losses.append(float(loss))
             if self.uses_dpa:
                 # DDP has waited for every bucket of this step, and the next step has issued none.
                 current = dpa_totals()
@@ -205,9 +214,11 @@ class Trainer:
             resyncs = self.resynchroniser.served  # summed over the ranks in the report
         # Everyone, the straggler too, has finished before the replicas are compared.
         node.barrier()
-        drift_by_rank = node.drift(self.model, self.reference_rank)
+        parameters = full_parameters(self.ddp, self.wrap)
+        drift_by_rank = node.drift_of(parameters, self.reference_rank)
         measured = {
-            "rank": node.rank, "step_seconds": step_seconds, "resync_seconds": resync_seconds,
+            "rank": node.rank, "step_seconds": step_seconds, "resync_seconds": resync_seconds, "losses": losses,
+            "parameter_difference_to_gloo": self.difference_to_gloo(parameters),
             "drift_checks": checks, "resyncs": resyncs,
             "largest_checked_drift": largest_checked if self.resynchroniser is None else None,
             "drift_by_rank": drift_by_rank, "dpa": None,
@@ -216,10 +227,61 @@ class Trainer:
             measured["dpa"] = dict(delta(dpa_totals(), totals_before), steps_partial=steps_partial)
         return measured
 
+    def difference_to_gloo(self, parameters):
+        """On the reference rank: the largest difference of the trained parameters to those of the Gloo
+        run of the same model, straggler model and wrapper (kept by the Gloo run); None elsewhere."""
+        if self.node.rank != self.reference_rank:
+            return None
+        key = (self.spec.name, self.straggler, self.wrap)
+        if self.run == "gloo":
+            self.node.gloo_parameters[key] = parameters.cpu().clone()
+            return 0.0
+        kept = self.node.gloo_parameters.get(key)
+        return None if kept is None else float((parameters.cpu() - kept).abs().max())
+
     def close(self):
         del self.ddp, self.optimizer, self.batches, self.model
         if self.node.device.type == "cuda":
             self.node.torch.cuda.empty_cache()
+
+
+def wrap_model(model, wrap, node, group, settings):
+    """`model` distributed over `group` as --wrap says."""
+    cuda = node.device.type == "cuda"
+    if wrap == "fsdp":
+        from torch.distributed.fsdp import FullyShardedDataParallel
+
+        return FullyShardedDataParallel(model, process_group=group, use_orig_params=True,
+                                        device_id=node.device if cuda else None)
+    if wrap == "fsdp2":
+        from torch.distributed.device_mesh import DeviceMesh
+
+        try:
+            from torch.distributed.fsdp import fully_shard
+        except ImportError:  # torch < 2.6
+            from torch.distributed._composable.fsdp import fully_shard
+        group = group if group is not None else node.dist.group.WORLD
+        return fully_shard(model, mesh=DeviceMesh.from_group(group, node.device.type))
+    from torch.nn.parallel import DistributedDataParallel
+
+    # Each rank keeps its own BatchNorm statistics: DDP's per-step buffer broadcast would be a
+    # Gloo collective that makes every rank wait for the straggler, with or without fastest-K.
+    return DistributedDataParallel(model, device_ids=[node.device.index] if cuda else None, process_group=group,
+                                   broadcast_buffers=False, bucket_cap_mb=settings["bucket_mb"])
+
+
+def full_parameters(model, wrap):
+    """Every parameter of the trained model, whole, as one flat vector (on every rank)."""
+    import torch
+
+    if wrap == "fsdp":
+        from torch.distributed.fsdp import FullyShardedDataParallel
+
+        with FullyShardedDataParallel.summon_full_params(model):
+            return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).clone()
+    if wrap == "fsdp2":
+        return torch.cat([p.full_tensor().detach().reshape(-1) for p in model.parameters()])
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
 def pause(delays, point):
@@ -242,7 +304,9 @@ def summarise(trainer, gathered):
     mine = gathered[reference]
     train_seconds = sum(mine["step_seconds"])
     row = {
-        "model": trainer.spec.name, "straggler": trainer.straggler, "run": trainer.run, "label": LABELS[trainer.run],
+        "model": trainer.spec.name, "straggler": trainer.straggler, "wrap": trainer.wrap, "run": trainer.run,
+        "label": LABELS[trainer.run], "losses": mine["losses"], "pause": settings["pause"],
+        "parameter_difference_to_gloo": mine["parameter_difference_to_gloo"],
         "backend": RUNS[trainer.run][0], "k": settings["k"] if trainer.fastest_k else world,
         "preemptive": RUNS[trainer.run][2], "ranks": world, "batch_per_rank": trainer.batch, "steps": steps,
         "warmup_steps": settings["warmup_steps"], "parameters": trainer.parameters,
@@ -294,16 +358,22 @@ def run(node):
     for model in settings["models"]:
         spec = _models.ModelSpec(model, settings)
         for straggler in settings["stragglers"]:
-            for name in node.runs:
-                started = time.monotonic()
-                trainer = Trainer(node, spec, name, straggler)
-                gathered = node.gather_objects(trainer.train())
-                if node.rank == 0:
-                    rows.append(summarise(trainer, gathered))
-                    row = rows[-1]
-                    progress(node, f"{model}, {straggler}, {LABELS[name]}: {row['iteration_ms']['mean']:.1f} ms "
-                                   f"per iteration, {time.monotonic() - started:.1f} s")
-                trainer.close()
+            for wrap in settings["wraps"]:
+                for name in node.runs:
+                    if wrap != "ddp" and RUNS[name][1] is not None:
+                        progress(node, f"{model}, {straggler}, {wrap}, {LABELS[name]}: not run (fastest-K needs the "
+                                       "DDP hook; sharded training averages by N)")
+                        continue
+                    started = time.monotonic()
+                    trainer = Trainer(node, spec, name, straggler, wrap)
+                    gathered = node.gather_objects(trainer.train())
+                    if node.rank == 0:
+                        row = summarise(trainer, gathered)
+                        rows.append(row)
+                        progress(node, f"{model}, {straggler}, {wrap}, {LABELS[name]}: "
+                                       f"{row['iteration_ms']['mean']:.1f} ms per iteration, final loss "
+                                       f"{row['losses'][-1]:.4f}, {time.monotonic() - started:.1f} s")
+                    trainer.close()
     return rows
 
 

@@ -3,19 +3,22 @@ rank slowed down, dpa against Gloo (and NCCL): python -m dpa.train.
 
     python -m dpa.train [-n RANKS] [--models resnet50,gpt] [--stragglers none,random]
                         [--runs gloo,dpa,reactive,preemptive,nccl] [--device cpu|cuda] [--steps N]
+                        [--wrap ddp,fsdp,fsdp2] [--pause RANK:STEP:SECONDS]
                         [--straggler-rank R] [--straggler-delay-ms D] [--delay-probability P]
                         [--resync async|collective] [--resync-every S] [--resync-max-lag L]
                         [--resync-threshold T]
                         [--out DIR] [--json PATH]
     torchrun --nproc_per_node R [--nnodes H ...] -m dpa.train [same options, no -n]
 
-Every (model, straggler model, run) trains the same model from the same initial parameters for
+Every (model, straggler model, wrapper, run) trains the same model from the same initial parameters for
 --warmup-steps untimed and --steps timed iterations, in one set of rank processes. Runs: Gloo, dpa
 with K = N, dpa with reactive and with preemptive fastest-K (K = N - 1 by default), and NCCL when
 every rank has a GPU of its own. Reported per run: time per iteration (mean, median, p99) of the
 reference rank (the lowest rank that is not the straggler), samples/s, the share of blocks and of
-steps whose all-reduces completed with fewer than N ranks, the blocks the straggler missed, and
-the largest parameter difference to the reference rank. In the fastest-K runs, every
+steps whose all-reduces completed with fewer than N ranks, the blocks the straggler missed, the
+largest parameter difference to the reference rank, the reference rank's loss at every timed step,
+and the largest parameter difference to the Gloo run of the same model, straggler model and
+wrapper (the same seed, so the runs should train alike). In the fastest-K runs, every
 --resync-every steps a rank that missed blocks adopts the reference rank's replica of that step
 (dpa.Resynchroniser: nobody else waits), or with --resync collective all ranks measure the
 difference and copy the reference rank's replica (dpa.resynchronise) when it exceeds
@@ -64,6 +67,11 @@ def parse_arguments(argv):
     add("--runs", help="comma list of gloo,dpa,reactive,preemptive,nccl (default all, nccl only when every rank "
                        "has a GPU of its own)")
     add("--device", default="cpu", choices=["cpu", "cuda"], help="default cpu")
+    add("--wrap", default="ddp",
+        help="comma list of ddp,fsdp,fsdp2: how the model is distributed (FullyShardedDataParallel, fully_shard; "
+             "torch 2.x); fsdp and fsdp2 run the K = N runs only (default ddp)")
+    add("--pause", metavar="RANK:STEP:SECONDS",
+        help="RANK sleeps SECONDS before timed step STEP once, as a checkpoint would (e.g. 1:10:60)")
     add("--k", type=int, help="fastest-K of the reactive and preemptive runs (default ranks - 1)")
     add("--straggler-rank", type=int, help="the slow rank (default the last)")
     add("--straggler-delay-ms", type=float, default=50.0,
@@ -118,6 +126,22 @@ def parse_arguments(argv):
     runs = None if arguments.runs is None else comma_list(parser, "--runs", arguments.runs, tuple(_train_rank.RUNS))
     if runs is not None and "nccl" in runs and arguments.device != "cuda":
         parser.error("--runs nccl needs --device cuda")
+    wraps = comma_list(parser, "--wrap", arguments.wrap, tuple(_train_rank.WRAPS))
+    if wraps != ["ddp"]:
+        import torch
+
+        if int(torch.__version__.split(".")[0]) < 2:
+            parser.error(f"--wrap {arguments.wrap}: fsdp and fsdp2 need torch 2.x (this is {torch.__version__})")
+    pause = None
+    if arguments.pause is not None:
+        try:
+            pause_rank, pause_step, pause_seconds = arguments.pause.split(":")
+            pause = (int(pause_rank), int(pause_step), float(pause_seconds))
+        except ValueError:
+            parser.error(f"--pause: '{arguments.pause}' is not RANK:STEP:SECONDS")
+        if not (0 <= pause[0] < ranks and 0 <= pause[1] < arguments.steps and pause[2] >= 0):
+            parser.error(f"--pause: rank must be in 0..{ranks - 1}, step in 0..{arguments.steps - 1} (the timed "
+                         f"steps) and seconds at least 0, got {arguments.pause}")
     k = ranks - 1 if arguments.k is None else arguments.k
     if not 1 <= k <= ranks:
         parser.error(f"--k must be in 1..{ranks} (the ranks), got {k}")
@@ -158,6 +182,7 @@ def parse_arguments(argv):
             parser.error("--device cuda, but torch sees no CUDA device")
     settings = {
         "ranks": ranks, "models": models, "stragglers": stragglers, "runs": runs, "device": arguments.device, "k": k,
+        "wraps": wraps, "pause": pause,
         "straggler_rank": straggler_rank, "delay_ms": arguments.straggler_delay_ms,
         "delay_probability": arguments.delay_probability, "delay_points": arguments.straggler_points,
         "straggler_timeout_ms": arguments.straggler_timeout_ms,

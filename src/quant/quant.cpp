@@ -82,10 +82,11 @@ std::int8_t block_exponent(const float* values, std::size_t n) {
   const float max = kernels().max_abs(values, n, &non_finite);
   if (non_finite || max >= power_of_two(kExpMax)) return kExpNonFinite;
   if (max == 0.0f) return kExpZero;
-  // max = m * 2^x with m in [0.5, 1): 2^x bounds it, and 2^(x-1) already does when m == 0.5.
-  int x = 0;
-  const float m = std::frexp(max, &x);
-  const int e = m == 0.5f ? x - 1 : x;
+  // A normal max = 1.m * 2^(biased - 127) is below 2^(biased - 126), also when m == 0: the
+  // strict bound leaves a power of two room, so it scales below the clamp (§10.1). Denormals,
+  // like every normal below 2^kExpMin, get kExpMin.
+  const auto biased = static_cast<int>(std::bit_cast<std::uint32_t>(max) >> 23);
+  const int e = biased - 126;
   return static_cast<std::int8_t>(e < kExpMin ? kExpMin : e);
 }
 
@@ -110,10 +111,19 @@ void dequantize(const std::byte* in, std::size_t n, std::int8_t exp, int world,
     std::fill_n(out, n, fill);
     return;
   }
-  // One factor for the block, so every kernel set does exactly one multiply per value.
-  const float factor =
-      power_of_two(-scale_shift(exp, world)) / static_cast<float>(std::max(divisor, 1U));
-  kernels().dequantize(in, n, factor, out);
+  // Unscaling by 2^-s is exact while finite (float(sum) has 24 significant bits, 2^-s >=
+  // 2^-127), so a power-of-two divisor joins the factor and every value costs one multiply; any
+  // other divisor is a true division, which rounds float(sum) * 2^-s / divisor once, as
+  // sum-then-divide does (a multiply by a rounded 2^-s / divisor would not: with divisor 7, the
+  // average of seven equal integers v misses v for a fifth of all v).
+  divisor = std::max(divisor, 1U);
+  int unscale = -scale_shift(exp, world);
+  float remaining = static_cast<float>(divisor);
+  if (std::has_single_bit(divisor)) {
+    unscale -= std::countr_zero(divisor);
+    remaining = 1.0f;
+  }
+  kernels().dequantize(in, n, power_of_two(unscale), remaining, out);
 }
 
 void int32_to_wire(const std::int32_t* in, std::size_t n, std::byte* out) {

@@ -40,6 +40,7 @@ struct Avx2 {
   }
   static Float set1_float(float v) { return _mm256_set1_ps(v); }
   static Float mul(Float a, Float b) { return _mm256_mul_ps(a, b); }
+  static Float div(Float a, Float b) { return _mm256_div_ps(a, b); }
   static Float max_float(Float a, Float b) { return _mm256_max_ps(a, b); }
   static Float min_float(Float a, Float b) { return _mm256_min_ps(a, b); }
   static Int to_int(Float v) { return _mm256_cvtps_epi32(v); }

@@ -31,6 +31,7 @@ struct Avx512 {
   static std::uint32_t reduce_max(Int v) { return static_cast<std::uint32_t>(_mm512_reduce_max_epi32(v)); }
   static Float set1_float(float v) { return _mm512_set1_ps(v); }
   static Float mul(Float a, Float b) { return _mm512_mul_ps(a, b); }
+  static Float div(Float a, Float b) { return _mm512_div_ps(a, b); }
   static Float max_float(Float a, Float b) { return _mm512_max_ps(a, b); }
   static Float min_float(Float a, Float b) { return _mm512_min_ps(a, b); }
   static Int to_int(Float v) { return _mm512_cvtps_epi32(v); }

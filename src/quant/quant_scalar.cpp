@@ -44,10 +44,15 @@ void quantize(const float* in, std::size_t n, float scale, float limit, std::byt
   }
 }
 
-void dequantize(const std::byte* in, std::size_t n, float factor, float* out) {
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto sum = static_cast<std::int32_t>(load_be32(in + 4 * i));
-    out[i] = static_cast<float>(sum) * factor;
+void dequantize(const std::byte* in, std::size_t n, float factor, float divisor, float* out) {
+  const auto unscaled = [&](std::size_t i) {
+    return static_cast<float>(static_cast<std::int32_t>(load_be32(in + 4 * i))) * factor;
+  };
+  // Two loops, so the common case (no division) has none in its body.
+  if (divisor == 1.0f) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = unscaled(i);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) out[i] = unscaled(i) / divisor;
   }
 }
 

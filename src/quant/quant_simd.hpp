@@ -8,8 +8,8 @@
 //
 // V provides: Int and Float vector types, kLanes, Mask and tail_mask(count < kLanes), load, store,
 // load_tail, store_tail, bswap32 (host <-> big-endian in every 32-bit lane), set1_int, zero,
-// max_int, and_int, reduce_max (of the lanes, as uint32), set1_float, mul, max_float, min_float,
-// to_int (round to nearest even), to_float, as_float, as_int.
+// max_int, and_int, reduce_max (of the lanes, as uint32), set1_float, mul, div, max_float,
+// min_float, to_int (round to nearest even), to_float, as_float, as_int.
 #pragma once
 
 #include <bit>
@@ -63,10 +63,16 @@ void quantize(const float* in, std::size_t n, float scale, float limit, std::byt
   }
 }
 
-template <class V>
-void dequantize(const std::byte* in, std::size_t n, float factor, float* out) {
+// out = float(sum) * factor, divided by `divisor` when kDivide (the scalar kernel's two loops).
+template <class V, bool kDivide>
+void dequantize_with(const std::byte* in, std::size_t n, float factor, float divisor, float* out) {
   const typename V::Float vfactor = V::set1_float(factor);
-  const auto convert = [&](typename V::Int wire) { return V::as_int(V::mul(V::to_float(V::bswap32(wire)), vfactor)); };
+  const typename V::Float vdivisor = V::set1_float(divisor);
+  const auto convert = [&](typename V::Int wire) {
+    const typename V::Float unscaled = V::mul(V::to_float(V::bswap32(wire)), vfactor);
+    if constexpr (kDivide) return V::as_int(V::div(unscaled, vdivisor));
+    return V::as_int(unscaled);
+  };
   constexpr std::size_t kLanes = V::kLanes;
   std::size_t i = 0;
   for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
@@ -84,6 +90,12 @@ void dequantize(const std::byte* in, std::size_t n, float factor, float* out) {
     const auto mask = V::tail_mask(n - i);
     V::store_tail(out + i, mask, convert(V::load_tail(in + 4 * i, mask)));
   }
+}
+
+template <class V>
+void dequantize(const std::byte* in, std::size_t n, float factor, float divisor, float* out) {
+  if (divisor == 1.0f) return dequantize_with<V, false>(in, n, factor, divisor, out);
+  dequantize_with<V, true>(in, n, factor, divisor, out);
 }
 
 template <class V>

@@ -95,10 +95,9 @@ int verify(const Options& o, std::size_t count, std::uint32_t payload, int itera
         exact_int += static_cast<std::int64_t>(input(r, iteration, i));
       }
       if constexpr (std::is_same_v<T, float>) {
-        // docs/protocol.md: N * (2^(e+h-32) + 2^(e-24)) + 2^-23 * |exact|.
-        double bound = world * (std::ldexp(1.0, exponent + ceil_log2(world) - 32) +
-                                std::ldexp(1.0, exponent - 24)) +
-                       std::ldexp(std::abs(exact), -23);
+        // docs/protocol.md §10.4: A + 2^-23 (|exact| + A), A = N 2^(e+h-32).
+        const double absolute = world * std::ldexp(1.0, exponent + ceil_log2(world) - 32);
+        double bound = absolute + std::ldexp(std::abs(exact) + absolute, -23);
         if (o.op == "avg") {
           exact /= n;
           bound /= n;

@@ -36,18 +36,17 @@ def init_dpa(rank, world, init_file):
 
 
 def block_exponents(max_abs, payload=PAYLOAD):
-    """Per block, the smallest e with |v| <= 2^e for the block's largest |v| (protocol.md §10.1)."""
+    """Per block, the smallest e with |v| < 2^e for the block's largest |v| (protocol.md §10.1)."""
     blocks = math.ceil(len(max_abs) / payload) if len(max_abs) else 0
     padded = np.zeros(blocks * payload)
     padded[: len(max_abs)] = max_abs
     block_max = padded.reshape(blocks, payload).max(axis=1)
-    mantissa, exponent = np.frexp(block_max)
-    e = exponent - (mantissa == 0.5)
-    return np.maximum(e, -96), block_max
+    _, exponent = np.frexp(block_max)  # block_max = m 2^exponent, m in [0.5, 1): below 2^exponent
+    return np.maximum(exponent, -96), block_max
 
 
 def float_bound(inputs, payload, contributors=None):
-    """protocol.md §10.4: |result - exact| <= N (2^(e+h-32) + 2^(e-24)) + 2^-23 |exact| for SUM;
+    """protocol.md §10.4: |result - exact| <= A + 2^-23 (|exact| + A), A = N 2^(e+h-32), for SUM;
     for AVG (pass `contributors`) the exact value and the bound are divided by the contributors.
     `inputs`: one float64 array of each rank's fp32 values; `payload`: values per block
     (block_payload). Returns (exact, bound) per element."""
@@ -58,9 +57,10 @@ def float_bound(inputs, payload, contributors=None):
     if stacked.shape[1] == 0:
         return exact, exact.copy()  # nothing to bound
     e, block_max = block_exponents(np.abs(stacked).max(axis=0), payload)
-    per_block = n * (np.exp2(e + h - 32) + np.exp2(e - 24))
+    per_block = n * np.exp2(e + h - 32)
     per_block[block_max == 0] = 0.0
-    bound = np.repeat(per_block, payload)[: stacked.shape[1]] + 2.0**-23 * np.abs(exact)
+    absolute = np.repeat(per_block, payload)[: stacked.shape[1]]
+    bound = absolute + 2.0**-23 * (np.abs(exact) + absolute)
     if contributors:
         exact, bound = exact / contributors, bound / contributors
     return exact, bound

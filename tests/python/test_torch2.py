@@ -59,9 +59,14 @@ def functional_and_dtensor_worker(rank, world, init_file, device_type):
     return "ok"
 
 
+def _env(device):
+    # On a host with a GPU, FSDP and DeviceMesh pick it by themselves: hide it from CPU runs.
+    return {"CUDA_VISIBLE_DEVICES": ""} if device == "cpu" else {}
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_functional_collectives_and_dtensor(device):
-    assert run_ranks(functional_and_dtensor_worker, 2, args=(device,), timeout=180) == ["ok"] * 2
+    assert run_ranks(functional_and_dtensor_worker, 2, args=(device,), env=_env(device), timeout=180) == ["ok"] * 2
 
 
 def _model(device):
@@ -118,7 +123,7 @@ def sharded_training_worker(rank, world, init_file, device_type, wrapper):
 def test_sharded_and_compiled_training_matches_a_single_process(wrapper, device):
     # Identical batches: every rank's gradient is the average, so training equals one process's
     # up to dpa's float error (protocol.md §10.4).
-    differences = run_ranks(sharded_training_worker, 2, args=(device, wrapper), timeout=300)
+    differences = run_ranks(sharded_training_worker, 2, args=(device, wrapper), env=_env(device), timeout=300)
     assert max(differences) < 1e-5, differences
 
 

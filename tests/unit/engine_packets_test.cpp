@@ -602,7 +602,7 @@ TEST_F(EnginePackets, AverageDividesByTheContributors) {
 TEST_F(EnginePackets, FloatPrimesTheExponentThenQuantisesWithTheNegotiatedOne) {
   // 14 values, 4 blocks (the last holds 2). Each entry: priming round, then its two blocks.
   auto job = float_job(14);
-  EXPECT_EQ(exponent(job, 0), 0);  // block 0: 0.1875, -0.5, 0.5625, -1: at most 2^0
+  EXPECT_EQ(exponent(job, 0), 1);  // block 0: 0.1875, -0.5, 0.5625, -1: below 2^1 (strict)
   auto engine = start_engine();
   engine->submit(job.op);
 

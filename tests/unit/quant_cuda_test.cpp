@@ -135,7 +135,7 @@ std::vector<float> float_input(std::size_t n, std::size_t payload, std::mt19937&
     if (k == 3) values[special] = -std::numeric_limits<float>::infinity();
     if (k == 4) values[special] = std::ldexp(1.0f, kExpMax);  // the first out-of-range magnitude
     if (k == 5) values[special] = -std::nextafter(std::ldexp(1.0f, kExpMax), 0.0f);
-    if (k == 6) values[special] = std::ldexp(1.0f, e);  // a power of two as the maximum
+    if (k == 6) values[special] = std::ldexp(1.0f, e);  // a power of two as the maximum (strict)
   }
   return values;
 }
@@ -227,14 +227,14 @@ struct WireCase {
   std::vector<float> expected;     // quant::dequantize; NaN where the block is missed
 };
 
-// Sums anywhere in int32 (their extremes included), every exponent class, divisors 1..16 and
-// missed blocks.
+// Sums anywhere in int32 (their extremes included), every exponent class, divisors 1..64 (powers
+// of two take the multiply-only path, the others a division) and missed blocks.
 WireCase wire_case(std::size_t n, std::size_t payload, int world, std::mt19937& rng) {
   WireCase c;
   c.wire.resize(4 * n);
   std::uniform_int_distribution<std::int32_t> sum(INT32_MIN, INT32_MAX);
   std::uniform_int_distribution<int> exponent(kExpMin - 2, kExpMax + 1);
-  std::uniform_int_distribution<std::uint32_t> divisor(0, 16);
+  std::uniform_int_distribution<std::uint32_t> divisor(0, 64);
   for (std::size_t i = 0; i < n; ++i) {
     std::int32_t v = sum(rng);
     if (i % 97 == 0) v = INT32_MAX;
@@ -289,7 +289,7 @@ TEST_F(QuantCuda, Float32ResultsMatchDequantizeInPlace) {
 }
 
 // Every exponent with every world size: the block factor reaches from 2^103 down to the
-// denormal 2^-127, divided by every divisor.
+// denormal 2^-127, divided by every divisor up to 64.
 TEST_F(QuantCuda, EveryExponentWorldAndDivisorMatchesDequantize) {
   constexpr std::size_t kPayload = 64;
   std::vector<std::byte> wire;
@@ -301,7 +301,7 @@ TEST_F(QuantCuda, EveryExponentWorldAndDivisorMatchesDequantize) {
     wire.clear();
     blocks.clear();
     for (int e = kExpMin; e <= kExpMax; ++e) {
-      blocks.push_back({.divisor = static_cast<std::uint32_t>(1 + (e - kExpMin) % 16),
+      blocks.push_back({.divisor = static_cast<std::uint32_t>(1 + (e - kExpMin) % 64),
                         .exponent = static_cast<std::int8_t>(e)});
       for (std::size_t i = 0; i < kPayload; ++i) {
         const auto u = __builtin_bswap32(

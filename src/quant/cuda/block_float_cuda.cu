@@ -57,16 +57,13 @@ __device__ __half nan_of<__half>() { return __ushort_as_half(0x7e00); }
 template <>
 __device__ Bf16 nan_of<Bf16>() { return Bf16{0x7fc0}; }
 
-// quant::block_exponent from the largest magnitude's bit pattern. Every denormal, and every
-// normal below 2^kExpMin, gets kExpMin (kExpMin > -126).
+// quant::block_exponent from the largest magnitude's bit pattern: a normal 1.m * 2^(biased - 127)
+// is below 2^(biased - 126) (strict, also when m == 0). Every denormal, and every normal below
+// 2^kExpMin, gets kExpMin (kExpMin > -126).
 __device__ std::int8_t exponent_of_max(std::uint32_t max_bits) {
   if (max_bits >= kExpMaxBits) return kExpNonFinite;  // also NaN and Inf: they sort above
   if (max_bits == 0) return kExpZero;
-  const int biased = static_cast<int>(max_bits >> 23);
-  const bool power_of_two = (max_bits & 0x7fffffU) == 0;
-  // A normal max = 1.m * 2^(biased - 127) is bounded by 2^(biased - 126), by 2^(biased - 127)
-  // when m == 0.
-  const int e = biased == 0 ? kExpMin : (power_of_two ? biased - 127 : biased - 126);
+  const int e = static_cast<int>(max_bits >> 23) - 126;
   return static_cast<std::int8_t>(e < kExpMin ? kExpMin : e);
 }
 
@@ -110,12 +107,20 @@ __global__ void finish_kernel(const std::uint32_t* wire, const WireBlock* blocks
     for (std::size_t i = begin + threadIdx.x; i < end; i += kThreads) out[i] = fill;
     return;
   }
-  // quant::dequantize's factor: ldexp(1, -scale_shift) / float(divisor), one rounding.
-  const float factor = __fdiv_rn(exact_power_of_two(block.exponent - shift_base),
-                                 __uint2float_rn(block.divisor));
+  // quant::dequantize: float(sum) * 2^-shift is exact; a power-of-two divisor joins that factor,
+  // any other is one IEEE division, so the result is float(sum) * 2^-shift / divisor rounded once.
+  int unscale = block.exponent - shift_base;
+  std::uint32_t divisor = block.divisor;
+  if ((divisor & (divisor - 1)) == 0) {
+    unscale -= __ffs(static_cast<int>(divisor)) - 1;
+    divisor = 1;
+  }
+  const float factor = exact_power_of_two(unscale);
+  const float d = __uint2float_rn(divisor);
   for (std::size_t i = begin + threadIdx.x; i < end; i += kThreads) {
     const auto sum = static_cast<std::int32_t>(__byte_perm(wire[i], 0, 0x0123));
-    out[i] = narrow<T>(__fmul_rn(__int2float_rn(sum), factor));
+    const float unscaled = __fmul_rn(__int2float_rn(sum), factor);
+    out[i] = narrow<T>(divisor == 1 ? unscaled : __fdiv_rn(unscaled, d));
   }
 }
 

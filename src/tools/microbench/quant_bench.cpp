@@ -92,6 +92,10 @@ void add(const std::string& op, const std::string& kernels, const Body& body) {
     add("Dequantize", kernels, [](Data& d, std::size_t n) {
       dpa::quant::dequantize(d.wire(), n, d.exp, kWorld, 1, d.floats_out.data());
     });
+    // AVG by a contributor count that is no power of two (fastest-K with 7 of 8 ranks).
+    add("DequantizeAvg7", kernels, [](Data& d, std::size_t n) {
+      dpa::quant::dequantize(d.wire(), n, d.exp, kWorld, kWorld - 1, d.floats_out.data());
+    });
     add("Int32ToWire", kernels, [](Data& d, std::size_t n) {
       dpa::quant::int32_to_wire(d.ints.data(), n, d.wire());
     });
