@@ -228,6 +228,9 @@ int main(int argc, char** argv) {
   std::optional<std::int64_t> idle_timeout_ms;
   add->add_option("--idle-timeout-ms", idle_timeout_ms,
                   "A join generation idle this long no longer holds the session (idle_timeout_ms)");
+  std::optional<std::int64_t> liveness_timeout_ms;
+  add->add_option("--liveness-timeout-ms", liveness_timeout_ms,
+                  "A joined rank not heard from this long is gone (liveness_timeout_ms)");
   std::vector<std::string> workers;
   add->add_option("--workers", workers, "Worker addresses (ip or ip:port), one per rank or one for all (workers)")
       ->delimiter(',');
@@ -310,6 +313,7 @@ int main(int argc, char** argv) {
       if (pool_size) session["pool_size"] = *pool_size;
       if (straggler_timeout_us) session["straggler_timeout_us"] = *straggler_timeout_us;
       if (idle_timeout_ms) session["idle_timeout_ms"] = *idle_timeout_ms;
+      if (liveness_timeout_ms) session["liveness_timeout_ms"] = *liveness_timeout_ms;
       if (!workers.empty()) session["workers"] = workers;
       if (auth_key_file) session["auth_key_file"] = *auth_key_file;
       if (!session.contains("id") || !session.contains("world_size")) {

@@ -128,6 +128,10 @@ int main(int argc, char** argv) {
   app.add_option("--idle-timeout-ms", idle_timeout_ms,
                  "A join generation idle this long no longer holds the session against another job")
       ->capture_default_str();
+  std::int64_t liveness_timeout_ms = session.liveness_timeout.count();
+  app.add_option("--liveness-timeout-ms", liveness_timeout_ms,
+                 "A joined rank not heard from this long is gone: rounds that wait for it report it")
+      ->capture_default_str();
   app.add_option("--workers", workers, "Worker addresses (ip or ip:port), one per rank or one for all")
       ->delimiter(',');
   std::string auth_key_file;
@@ -188,6 +192,7 @@ int main(int argc, char** argv) {
       session.world_size = world_size;
       session.straggler_timeout = std::chrono::microseconds(straggler_timeout_us);
       session.idle_timeout = std::chrono::milliseconds(idle_timeout_ms);
+      session.liveness_timeout = std::chrono::milliseconds(liveness_timeout_ms);
       session.workers = parse_workers(workers);
       if (!auth_key_file.empty()) session.auth_key = dpa::protocol::read_auth_key_file(auth_key_file, "--auth-key-file");
       std::erase_if(config.sessions, [&](const dpa::SessionConfig& s) { return s.id == session.id; });
