@@ -688,7 +688,8 @@ void WorkerEngine::throw_timeout(std::uint32_t e, std::uint64_t now) const {
   const std::string where = " (operation " + std::to_string(op_->op_id) + ", thread " +
                             std::to_string(index_) + ", slot " +
                             std::to_string(layout_.slot(index_, e, entry.round)) + ", round " +
-                            std::to_string(protocol::SlotLayout::seq_of_round(entry.round)) + ")";
+                            std::to_string(protocol::SlotLayout::seq_of_round(entry.round)) +
+                            "; DPA_TIMEOUT_MS or the process group's timeout)";
   const std::string switch_at = "the switch at " + entry.switch_port.to_string();
   const std::string waited = std::to_string(config_.timeout.count()) + " ms";
   // The switch still answers (it counted this rank within the last two probes): the round
@@ -698,8 +699,7 @@ void WorkerEngine::throw_timeout(std::uint32_t e, std::uint64_t now) const {
   const std::string cause =
       switch_counted_us
           ? switch_at + " holds this rank's contribution but the round waited " + waited + " for " +
-                describe_ranks(entry.waiting_for) + where +
-                " (DPA_TIMEOUT_MS or the process group's timeout): other ranks did not send theirs; are"
+                describe_ranks(entry.waiting_for) + where + ": other ranks did not send theirs; are"
           : "no reply from " + switch_at + " for " + waited + where +
                 ": is dpa-switch running, and are";
   // Replies that kept coming but did not fit the round: the switch answers, about another state.

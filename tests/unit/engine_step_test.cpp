@@ -680,14 +680,15 @@ TEST_F(EngineStep, GiveUpTimeoutNamesTheSwitchOrTheOtherRanks) {
   const std::vector<Case> cases = {
       {"never answered", 0,
        "no reply from the switch at 127.0.0.1:4242 for 300 ms (operation 5, "
-       "thread 0, slot 100, round 1): is dpa-switch running"},
+       "thread 0, slot 100, round 1; DPA_TIMEOUT_MS or the process group's timeout): is dpa-switch running"},
       {"answered to the end", 1000,
        "the switch at 127.0.0.1:4242 holds this rank's contribution "
        "but the round waited 300 ms for rank 1 (operation 5, thread 0, "
-       "slot 100, round 1) (DPA_TIMEOUT_MS or the process group's timeout): other ranks did not send theirs"},
+       "slot 100, round 1; DPA_TIMEOUT_MS or the process group's timeout): other ranks did not send theirs"},
       {"answered about an earlier operation", 1000,
        "no reply from the switch at 127.0.0.1:4242 for 300 ms (operation 5, thread 0, slot 100, "
-       "round 1): is dpa-switch running, and are all ranks alive and running the same "
+       "round 1; DPA_TIMEOUT_MS or the process group's timeout): is dpa-switch running, and are all ranks "
+       "alive and running the same "
        "operations? (38 replies about this slot did not fit the round; the last: operation 4, "
        "slot 100, round 1, flags 0x0001, error none, contributors 2)",
        true},
