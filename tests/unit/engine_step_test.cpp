@@ -27,6 +27,7 @@
 #include "protocol/byte_order.hpp"
 #include "protocol/wire.hpp"
 #include "quant/quant.hpp"
+#include "../captured_log.hpp"
 #include "engine_test_packets.hpp"
 #include "memory_queue.hpp"
 
@@ -753,6 +754,8 @@ TEST_F(EngineStep, AcceptedRepliesRestartTheGiveUpClock) {
 // the switch alive, the entry probes once a second, and pending() names the operation and rank.
 TEST_F(EngineStep, APendingRoundIsProbedOnceASecondUntilTheLateRankComes) {
   config.timeout = 120'000ms;
+  config.pending_warn = 30'000ms;
+  const dpa::test::CapturedLog log(spdlog::level::warn);
   Harness& h = engine();
   auto job = int_job(4);
   h.start(*job.op);
@@ -775,6 +778,12 @@ TEST_F(EngineStep, APendingRoundIsProbedOnceASecondUntilTheLateRankComes) {
   EXPECT_EQ(wait->op_id, kOpId);
   EXPECT_EQ(wait->waited_ms, (now - kStart) / kMs);
   EXPECT_EQ(wait->waiting_for, 0b10u);
+  const std::string warnings = log.text();
+  EXPECT_NE(warnings.find("rank 0: operation 5 has waited 30 s for rank 1 (the switch at 127.0.0.1:4242 holds "
+                          "this rank's contribution; it fails after 120000 ms"),
+            std::string::npos)
+      << warnings;
+  EXPECT_EQ(warnings.find("has waited", warnings.find("has waited") + 1), std::string::npos) << "warned once";
   const std::vector<std::int32_t> sums = h.answer_int(data);  // rank 1 arrives: the multicast
   expect_int_block(job, 0, sums);
   (void)result_of(*job.op);
