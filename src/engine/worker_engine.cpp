@@ -606,9 +606,11 @@ void WorkerEngine::on_pending(std::uint32_t e, const Header& h, std::uint64_t no
                                                         : (std::uint64_t{1} << session_.world_size) - 1;
   entry.waiting_for = world & ~h.bitmap;
   // A K = N round completes only when the late ranks come, which may take minutes (a
-  // checkpoint): probe slowly meanwhile, no faster than the liveness timeout needs. Reactive
-  // fastest-K runs on the probes and keeps its pace.
-  if (op_waits_for_all_) {
+  // checkpoint): once it has waited a slow probe interval, probe slowly, no faster than the
+  // liveness timeout needs. Before that the back-off keeps its pace, so a switch that dies
+  // during a short wait is still told from one that answers. Reactive fastest-K runs on the
+  // probes and keeps its pace throughout.
+  if (op_waits_for_all_ && now - entry.sent_ns >= slow_probe_ns_) {
     entry.rto_cap_ns = std::max(entry.rto_cap_ns, slow_probe_ns_);
     entry.rto_ns = std::max(entry.rto_ns, slow_probe_ns_);
     // The give-up is checked at deadlines: not a slow probe late.
