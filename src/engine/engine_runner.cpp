@@ -178,6 +178,7 @@ void EngineRunner::execute(Operation& op) {
 void EngineRunner::keep_alive_idle() {
   try {
     engine_.keepalive(now_ns());
+    if (engine_.outgoing().empty()) return;  // the first call only starts the interval
     send_outgoing();
     queue_->flush();
   } catch (const std::exception&) {
