@@ -48,8 +48,16 @@ struct Config {
 
   std::chrono::microseconds retransmit_timeout{2000};       // first retransmission
   std::chrono::microseconds max_retransmit_timeout{16000};  // back-off cap (doubling)
-  std::chrono::milliseconds timeout{10000};       // no reply for this long fails the operation
+  // A round that waits this long for other ranks fails the operation (DPA_TIMEOUT_MS; the
+  // PyTorch backend uses the process group's timeout unless that is set).
+  std::chrono::milliseconds timeout{10000};
   std::chrono::milliseconds join_timeout{30000};  // waiting for every rank to join
+  // Liveness (docs/protocol.md §6.7, DPA_LIVENESS_TIMEOUT_MS): a switch that answers nothing
+  // this long while an operation waits is dead. Thread 0 sends the switch a keepalive, and a
+  // round the switch reports pending is probed, every min(1 s, a fifth of it).
+  std::chrono::milliseconds liveness_timeout{5000};
+  // An operation pending this long logs a warning naming the ranks it waits for (DPA_PENDING_WARN_MS).
+  std::chrono::milliseconds pending_warn{30000};
   // Spin on the socket this long before blocking (0: never spin). Lowers latency on machines
   // with a core to spare per worker thread; off by default so small machines stay idle.
   std::chrono::microseconds busy_poll{0};
@@ -71,7 +79,7 @@ struct Config {
 
   // Reads a JSON object whose keys are the field names above (durations in the unit of the
   // key's suffix: retransmit_timeout_us, max_retransmit_timeout_us, timeout_ms,
-  // join_timeout_ms; "switch" as "host:port", a comma-separated list of them, or an array of
+  // join_timeout_ms, liveness_timeout_ms, pending_warn_ms; "switch" as "host:port", a comma-separated list of them, or an array of
   // them). Unknown keys are a ConfigError.
   static Config from_json_file(const std::string& path);
   // Starts from DPA_CONFIG (a JSON file) if set, then applies the DPA_* variables.

@@ -130,6 +130,9 @@ class Context {
   // The switch server each worker thread talks to, [t] for thread t (Config::switch_of_thread):
   // which servers serve this context's operations.
   [[nodiscard]] std::vector<HostPort> thread_switches() const;
+  // The running operation if the switch reports it pending (it holds this rank's contribution,
+  // other ranks' are missing): which one, for how long, for which ranks. Any thread may ask.
+  [[nodiscard]] std::optional<PendingWait> pending() const;
 
  private:
   template <typename T>

@@ -36,6 +36,9 @@ struct SessionConfig {
   // A join generation that has sent nothing for this long (or one of whose ranks has left)
   // no longer holds the session: another job's JOINs may then replace it.
   std::chrono::milliseconds idle_timeout{10000};
+  // A joined rank whose keepalives (docs/protocol.md §6.7) stopped this long is gone: a probe
+  // of a round that waits for it gets rank_gone instead of a pending reply. Counted in ticks.
+  std::chrono::milliseconds liveness_timeout{5000};
   // One entry per rank, or a single entry that every rank may use; empty accepts any sender.
   std::vector<WorkerAddress> workers;
   // Authenticated mode (docs/protocol.md §6.6), off when empty: the session key. Rank r's key is

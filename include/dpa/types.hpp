@@ -51,4 +51,12 @@ struct OpStats {
   OpStats& merge(const OpStats& part, std::size_t element_offset);
 };
 
+// An operation the switch reports pending (docs/protocol.md §8.2): it holds this rank's
+// contribution to a round that waits for other ranks (Context::pending()).
+struct PendingWait {
+  std::uint32_t op_id = 0;         // the operation (1, 2, ... per context)
+  std::uint64_t waited_ms = 0;     // since its oldest pending round was sent
+  std::uint64_t waiting_for = 0;   // ranks whose contribution that round lacks (bit r = rank r)
+};
+
 }  // namespace dpa

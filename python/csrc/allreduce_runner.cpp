@@ -50,9 +50,6 @@ void AllreduceRunner::fail(AllreduceRequest& request, std::exception_ptr error) 
   std::string reason;
   try {
     std::rethrow_exception(error);
-  } catch (const TimeoutError& e) {
-    reason = std::string(e.what()) +
-             " (DPA_TIMEOUT_MS bounds the wait for the switch and the other ranks)";
   } catch (const std::exception& e) {
     reason = e.what();
   } catch (...) {

@@ -1,5 +1,6 @@
 // dpa._C: the Python face of the backend. dpa/__init__.py registers it with torch.distributed.
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
@@ -146,6 +147,17 @@ PYBIND11_MODULE(_C, module) {
   module.def("default_fastest_k",
              [] { return choice_to_tuple(dpa::torch_backend::default_fastest_k()); });
   module.def("last_stats", [] { return stats_to_dict(dpa::torch_backend::last_stats()); });
+  module.def("pending", []() -> py::object {
+    const std::optional<dpa::PendingWait> wait = ProcessGroupDpa::pending_all();
+    if (!wait) return py::none();
+    py::list ranks;
+    for (std::uint64_t rest = wait->waiting_for; rest != 0; rest &= rest - 1) ranks.append(std::countr_zero(rest));
+    py::dict result;
+    result["op_id"] = wait->op_id;
+    result["waited_s"] = static_cast<double>(wait->waited_ms) / 1000.0;
+    result["ranks"] = ranks;
+    return result;
+  });
   module.def("total_retransmissions", &dpa::torch_backend::total_retransmissions);
   module.def("total_stats", [] { return totals_to_dict(dpa::torch_backend::total_stats()); });
 }

@@ -56,6 +56,7 @@ ProcessGroupDpa::ProcessGroupDpa(const c10::intrusive_ptr<c10d::Store>& store, i
   if (!gloo_) throw ConfigError("ProcessGroupDpa needs a Gloo process group for delegation");
   config_.rank = rank;
   config_.world_size = size;
+  apply_process_group_timeout(config_, timeout);
   check_same_chunking_on_all_ranks(timeout);
   const AuthRequest auth = auth_request(config_);
   std::optional<Config> small;
@@ -134,6 +135,19 @@ void ProcessGroupDpa::close_once() {
 void ProcessGroupDpa::close_all() {
   std::lock_guard lock(live_groups_mutex);
   for (ProcessGroupDpa* group : live_groups) group->close();
+}
+
+std::optional<PendingWait> ProcessGroupDpa::pending_all() {
+  std::lock_guard lock(live_groups_mutex);
+  std::optional<PendingWait> longest;
+  for (const ProcessGroupDpa* group : live_groups) {
+    std::shared_lock lifecycle(group->lifecycle_mutex_);  // close() drops the contexts under the unique lock
+    for (const Context* context : {group->context_.get(), group->small_context_.get()}) {
+      const std::optional<PendingWait> wait = context != nullptr ? context->pending() : std::nullopt;
+      if (wait && (!longest || wait->waited_ms > longest->waited_ms)) longest = wait;
+    }
+  }
+  return longest;
 }
 
 std::uint32_t ProcessGroupDpa::payload() const { return context_ ? context_->payload() : 0; }

@@ -46,6 +46,8 @@ class ProcessGroupDpa final : public BackendBase {
   // this process embeds one. Whatever group object a caller holds (torch wraps backends per
   // device type), the process's switch is counted once per group that runs one.
   [[nodiscard]] static std::optional<SwitchCounters> embedded_switch_totals();
+  // The longest wait the switch reports pending over the live groups (Context::pending()).
+  [[nodiscard]] static std::optional<PendingWait> pending_all();
 
   [[nodiscard]] std::string mode() const { return to_string(settings_.mode); }
   [[nodiscard]] std::uint32_t payload() const;

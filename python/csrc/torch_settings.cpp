@@ -1,5 +1,6 @@
 #include "torch_settings.hpp"
 
+#include <algorithm>
 #include <limits>
 
 #include "dpa/env.hpp"
@@ -65,5 +66,11 @@ EmbeddedSwitchSettings EmbeddedSwitchSettings::from_env() {
 }
 
 bool switch_configured() { return env_string("DPA_SWITCH") || env_string("DPA_CONFIG"); }
+
+void apply_process_group_timeout(Config& config, std::chrono::milliseconds timeout) {
+  if (env_string("DPA_TIMEOUT_MS") || config.timeout != Config{}.timeout) return;
+  constexpr std::chrono::milliseconds kLongest{86'400'000};  // Config's limit: a day
+  config.timeout = std::clamp(timeout, std::chrono::milliseconds(1), kLongest);
+}
 
 }  // namespace dpa::torch_backend

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "dpa/config.hpp"
+
 namespace dpa::torch_backend {
 
 enum class ExecutionMode { worksteal, pipeline, hybrid, simple };
@@ -42,5 +44,10 @@ struct EmbeddedSwitchSettings {
 
 // True when DPA_SWITCH or DPA_CONFIG names a switch for the workers.
 bool switch_configured();
+
+// torch's meaning of a timeout: a collective fails only after the process group's timeout
+// (init_process_group / new_group, torch's default when none is given). DPA_TIMEOUT_MS, or a
+// timeout_ms in DPA_CONFIG, still wins where set. Clamped to the range Config accepts.
+void apply_process_group_timeout(Config& config, std::chrono::milliseconds timeout);
 
 }  // namespace dpa::torch_backend

@@ -14,6 +14,7 @@ Fastest-K: ``with dpa.fastest_k(k): ...`` for the operations issued inside,
 ``dpa.register_ddp_hook(model, k)`` averages DDP gradients by each block's true contributors, and
 ``dpa.resynchronise(model)`` makes replicas that drifted under fastest-K identical again.
 ``dpa.udp_drops()`` counts the datagrams the kernel dropped on this process's dpa sockets.
+``dpa.pending()`` says which all_reduce waits for which ranks, and for how long.
 """
 
 import atexit
@@ -55,6 +56,7 @@ if (_C.TORCH_VERSION_MAJOR, _C.TORCH_VERSION_MINOR) != tuple(
 from ._ddp import DdpHookState, allreduce_hook, register_ddp_hook  # noqa: E402
 from ._resync import Resynchroniser, resynchronise  # noqa: E402
 from ._fastest_k import fastest_k, last_stats, set_default_fastest_k, total_retransmissions  # noqa: E402
+from ._pending import pending  # noqa: E402
 from ._socket_drops import udp_drops  # noqa: E402
 
 __all__ = [
@@ -63,6 +65,7 @@ __all__ = [
     "allreduce_hook",
     "fastest_k",
     "last_stats",
+    "pending",
     "register_ddp_hook",
     "Resynchroniser",
     "resynchronise",

@@ -127,6 +127,8 @@ const FieldReaders<Config>& config_readers() {
       {"max_retransmit_timeout_us", reader_for(&Config::max_retransmit_timeout)},
       {"timeout_ms", reader_for(&Config::timeout)},
       {"join_timeout_ms", reader_for(&Config::join_timeout)},
+      {"liveness_timeout_ms", reader_for(&Config::liveness_timeout)},
+      {"pending_warn_ms", reader_for(&Config::pending_warn)},
       {"busy_poll_us", reader_for(&Config::busy_poll)},
       {"k", reader_for(&Config::k)},
       {"preemptive", reader_for(&Config::preemptive)},
@@ -366,6 +368,8 @@ Config Config::from_env() {
   apply_env("DPA_MAX_RTO_US", config.max_retransmit_timeout, kRetransmitUs);
   apply_env("DPA_TIMEOUT_MS", config.timeout, kTimeoutMs);
   apply_env("DPA_JOIN_TIMEOUT_MS", config.join_timeout, kTimeoutMs);
+  apply_env("DPA_LIVENESS_TIMEOUT_MS", config.liveness_timeout, kTimeoutMs);
+  apply_env("DPA_PENDING_WARN_MS", config.pending_warn, kTimeoutMs);
   apply_env("DPA_BUSY_POLL_US", config.busy_poll, kBusyPollUs);
   apply_env("DPA_K", config.k, kKs);
   apply_env("DPA_PREEMPTIVE", config.preemptive);
@@ -422,6 +426,9 @@ void Config::validate() const {
           max_retransmit_timeout.count(), retransmit_timeout.count());
   require_in(kTimeoutMs, std::chrono::milliseconds(timeout).count(), "timeout_ms", "DPA_TIMEOUT_MS");
   require_in(kTimeoutMs, std::chrono::milliseconds(join_timeout).count(), "join_timeout_ms", "DPA_JOIN_TIMEOUT_MS");
+  require_in(kTimeoutMs, std::chrono::milliseconds(liveness_timeout).count(), "liveness_timeout_ms",
+             "DPA_LIVENESS_TIMEOUT_MS");
+  require_in(kTimeoutMs, std::chrono::milliseconds(pending_warn).count(), "pending_warn_ms", "DPA_PENDING_WARN_MS");
   require_in(kBusyPollUs, std::chrono::microseconds(busy_poll).count(), "busy_poll_us", "DPA_BUSY_POLL_US");
   require(k >= 0 && k <= world_size, "k {} out of range [0, world_size {}] (DPA_K)", k, world_size);
   require_in(kProbabilities, faults.drop, "faults.drop", "DPA_FAULT_DROP");

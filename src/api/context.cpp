@@ -127,6 +127,15 @@ class ContextImpl {
     return total;
   }
   [[nodiscard]] const SubmitOrder& order() const { return order_; }
+  // The longest pending wait over the threads, with the ranks it lacks.
+  [[nodiscard]] std::optional<PendingWait> pending() const {
+    std::optional<PendingWait> longest;
+    for (const auto& engine : engines_) {
+      const std::optional<PendingWait> wait = engine->pending();
+      if (wait && (!longest || wait->waited_ms > longest->waited_ms)) longest = wait;
+    }
+    return longest;
+  }
 
  private:
   // A data packet the transport cannot carry would be dropped on every send: say so instead.
@@ -301,6 +310,7 @@ int Context::world_size() const { return impl_->config().world_size; }
 std::uint32_t Context::payload() const { return impl_->payload(); }
 TransportCounters Context::transport_counters() const { return impl_->transport_counters(); }
 std::vector<HostPort> Context::thread_switches() const { return impl_->thread_switches(); }
+std::optional<PendingWait> Context::pending() const { return impl_->pending(); }
 const Config& Context::config() const { return impl_->config(); }
 const SubmitOrder& Context::submit_order() const { return impl_->order(); }
 

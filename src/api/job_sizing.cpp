@@ -349,6 +349,8 @@ SessionConfig session_for(const Config& worker, std::uint32_t pool_base, std::ch
   session.pool_base = pool_base;
   session.pool_size = worker.pool_slots();
   session.straggler_timeout = straggler_timeout;
+  // The ranks' own liveness setting: their keepalives go at a fifth of it (docs/protocol.md §6.7).
+  session.liveness_timeout = worker.liveness_timeout;
   return session;
 }
 

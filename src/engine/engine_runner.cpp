@@ -1,6 +1,7 @@
 #include "engine/engine_runner.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "dpa/error.hpp"
@@ -79,6 +80,8 @@ bool EngineRunner::run_here(const Operation& op) {
   return true;
 }
 
+std::optional<PendingWait> EngineRunner::pending() const { return engine_.pending(now_ns()); }
+
 transport::QueueCounters EngineRunner::counters() {
   std::lock_guard lock(queue_mutex_);
   return counters_;
@@ -105,9 +108,25 @@ void EngineRunner::run() {
       std::unique_lock lock(queue_mutex_);
       // After stop(), parts still queued fail at once (execute checks the flag); a part a waiter
       // runs ends first, so the thread never leaves the queue to nobody.
-      queue_ready_.wait(lock, [this] {
+      const auto ready = [this] {
         return !executing_ && (!operations_.empty() || stop_.load(std::memory_order_relaxed));
-      });
+      };
+      // Idle, the thread still wakes for the engine's keepalives (none on most threads).
+      const std::uint64_t keepalive = engine_.next_keepalive();
+      const bool woken =
+          keepalive == std::numeric_limits<std::uint64_t>::max()
+              ? (queue_ready_.wait(lock, ready), true)
+              : queue_ready_.wait_until(lock,
+                                        std::chrono::steady_clock::time_point(std::chrono::nanoseconds(keepalive)),
+                                        ready);
+      if (!woken) {
+        if (executing_) continue;  // a waiter runs a part: its loop sends the keepalives
+        executing_ = true;
+        lock.unlock();
+        keep_alive_idle();
+        finish_executing();
+        continue;
+      }
       if (operations_.empty()) return;
       op = std::move(operations_.front());
       operations_.pop_front();
@@ -126,8 +145,9 @@ void EngineRunner::execute(Operation& op) {
       if (stop_.load(std::memory_order_relaxed)) {
         throw Error("dpa context destroyed while an allreduce was running");
       }
+      engine_.keepalive(now);
       send_outgoing();
-      const std::uint64_t deadline = engine_.deadline_bound();
+      const std::uint64_t deadline = std::min(engine_.deadline_bound(), engine_.next_keepalive());
       const std::size_t received =
           receive(std::chrono::nanoseconds(deadline > now ? deadline - now : 0), now);
       now = now_ns();
@@ -152,6 +172,18 @@ void EngineRunner::execute(Operation& op) {
   } catch (...) {
     // The stop flag, or the transport failing (a receive error): the part fails with it.
     engine_.fail(std::current_exception());
+  }
+}
+
+void EngineRunner::keep_alive_idle() {
+  try {
+    engine_.keepalive(now_ns());
+    if (engine_.outgoing().empty()) return;  // the first call only starts the interval
+    send_outgoing();
+    queue_->flush();
+  } catch (const std::exception&) {
+    // A keepalive that cannot go is lost like any packet; the switch hears the next one.
+    engine_.clear_outgoing();
   }
 }
 

@@ -49,6 +49,8 @@ class EngineRunner {
   // The queue's counters as of the end of the last operation part (the queue itself is only
   // read by the thread that drives it).
   [[nodiscard]] transport::QueueCounters counters();
+  // The running part if the switch reports it pending (WorkerEngine::pending); any thread.
+  [[nodiscard]] std::optional<PendingWait> pending() const;
 
  private:
   void run();
@@ -56,6 +58,8 @@ class EngineRunner {
   void finish_executing();
   // Hands the engine's packets to the queue and pushes them out.
   void send_outgoing();
+  // Idle: sends the engine's keepalive when due (docs/protocol.md §6.7).
+  void keep_alive_idle();
   std::size_t receive(std::chrono::nanoseconds wait, std::uint64_t now);
 
   const std::chrono::nanoseconds busy_poll_;

@@ -51,6 +51,8 @@ struct Operation {
   [[nodiscard]] bool failed() const { return failed_.load(std::memory_order_acquire); }
 
   int parts_remaining = 0;  // set before the parts are handed to the threads
+  // The operation has logged that it waits long for other ranks (Config::pending_warn): once.
+  std::atomic<bool> pending_warned{false};
   // Runners whose parts a waiting thread may run itself (Config::waiter_runs); set at submit.
   std::vector<std::weak_ptr<EngineRunner>> waiter_may_run;
   // Their threads were not woken at submit (AllreduceOptions::caller_waits): run_parts_here()

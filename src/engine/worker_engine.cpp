@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "api/logging.hpp"
 #include "dpa/error.hpp"
 #include "engine/float_blocks.hpp"
 #include "quant/quant.hpp"
@@ -45,6 +46,21 @@ std::uint64_t fastest_k_max_rto(const Config& config, const SessionInfo& session
   return std::max(cap, to_ns(config.retransmit_timeout));
 }
 
+constexpr std::uint64_t kSecondNs = 1'000'000'000;
+
+std::uint64_t slow_probe(const Config& config) {
+  return std::min(kSecondNs, to_ns(config.liveness_timeout) / 5);
+}
+
+// "rank 3" or "ranks 1, 3": the ranks of a bitmap.
+std::string describe_ranks(std::uint64_t ranks) {
+  std::string list;
+  for (std::uint64_t rest = ranks; rest != 0; rest &= rest - 1) {
+    list += (list.empty() ? "" : ", ") + std::to_string(std::countr_zero(rest));
+  }
+  return (std::popcount(ranks) == 1 ? "rank " : "ranks ") + list;
+}
+
 }  // namespace
 
 WorkerEngine::WorkerEngine(std::uint32_t thread_index, const Config& config,
@@ -55,6 +71,9 @@ WorkerEngine::WorkerEngine(std::uint32_t thread_index, const Config& config,
       layout_{session.pool_base, static_cast<std::uint32_t>(config.window)},
       max_rto_ns_(to_ns(config.max_retransmit_timeout)),
       fastest_k_max_rto_ns_(fastest_k_max_rto(config, session)),
+      liveness_ns_(to_ns(config.liveness_timeout)),
+      slow_probe_ns_(slow_probe(config)),
+      pending_warn_ns_(to_ns(config.pending_warn)),
       scope_{.session = config.session,
              .token = session.token,
              .slot_base = layout_.slot(thread_index, 0, 0),
@@ -77,6 +96,35 @@ WorkerEngine::WorkerEngine(std::uint32_t thread_index, const Config& config,
       switch_ports_.push_back(entries_[e].switch_port);
     }
   }
+  // Thread t talks to server t mod S: threads 0 .. S-1 are the first of each server.
+  if (thread_index < config.switches.size()) next_keepalive_ns_ = 0;
+}
+
+void WorkerEngine::keepalive(std::uint64_t now_ns) {
+  if (now_ns < next_keepalive_ns_) return;
+  const bool first_call = next_keepalive_ns_ == 0;
+  next_keepalive_ns_ = now_ns + slow_probe_ns_;
+  if (first_call) return;  // the JOIN that just formed the generation counts as hearing the rank
+  if (keepalive_.native == nullptr) {
+    renew(keepalive_);
+    Header h;
+    h.flags = flag::kKeepalive;
+    h.session = config_.session;
+    h.token = session_.token;
+    h.rank = static_cast<std::uint8_t>(config_.rank);
+    protocol::encode(h, keepalive_.payload);
+    finish_request(keepalive_, protocol::kHeaderSize);
+  }
+  // Switch thread 0 (the first port) keeps the session's liveness, as it handles JOIN and LEAVE.
+  tx_.push_back({&keepalive_, session_.switch_ports[0]});
+}
+
+std::optional<PendingWait> WorkerEngine::pending(std::uint64_t now_ns) const {
+  const std::uint32_t op_id = pending_op_.load(std::memory_order_acquire);
+  if (op_id == 0) return std::nullopt;
+  const std::uint64_t since = pending_since_ns_.load(std::memory_order_relaxed);
+  return PendingWait{op_id, now_ns > since ? (now_ns - since) / 1'000'000 : 0,
+                     pending_ranks_.load(std::memory_order_relaxed)};
 }
 
 WorkerEngine::~WorkerEngine() {
@@ -84,6 +132,7 @@ WorkerEngine::~WorkerEngine() {
     queue_.release(std::span(&entry.packet, 1));
     queue_.release(std::span(&entry.probe, 1));
   }
+  queue_.release(std::span(&keepalive_, 1));
 }
 
 void WorkerEngine::renew(transport::TxBuffer& buffer) {
@@ -116,7 +165,8 @@ void WorkerEngine::start(Operation& op, std::uint64_t now_ns) {
   stats_ = OpStats{};
   stats_.blocks = plan_.thread_blocks;
   const int k = op.k != 0 ? op.k : session_.k_default;
-  op_max_rto_ns_ = k < session_.world_size ? fastest_k_max_rto_ns_ : max_rto_ns_;
+  op_waits_for_all_ = k >= session_.world_size;
+  op_max_rto_ns_ = op_waits_for_all_ ? max_rto_ns_ : fastest_k_max_rto_ns_;
   // With K < N the straggler timeout bounds every timeout (reactive fastest-K runs on the
   // counted ranks' probes); with K = N a measured round trip above the back-off cap raises the
   // timeout with it, short of a quarter of the give-up timeout (which is checked at deadlines).
@@ -130,6 +180,12 @@ void WorkerEngine::start(Operation& op, std::uint64_t now_ns) {
   op_rto_floor_ns_ = to_ns(config_.retransmit_timeout);
   if (lossless_) op_rto_floor_ns_ = std::max(op_rto_floor_ns_, op_max_rto_ns_);
   op_rto_ceiling_ns_ = std::max(op_rto_ceiling_ns_, op_rto_floor_ns_);
+  // A probe goes at least every slow_probe_ns_, so a live switch always answers well within
+  // the liveness timeout (never below the first retransmission timeout).
+  const std::uint64_t bound = std::max(slow_probe_ns_, to_ns(config_.retransmit_timeout));
+  op_max_rto_ns_ = std::min(op_max_rto_ns_, bound);
+  op_rto_floor_ns_ = std::min(op_rto_floor_ns_, bound);
+  op_rto_ceiling_ns_ = std::min(op_rto_ceiling_ns_, bound);
   try {
     for (std::uint32_t e = 0; e < entries_.size(); ++e) start_entry(e, now_ns);
   } catch (...) {
@@ -190,6 +246,7 @@ void WorkerEngine::finish_if_done() {
 }
 
 void WorkerEngine::end_part(std::exception_ptr error) {
+  pending_op_.store(0, std::memory_order_release);
   // Keep the round counters where every other rank will have them, so that a later operation
   // can still line up if a failure was local.
   for (std::uint32_t e = 0; e < entries_.size(); ++e) {
@@ -212,6 +269,8 @@ void WorkerEngine::start_entry(std::uint32_t e, std::uint64_t now) {
   entry.probing = false;
   entry.exponent = protocol::kExpZero;
   entry.last_reply_ns = now;
+  entry.heard_ns = now;
+  entry.waiting_for = 0;
   entry.unaccepted_replies = 0;
   if (entry.blocks == 0) return;
   entry.active = true;
@@ -460,6 +519,7 @@ void WorkerEngine::handle_packet(const transport::RxPacket& packet, std::uint64_
   }
   const std::optional<std::uint32_t> e = reply_entry(h, scope_);
   if (!e) return;
+  entries_[*e].heard_ns = now;
   apply(*e, classify_reply(entries_[*e].view(), h, scope_), h, payload, now);
 }
 
@@ -482,7 +542,7 @@ void WorkerEngine::apply(std::uint32_t e, const ReplyAction& action, const Heade
       throw_error_reply(h);
     case ReplyKind::counted_wait:
       // The give-up clock is not restarted: the round may still never complete.
-      entry.counted_reply_ns = now;
+      on_pending(e, h, now);
       return;
     case ReplyKind::resend_now:
       entry.counted_reply_ns = 0;
@@ -539,6 +599,37 @@ void WorkerEngine::apply(std::uint32_t e, const ReplyAction& action, const Heade
   }
 }
 
+void WorkerEngine::on_pending(std::uint32_t e, const Header& h, std::uint64_t now) {
+  Entry& entry = entries_[e];
+  entry.counted_reply_ns = now;
+  const std::uint64_t world = session_.world_size >= 64 ? ~std::uint64_t{0}
+                                                        : (std::uint64_t{1} << session_.world_size) - 1;
+  entry.waiting_for = world & ~h.bitmap;
+  // A K = N round completes only when the late ranks come, which may take minutes (a
+  // checkpoint): once it has waited a slow probe interval, probe slowly, no faster than the
+  // liveness timeout needs. Before that the back-off keeps its pace, so a switch that dies
+  // during a short wait is still told from one that answers. Reactive fastest-K runs on the
+  // probes and keeps its pace throughout.
+  if (op_waits_for_all_ && now - entry.sent_ns >= slow_probe_ns_) {
+    entry.rto_cap_ns = std::max(entry.rto_cap_ns, slow_probe_ns_);
+    entry.rto_ns = std::max(entry.rto_ns, slow_probe_ns_);
+    // The give-up is checked at deadlines: not a slow probe late.
+    set_deadline(entry, std::min(now + entry.rto_ns, entry.last_reply_ns + to_ns(config_.timeout)));
+  }
+  const std::uint64_t since = pending_op_.load(std::memory_order_relaxed) == op_->op_id
+                                  ? std::min(pending_since_ns_.load(std::memory_order_relaxed), entry.sent_ns)
+                                  : entry.sent_ns;
+  pending_since_ns_.store(since, std::memory_order_relaxed);
+  pending_ranks_.store(entry.waiting_for, std::memory_order_relaxed);
+  pending_op_.store(op_->op_id, std::memory_order_release);
+  if (now - since >= pending_warn_ns_ && !op_->pending_warned.exchange(true, std::memory_order_relaxed)) {
+    log().warn("rank {}: operation {} has waited {} s for {} (the switch at {} holds this rank's contribution; "
+               "it fails after {} ms, DPA_TIMEOUT_MS or the process group's timeout)",
+               config_.rank, op_->op_id, (now - since) / kSecondNs, describe_ranks(entry.waiting_for),
+               entry.switch_port.to_string(), config_.timeout.count());
+  }
+}
+
 void WorkerEngine::probe_overtaken(std::uint64_t now) {
   while (data_send_count_ > 0) {
     const DataSend oldest = data_send_ring_[data_send_head_];
@@ -571,6 +662,7 @@ void WorkerEngine::check_timeouts(std::uint64_t now) {
       continue;
     }
     if (now - entry.last_reply_ns >= give_up) throw_timeout(e, now);
+    if (now - entry.heard_ns >= liveness_ns_) throw_switch_silent(e, now);
     ++stats_.retransmissions;
     entry.probed = true;
     if (entry.expedited) {
@@ -588,6 +680,8 @@ void WorkerEngine::check_timeouts(std::uint64_t now) {
     } else {
       send_retransmit_probe(e, now);
     }
+    // The give-up and the liveness verdicts are due at their own times, not a probe late.
+    set_deadline(entry, std::min({entry.deadline_ns, entry.last_reply_ns + give_up, entry.heard_ns + liveness_ns_}));
   }
 }
 
@@ -596,7 +690,8 @@ void WorkerEngine::throw_timeout(std::uint32_t e, std::uint64_t now) const {
   const std::string where = " (operation " + std::to_string(op_->op_id) + ", thread " +
                             std::to_string(index_) + ", slot " +
                             std::to_string(layout_.slot(index_, e, entry.round)) + ", round " +
-                            std::to_string(protocol::SlotLayout::seq_of_round(entry.round)) + ")";
+                            std::to_string(protocol::SlotLayout::seq_of_round(entry.round)) +
+                            "; DPA_TIMEOUT_MS or the process group's timeout)";
   const std::string switch_at = "the switch at " + entry.switch_port.to_string();
   const std::string waited = std::to_string(config_.timeout.count()) + " ms";
   // The switch still answers (it counted this rank within the last two probes): the round
@@ -605,8 +700,8 @@ void WorkerEngine::throw_timeout(std::uint32_t e, std::uint64_t now) const {
       entry.counted_reply_ns != 0 && now - entry.counted_reply_ns <= 2 * entry.rto_ns;
   const std::string cause =
       switch_counted_us
-          ? switch_at + " holds this rank's contribution but the round stayed open for " + waited +
-                where + ": other ranks did not send theirs; are"
+          ? switch_at + " holds this rank's contribution but the round waited " + waited + " for " +
+                describe_ranks(entry.waiting_for) + where + ": other ranks did not send theirs; are"
           : "no reply from " + switch_at + " for " + waited + where +
                 ": is dpa-switch running, and are";
   // Replies that kept coming but did not fit the round: the switch answers, about another state.
@@ -622,6 +717,16 @@ void WorkerEngine::throw_timeout(std::uint32_t e, std::uint64_t now) const {
   }
   throw TimeoutError("rank " + std::to_string(config_.rank) + ": " + cause +
                      " all ranks alive and running the same operations?" + unaccepted);
+}
+
+void WorkerEngine::throw_switch_silent(std::uint32_t e, std::uint64_t now) const {
+  const Entry& entry = entries_[e];
+  throw TimeoutError("rank " + std::to_string(config_.rank) + ": no reply from the switch at " +
+                     entry.switch_port.to_string() + " for " + std::to_string((now - entry.heard_ns) / 1'000'000) +
+                     " ms (operation " + std::to_string(op_->op_id) + ", thread " + std::to_string(index_) +
+                     ", slot " + std::to_string(layout_.slot(index_, e, entry.round)) +
+                     "; DPA_LIVENESS_TIMEOUT_MS " + std::to_string(config_.liveness_timeout.count()) +
+                     "): the switch is gone (is dpa-switch running, or did the rank that embeds it exit?)");
 }
 
 void WorkerEngine::throw_error_reply(const Header& h) const {
@@ -653,6 +758,15 @@ void WorkerEngine::throw_error_reply(const Header& h) const {
       break;
     case protocol::ErrorCode::k_invalid:
       message += " (K " + std::to_string(h.k) + ", world size " + std::to_string(h.offset) + ")";
+      break;
+    case protocol::ErrorCode::rank_gone:
+      // `bitmap`: every gone rank the round waits for; `offset`: how long the first was silent.
+      message += h.offset == 0xffffffff
+                     ? " (" + describe_ranks(h.bitmap) + ": rank " + std::to_string(h.rank) +
+                           " left the job: its context or process group closed)"
+                     : " (" + describe_ranks(h.bitmap) + ": the switch has not heard rank " +
+                           std::to_string(h.rank) + " for " + std::to_string(h.offset) +
+                           " ms: its process or host is gone)";
       break;
     case protocol::ErrorCode::session_taken_over:
       message += " (generation " + std::to_string(h.offset) +

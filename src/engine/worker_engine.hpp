@@ -8,13 +8,16 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <limits>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "dpa/config.hpp"
+#include "dpa/types.hpp"
 #include "engine/join.hpp"
 #include "engine/operation.hpp"
 #include "engine/reply_classifier.hpp"
@@ -47,6 +50,15 @@ class WorkerEngine {
   // Ends the running part with `error`, or with none of its own (null: the operation already
   // failed elsewhere). Its rounds are consumed as if it had completed; queued packets dropped.
   void fail(std::exception_ptr error);
+  // Liveness (docs/protocol.md §6.7): the first thread of each switch server tells it that this
+  // rank lives, busy or idle. Queues a KEEPALIVE when one is due (from next_keepalive()).
+  void keepalive(std::uint64_t now_ns);
+  // When the next KEEPALIVE is due (UINT64_MAX on threads that send none; 0 before the first
+  // call, which only starts the interval).
+  [[nodiscard]] std::uint64_t next_keepalive() const { return next_keepalive_ns_; }
+  // The running part, if the switch reports one of its rounds pending (it counted this rank,
+  // other ranks are missing): as of the latest pending reply. Any thread may ask.
+  [[nodiscard]] std::optional<PendingWait> pending(std::uint64_t now_ns) const;
 
   // Whether a part is running; it finishes (Operation::finish_part) inside the call that
   // completes or fails it.
@@ -86,6 +98,8 @@ class WorkerEngine {
     std::uint64_t data_send = 0;  // this thread's data-send count when the round's data went out
     bool loss_probed = false;     // rounds sent after this one completed first: probed once
     std::uint64_t counted_reply_ns = 0;  // last probe reply saying "counted, still open" (0: none)
+    std::uint64_t waiting_for = 0;       // the ranks that reply said the round lacks
+    std::uint64_t heard_ns = 0;          // last reply of any kind about the entry: the switch lives
     // Replies about this entry's slots since the last accepted one that it did not accept, and
     // the last of them: a give-up then names what the switch kept answering.
     std::uint32_t unaccepted_replies = 0;
@@ -132,6 +146,9 @@ class WorkerEngine {
   // Loss probes, oldest data send first (the probe-on-reorder rule of check_timeouts()).
   void probe_overtaken(std::uint64_t now);
   [[noreturn]] void throw_timeout(std::uint32_t e, std::uint64_t now) const;
+  [[noreturn]] void throw_switch_silent(std::uint32_t e, std::uint64_t now) const;
+  // A pending reply (§8.2): the switch counted this rank and waits for `h`'s missing ranks.
+  void on_pending(std::uint32_t e, const protocol::Header& h, std::uint64_t now);
   [[noreturn]] void throw_error_reply(const protocol::Header& h) const;
   // Completes the part when no entry is active any more.
   void finish_if_done();
@@ -152,6 +169,11 @@ class WorkerEngine {
   std::vector<transport::Endpoint> switch_ports_;  // the entries' switch ports, each once
   const std::uint64_t max_rto_ns_;            // back-off cap when K = N
   const std::uint64_t fastest_k_max_rto_ns_;  // cap when a slot may complete early
+  const std::uint64_t liveness_ns_;           // no reply this long: the switch is dead
+  // Probe interval of a pending round, keepalive interval, and the bound of every timeout (a
+  // probe must go well within the liveness timeout): min(1 s, liveness / 5).
+  const std::uint64_t slow_probe_ns_;
+  const std::uint64_t pending_warn_ns_;
   ReplyScope scope_;                          // op_id: the running operation's
 
   transport::Queue& queue_;
@@ -192,11 +214,21 @@ class WorkerEngine {
 
   // The running part (op_ null when idle).
   Operation* op_ = nullptr;
+  bool op_waits_for_all_ = true;         // K = N: no round completes without every rank
   std::uint64_t op_max_rto_ns_ = 0;      // back-off cap
   std::uint64_t op_rto_floor_ns_ = 0;    // the estimates' floor
   std::uint64_t op_rto_ceiling_ns_ = 0;  // the estimates' ceiling
   BlockPlan plan_{0, 1, 0, 1};
   OpStats stats_;
+
+  // Keepalives: one header-only packet, built once, sent again and again.
+  transport::TxBuffer keepalive_;
+  std::uint64_t next_keepalive_ns_ = kNever;
+  // The running part's pending state for pending(): the operation (0: none), since when its
+  // oldest pending round waits, and the ranks the latest pending reply lacked.
+  std::atomic<std::uint32_t> pending_op_{0};
+  std::atomic<std::uint64_t> pending_since_ns_{0};
+  std::atomic<std::uint64_t> pending_ranks_{0};
 };
 
 }  // namespace dpa::detail

@@ -28,6 +28,7 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::session_taken_over: return "the session was taken over by a new job";
     case ErrorCode::rank_contended: return "another source holds the rank's pending JOIN";
     case ErrorCode::auth_mismatch: return "the JOIN's authentication differs from the session's";
+    case ErrorCode::rank_gone: return "a rank the round waits for left the job or went silent";
   }
   return "unknown error code";
 }

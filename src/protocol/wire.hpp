@@ -62,7 +62,8 @@ inline constexpr std::uint16_t kComplete = 0x0080;    // in OLD/SYN replies: the
 inline constexpr std::uint16_t kFloat = 0x0100;       // payload is block-floating-point fp32
 inline constexpr std::uint16_t kLeave = 0x0200;       // a rank leaves its join generation
 inline constexpr std::uint16_t kAuth = 0x0400;        // an 8-byte tag follows the payload (auth.hpp)
-inline constexpr std::uint16_t kKnown = 0x07ff;
+inline constexpr std::uint16_t kKeepalive = 0x0800;   // a rank's engine is alive (no reply)
+inline constexpr std::uint16_t kKnown = 0x0fff;
 // Flags only the switch sets: a request carrying one is malformed, so a reply looped back to
 // the switch can never act as a request.
 inline constexpr std::uint16_t kReplyOnly = kResult | kRetransmit | kOld | kError | kComplete;
@@ -90,6 +91,7 @@ enum class ErrorCode : std::uint8_t {
   session_taken_over = 18,
   rank_contended = 19,
   auth_mismatch = 20,
+  rank_gone = 21,
 };
 std::string_view to_string(ErrorCode code);
 

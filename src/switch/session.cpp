@@ -40,6 +40,16 @@ const Identity* Membership::identify(const transport::Endpoint& from) const {
   return found != identities.end() && found->key == key ? &*found : nullptr;
 }
 
+std::uint64_t Membership::gone(std::uint32_t now_ticks, std::uint32_t liveness_ticks) const {
+  std::uint64_t gone = left.load(std::memory_order_relaxed);
+  for_each_member([&](std::uint32_t rank) {
+    // 32-bit tick arithmetic, as the straggler timer: right across the wrap-around.
+    const std::uint32_t heard = heard_ticks[rank].load(std::memory_order_relaxed);
+    if (static_cast<std::uint32_t>(now_ticks - heard) > liveness_ticks) gone |= std::uint64_t{1} << rank;
+  });
+  return gone;
+}
+
 Session::Session(const SessionConfig& config, std::size_t switch_threads)
     : config_(config), thread_counters_(switch_threads) {
   config_.validate();
@@ -50,6 +60,8 @@ Session::Session(const SessionConfig& config, std::size_t switch_threads)
   limits_.payload = config.payload;
   limits_.straggler_timeout_ticks =
       protocol::timeout_ticks(static_cast<std::uint64_t>(config.straggler_timeout.count()));
+  limits_.liveness_ticks = protocol::timeout_ticks(
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(config.liveness_timeout).count()));
   for (const WorkerAddress& worker : config.workers) {
     registered_.push_back(transport::Endpoint::resolve(
         worker.host, worker.port, "session " + std::to_string(config.id) + " worker"));
@@ -88,7 +100,7 @@ bool Session::registered_host(std::uint32_t address) const {
 }
 
 bool Session::held(const Membership& current, std::uint64_t now_ns) const {
-  if (current.left.load(std::memory_order_relaxed)) return false;
+  if (current.left.load(std::memory_order_relaxed) != 0) return false;
   const std::uint64_t active = current.last_active_ns.load(std::memory_order_relaxed);
   const auto idle = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(config_.idle_timeout).count());
@@ -147,7 +159,7 @@ JoinOutcome Session::reject_disagreement(ErrorCode code, std::uint32_t PendingJo
   return outcome;
 }
 
-JoinOutcome Session::complete_join(std::uint64_t now_ns) {
+JoinOutcome Session::complete_join(std::uint64_t now_ns, std::uint32_t now_ticks) {
   const auto world = static_cast<std::uint32_t>(config_.world_size);
   for (std::uint32_t r = 0; r < world; ++r) {
     if (!pending_[r].present || !pending_[r].confirmed) return make_outcome(JoinOutcome::Kind::waiting);
@@ -185,6 +197,7 @@ JoinOutcome Session::complete_join(std::uint64_t now_ns) {
   std::sort(members->identities.begin(), members->identities.end(),
             [](const Identity& a, const Identity& b) { return a.key < b.key; });
   members->last_active_ns.store(now_ns, std::memory_order_relaxed);
+  for (auto& heard : members->heard_ticks) heard.store(now_ticks, std::memory_order_relaxed);
   membership_.store(members.get(), std::memory_order_release);
   retire_current(now_ns);
   current_ = std::move(members);
@@ -200,7 +213,7 @@ void Session::retire_current(std::uint64_t now_ns) {
 }
 
 JoinOutcome Session::join(const protocol::Header& header, const protocol::JoinRequest& request,
-                          const transport::Endpoint& from, std::uint64_t now_ns) {
+                          const transport::Endpoint& from, std::uint64_t now_ns, std::uint32_t now_ticks) {
   using Kind = JoinOutcome::Kind;
   const std::uint32_t rank = header.rank;
   joins_heard_.fetch_or(std::uint64_t{1} << rank, std::memory_order_relaxed);  // rank < world: checked by the caller
@@ -259,7 +272,7 @@ JoinOutcome Session::join(const protocol::Header& header, const protocol::JoinRe
     pending.confirmed = true;
   }
   pending.last_seen_ns = now_ns;
-  return complete_join(now_ns);
+  return complete_join(now_ns, now_ticks);
 }
 
 bool Session::leave(const protocol::Header& header, const transport::Endpoint& from) {
@@ -268,7 +281,17 @@ bool Session::leave(const protocol::Header& header, const transport::Endpoint& f
       header.offset != current->secrets[header.rank] || current->endpoints[header.rank][0] != from) {
     return false;
   }
-  current->left.store(true, std::memory_order_relaxed);
+  current->left.fetch_or(std::uint64_t{1} << header.rank, std::memory_order_relaxed);
+  return true;
+}
+
+bool Session::keepalive(const protocol::Header& header, const transport::Endpoint& from, std::uint32_t now_ticks) {
+  const Membership* current = membership();
+  // From any thread's socket of the rank: with several switch servers, each hears the first
+  // thread the rank talks to it with.
+  const Identity* identity = current != nullptr ? current->identify(from) : nullptr;
+  if (identity == nullptr || header.token != current->token || identity->rank != header.rank) return false;
+  current->heard_ticks[header.rank].store(now_ticks, std::memory_order_relaxed);
   return true;
 }
 

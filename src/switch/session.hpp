@@ -48,10 +48,16 @@ struct Membership {
   std::array<std::array<transport::Endpoint, protocol::kMaxThreads>, protocol::kMaxWorld> endpoints{};
   std::vector<Identity> identities;  // sorted by key
 
-  // Last accepted data or probe packet (steady ns), and whether a rank has left: either frees
+  // Last accepted data or probe packet (steady ns), and the ranks that have left: either frees
   // the session for another job (see Session::held).
   mutable std::atomic<std::uint64_t> last_active_ns{0};
-  mutable std::atomic<bool> left{false};
+  mutable std::atomic<std::uint64_t> left{0};
+  // Liveness (docs/protocol.md §6.7): the tick each rank was last heard from (its keepalives;
+  // the generation's creation counts). Written by switch thread 0, read by every thread.
+  mutable std::array<std::atomic<std::uint32_t>, protocol::kMaxWorld> heard_ticks{};
+
+  // The ranks gone at `now_ticks`: left, or silent for more than `liveness_ticks`.
+  [[nodiscard]] std::uint64_t gone(std::uint32_t now_ticks, std::uint32_t liveness_ticks) const;
 
   [[nodiscard]] bool has(std::uint32_t rank) const { return ((joined >> rank) & 1) != 0; }
   // Calls `visit(rank)` for every joined rank in order: one step per member, not per possible
@@ -128,11 +134,14 @@ class Session {
   // Handles a JOIN (§6 of docs/protocol.md). Called only from the switch thread that owns
   // port 0; `now_ns` is the steady clock.
   JoinOutcome join(const protocol::Header& header, const protocol::JoinRequest& request,
-                   const transport::Endpoint& from, std::uint64_t now_ns);
+                   const transport::Endpoint& from, std::uint64_t now_ns, std::uint32_t now_ticks);
   // Handles a LEAVE carrying the current token and the rank's secret (in `offset`) from a
   // member's thread 0: the generation stays in force but no longer holds the session against a
   // new job. Returns whether it applied.
   bool leave(const protocol::Header& header, const transport::Endpoint& from);
+  // Handles a KEEPALIVE (§6.7) carrying the current token from a member's socket (the identity
+  // table's rank must be the header's): the rank is heard at `now_ticks`. Returns whether it applied.
+  bool keepalive(const protocol::Header& header, const transport::Endpoint& from, std::uint32_t now_ticks);
 
   // Switch thread `thread`'s counters of this session: only that thread adds to them
   // (add_to_counter), others read them (counters()).
@@ -170,7 +179,7 @@ class Session {
   [[nodiscard]] static bool holds_against(const PendingJoin& pending, const transport::Endpoint& from,
                                           std::uint64_t now_ns);
   // Every rank is pending: the ranks must agree on threads and window, else reject_all.
-  JoinOutcome complete_join(std::uint64_t now_ns);
+  JoinOutcome complete_join(std::uint64_t now_ns, std::uint32_t now_ticks);
   JoinOutcome reject_disagreement(protocol::ErrorCode code, std::uint32_t PendingJoin::*field);
   std::uint32_t fresh_token(std::uint32_t previous);
 

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <bit>
 #include <immintrin.h>
 
 #include "protocol/byte_order.hpp"
@@ -228,6 +229,24 @@ Header reply_header(const SlotState& slot, SlotAction action, const Header& requ
     case SlotAction::duplicate:
       break;
   }
+  return r;
+}
+
+std::uint64_t gone_waited_for(const SlotState& slot, const Header& probe, std::uint64_t sender_bit,
+                             std::uint64_t members, std::uint64_t gone, const SessionLimits& limits) {
+  const bool pending = probe.has(flag::kSyn) && probe.seq == slot.seq && slot.target != 0 && !slot.complete &&
+                       slot.error == protocol::ErrorCode::none && (slot.bitmap & sender_bit) != 0;
+  if (!pending || slot.k < limits.world_size) return 0;
+  return members & ~slot.bitmap & gone;
+}
+
+Header rank_gone_reply(const SlotState& slot, const Header& probe, std::uint64_t gone, std::uint32_t silent_ms,
+                       std::uint32_t token) {
+  Header r = error_reply(probe, protocol::ErrorCode::rank_gone, silent_ms);
+  r.token = token;
+  r.seq = slot.seq;
+  r.rank = static_cast<std::uint8_t>(std::countr_zero(gone));
+  r.bitmap = gone;
   return r;
 }
 

@@ -66,6 +66,7 @@ struct SessionLimits {
   std::uint8_t k = 1;  // the session's default K (already resolved: N when configured as 0)
   std::uint32_t payload = 0;  // values per packet
   std::uint32_t straggler_timeout_ticks = 0;
+  std::uint32_t liveness_ticks = 0;  // a rank not heard from for longer is gone (§6.7)
 };
 
 // Applies one packet (already validated: session, sender, slot range, length, K) to a slot.
@@ -88,6 +89,21 @@ protocol::Header reply_header(const SlotState& slot, SlotAction action,
 // offender's rank, the round's value in `offset` and the offender's in `bitmap`.
 protocol::Header poisoned_reply(const SlotState& slot, const protocol::Header& request,
                                 std::uint32_t token);
+
+// A probe that finds its round pending (open, the prober counted) gets a SYN reply naming the
+// counted ranks (docs/protocol.md §8.2 "Pending"). A round whose K is N cannot complete without
+// the ranks it waits for: the result is those of them in `gone` (left or silent), for a
+// rank_gone ERROR instead. 0 for any other probe, and for rounds that K < N may still complete.
+[[nodiscard]] std::uint64_t gone_waited_for(const SlotState& slot, const protocol::Header& probe,
+                                            std::uint64_t sender_bit, std::uint64_t members,
+                                            std::uint64_t gone, const SessionLimits& limits);
+
+// The rank_gone ERROR to the prober (§4): the round's seq, the prober's op_id, `rank` the lowest
+// gone rank, `bitmap` every gone rank the round waits for, `offset` how long the switch has not
+// heard that rank in ms (kLeftRank when it sent LEAVE).
+inline constexpr std::uint32_t kLeftRank = 0xffffffff;
+protocol::Header rank_gone_reply(const SlotState& slot, const protocol::Header& probe, std::uint64_t gone,
+                                 std::uint32_t silent_ms, std::uint32_t token);
 
 // An ERROR reply: echoes the request, with the switch's expected value in `offset`.
 protocol::Header error_reply(const protocol::Header& request, protocol::ErrorCode code,

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -499,11 +500,17 @@ class SwitchImpl {
                 std::span<const std::byte> payload, const transport::RxPacket& packet, Clock now, Batch& batch) {
     const bool is_join = h.has(flag::kJoin);
     if (is_join) {
-      handle_join(index, session, h, payload, packet.from, now.ns, batch);
+      handle_join(index, session, h, payload, packet.from, now, batch);
     } else if (h.has(flag::kLeave)) {
       if (index == 0 && payload.empty() && session.leave(h, packet.from)) {
         ++batch.counters.leaves;
       } else {
+        ++batch.counters.dropped_unregistered;
+      }
+    } else if (h.has(flag::kKeepalive)) {
+      if (index != 0 || !payload.empty()) {
+        ++batch.counters.dropped_malformed;
+      } else if (!session.keepalive(h, packet.from, now.ticks)) {
         ++batch.counters.dropped_unregistered;
       }
     } else {
@@ -518,8 +525,8 @@ class SwitchImpl {
   }
 
   void handle_join(std::size_t index, sw::Session& session, const Header& h,
-                   std::span<const std::byte> payload, const Endpoint& from, std::uint64_t now_ns,
-                   Batch& batch) {
+                   std::span<const std::byte> payload, const Endpoint& from, Clock now, Batch& batch) {
+    const std::uint64_t now_ns = now.ns;
     // Before anything that answers: a storm's JOINs beyond its source's rate get no reply.
     if (index == 0 && !join_limiter_.admit(from, now_ns)) {
       ++batch.counters.joins_rate_limited;
@@ -545,7 +552,7 @@ class SwitchImpl {
     }
     ++batch.counters.joins;
     sw::add_to_counter(session.thread_counters(index).joins);
-    sw::JoinOutcome outcome = session.join(h, request, from, now_ns);
+    sw::JoinOutcome outcome = session.join(h, request, from, now.ns, now.ticks);
     using Kind = sw::JoinOutcome::Kind;
     switch (outcome.kind) {
       case Kind::waiting:
@@ -741,6 +748,7 @@ class SwitchImpl {
         send_header(batch, sw::reply_header(slot, action, h, members->token), from, reply_key(session, h.rank));
         return;
       case SlotAction::unicast_syn:
+        if (report_gone(session, slot, h, sender_bit, *members, now.ticks, from, batch)) return;
         ++batch.counters.syn_replies;
         sw::add_to_counter(counted.syn_replies);
         send_header(batch, sw::reply_header(slot, action, h, members->token), from, reply_key(session, h.rank));
@@ -755,6 +763,30 @@ class SwitchImpl {
         send_poisoned(session, slot, h, *members, thread, from, batch);
         return;
     }
+  }
+
+  // A probe of a pending round that waits for a rank that left or went silent (§6.7): the
+  // prober learns which, instead of a pending reply, and fails the operation naming it.
+  bool report_gone(const sw::Session& session, const sw::SlotState& slot, const Header& probe,
+                   std::uint64_t sender_bit, const sw::Membership& members, std::uint32_t now_ticks,
+                   const Endpoint& from, Batch& batch) {
+    const sw::SessionLimits& limits = session.limits();
+    // The cheap conditions first: the liveness scan runs only for a probe of a pending round.
+    if (sw::gone_waited_for(slot, probe, sender_bit, members.joined, ~std::uint64_t{0}, limits) == 0) return false;
+    const std::uint64_t gone = sw::gone_waited_for(slot, probe, sender_bit, members.joined,
+                                                   members.gone(now_ticks, limits.liveness_ticks), limits);
+    if (gone == 0) return false;
+    const auto first = static_cast<std::uint32_t>(std::countr_zero(gone));
+    std::uint32_t silent_ms = sw::kLeftRank;
+    if (((members.left.load(std::memory_order_relaxed) >> first) & 1) == 0) {
+      const std::uint32_t silent = now_ticks - members.heard_ticks[first].load(std::memory_order_relaxed);
+      silent_ms = static_cast<std::uint32_t>(std::min<std::uint64_t>(
+          (std::uint64_t{silent} << protocol::kTickShift) / 1'000'000, sw::kLeftRank - 1));
+    }
+    ++batch.counters.errors_sent;
+    send_header(batch, sw::rank_gone_reply(slot, probe, gone, silent_ms, members.token), from,
+                reply_key(session, probe.rank));
+    return true;
   }
 
   // A round the ranks disagree on: every rank of the generation learns it (at the thread that

@@ -38,6 +38,7 @@ constexpr std::uint32_t kMaxSessions = 65536;
 constexpr std::uint64_t kMaxMemoryMb = std::uint64_t{1} << 20;  // 1 TiB
 constexpr std::uint64_t kSlotSpace = std::uint64_t{1} << 32;  // slot indices are 32-bit on the wire
 constexpr std::int64_t kMaxStragglerTimeoutUs = 3'600'000'000;  // one hour
+constexpr std::int64_t kMaxLivenessTimeoutMs = 86'400'000;     // one day
 
 template <class... Args>
 void require(bool ok, fmt::format_string<Args...> format, Args&&... args) {
@@ -80,6 +81,7 @@ const FieldReaders<SessionConfig>& session_readers() {
       {"pool_size", reader_for(&SessionConfig::pool_size)},
       {"straggler_timeout_us", reader_for(&SessionConfig::straggler_timeout)},
       {"idle_timeout_ms", reader_for(&SessionConfig::idle_timeout)},
+      {"liveness_timeout_ms", reader_for(&SessionConfig::liveness_timeout)},
       {"workers",
        [](const json& value, const std::string& where, SessionConfig& session) {
          read_workers(value, where, session.workers);
@@ -183,6 +185,10 @@ void SessionConfig::validate() const {
           kMaxStragglerTimeoutUs);
   require(idle_timeout.count() > 0, "session {}: idle_timeout_ms {} must be positive", id,
           idle_timeout.count());
+  // Ticks are 32-bit: a day is far below their wrap-around (78 h).
+  require(liveness_timeout.count() > 0 && liveness_timeout.count() <= kMaxLivenessTimeoutMs,
+          "session {}: liveness_timeout_ms {} out of range [1, {}]", id, liveness_timeout.count(),
+          kMaxLivenessTimeoutMs);
   require(workers.size() <= 1 || workers.size() == static_cast<std::size_t>(world_size),
           "session {}: workers lists {} addresses; expected 0, 1 or world_size {}", id, workers.size(), world_size);
   for (std::size_t i = 0; i < workers.size(); ++i) {

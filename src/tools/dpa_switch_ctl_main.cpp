@@ -201,6 +201,7 @@ struct Options {
   std::optional<std::uint32_t> pool_size;
   std::optional<std::int64_t> straggler_timeout_us;
   std::optional<std::int64_t> idle_timeout_ms;
+  std::optional<std::int64_t> liveness_timeout_ms;
   std::vector<std::string> workers;
   std::optional<std::string> auth_key_file;
   std::uint32_t remove_id = 0;
@@ -242,6 +243,8 @@ void add_options(CLI::App& app, Options& o) {
                   "Reactive fastest-K: wait this long before completing a slot with K (straggler_timeout_us)");
   add->add_option("--idle-timeout-ms", o.idle_timeout_ms,
                   "A join generation idle this long no longer holds the session (idle_timeout_ms)");
+  add->add_option("--liveness-timeout-ms", o.liveness_timeout_ms,
+                  "A joined rank not heard from this long is gone (liveness_timeout_ms)");
   add->add_option("--workers", o.workers, "Worker addresses (ip or ip:port), one per rank or one for all (workers)")
       ->delimiter(',');
   add->add_option("--auth-key-file", o.auth_key_file,
@@ -298,6 +301,7 @@ json add_session_request(const Options& o) {
   if (o.pool_size) session["pool_size"] = *o.pool_size;
   if (o.straggler_timeout_us) session["straggler_timeout_us"] = *o.straggler_timeout_us;
   if (o.idle_timeout_ms) session["idle_timeout_ms"] = *o.idle_timeout_ms;
+  if (o.liveness_timeout_ms) session["liveness_timeout_ms"] = *o.liveness_timeout_ms;
   if (!o.workers.empty()) session["workers"] = o.workers;
   if (o.auth_key_file) session["auth_key_file"] = *o.auth_key_file;
   if (!session.contains("id") || !session.contains("world_size")) {

@@ -50,6 +50,7 @@ struct Options {
   int world_size = 0;
   std::int64_t straggler_timeout_us = session.straggler_timeout.count();
   std::int64_t idle_timeout_ms = session.idle_timeout.count();
+  std::int64_t liveness_timeout_ms = session.liveness_timeout.count();
   std::vector<std::string> workers;
   std::string auth_key_file;
   std::int64_t busy_poll_us = 0;
@@ -136,6 +137,9 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--idle-timeout-ms", o.idle_timeout_ms,
                  "A join generation idle this long no longer holds the session against another job")
       ->capture_default_str();
+  app.add_option("--liveness-timeout-ms", o.liveness_timeout_ms,
+                 "A joined rank not heard from this long is gone: rounds that wait for it report it")
+      ->capture_default_str();
   app.add_option("--workers", o.workers, "Worker addresses (ip or ip:port), one per rank or one for all")
       ->delimiter(',');
   app.add_option("--auth-key-file", o.auth_key_file,
@@ -203,6 +207,7 @@ StartUp resolve(const CLI::App& app, Options o) {
     session.world_size = o.world_size;
     session.straggler_timeout = std::chrono::microseconds(o.straggler_timeout_us);
     session.idle_timeout = std::chrono::milliseconds(o.idle_timeout_ms);
+    session.liveness_timeout = std::chrono::milliseconds(o.liveness_timeout_ms);
     session.workers = parse_workers(o.workers);
     if (!o.auth_key_file.empty()) session.auth_key = dpa::protocol::read_auth_key_file(o.auth_key_file, "--auth-key-file");
     std::erase_if(config.sessions, [&](const dpa::SessionConfig& s) { return s.id == session.id; });

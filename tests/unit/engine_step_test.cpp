@@ -28,6 +28,7 @@
 #include "protocol/byte_order.hpp"
 #include "protocol/wire.hpp"
 #include "quant/quant.hpp"
+#include "../captured_log.hpp"
 #include "engine_test_packets.hpp"
 #include "memory_queue.hpp"
 
@@ -492,7 +493,7 @@ TEST_F(EngineStep, CountedProbeReplyKeepsWaitingWithoutResending) {
   const Sent first_probe = h.take_probe(slot_of(0, 0), 1);
   h.arrive(make_header(flag::kSyn, slot_of(0, 0), 1, 0, 0, 1, 0b01));
   EXPECT_TRUE(h.nothing_pending()) << h.pending();
-  expire(h);  // the back-off doubled the interval
+  expire(h);
   const Sent second_probe = h.take_probe(slot_of(0, 0), 1);
   EXPECT_EQ(second_probe.at - kStart, 6 * kMs);
   EXPECT_EQ(second_probe.buffer, first_probe.buffer) << "every probe of a round is one buffer";
@@ -677,19 +678,22 @@ TEST_F(EngineStep, GiveUpTimeoutNamesTheSwitchOrTheOtherRanks) {
   const std::vector<Case> cases = {
       {"never answered", 0,
        "no reply from the switch at 127.0.0.1:4242 for 300 ms (operation 5, "
-       "thread 0, slot 100, round 1): is dpa-switch running"},
+       "thread 0, slot 100, round 1; DPA_TIMEOUT_MS or the process group's timeout): is dpa-switch running"},
       {"answered to the end", 1000,
        "the switch at 127.0.0.1:4242 holds this rank's contribution "
-       "but the round stayed open for 300 ms (operation 5, thread 0, "
-       "slot 100, round 1): other ranks did not send theirs"},
-      {"answered, then silent", 200, "no reply from the switch"},
+       "but the round waited 300 ms for rank 1 (operation 5, thread 0, "
+       "slot 100, round 1; DPA_TIMEOUT_MS or the process group's timeout): other ranks did not send theirs"},
       {"answered about an earlier operation", 1000,
        "no reply from the switch at 127.0.0.1:4242 for 300 ms (operation 5, thread 0, slot 100, "
-       "round 1): is dpa-switch running, and are all ranks alive and running the same "
+       "round 1; DPA_TIMEOUT_MS or the process group's timeout): is dpa-switch running, and are all ranks "
+       "alive and running the same "
        "operations? (38 replies about this slot did not fit the round; the last: operation 4, "
        "slot 100, round 1, flags 0x0001, error none, contributors 2)",
        true},
   };
+  // A round pending 200 ms is probed every 200 ms (a fifth of the liveness timeout), never past
+  // the give-up.
+  config.liveness_timeout = 1000ms;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     now = kStart;
@@ -708,10 +712,15 @@ TEST_F(EngineStep, GiveUpTimeoutNamesTheSwitchOrTheOtherRanks) {
                                  : make_header(flag::kSyn, slot_of(0, 0), 1, 0, 0, 1, 0b01));
       }
     }
-    EXPECT_EQ(now - kStart, 302 * kMs);
+    EXPECT_EQ(now - kStart, 300 * kMs) << "the give-up is due at its own time, not a probe later";
     ASSERT_GE(probe_times.size(), 4u);
     EXPECT_EQ(std::vector<std::uint64_t>(probe_times.begin(), probe_times.begin() + 4),
               (std::vector<std::uint64_t>{2, 6, 14, 22}));
+    if (c.answer_probes_until_ms > 0 && !c.stale_answers) {
+      // Pending for 200 ms by the answer to the probe at 206 ms: the next one would go 200 ms
+      // later, after the give-up at 300.
+      EXPECT_EQ(probe_times.back(), 206u);
+    }
     const std::string message = error_of<TimeoutError>(*job.op);
     EXPECT_EQ(message.rfind("rank 0: ", 0), 0u) << message;
     EXPECT_NE(message.find(c.expected), std::string::npos) << message;
@@ -739,6 +748,167 @@ TEST_F(EngineStep, AcceptedRepliesRestartTheGiveUpClock) {
   while (h.engine.busy()) expire(h);
   EXPECT_GE(now - kStart, 550 * kMs);
   (void)error_of<TimeoutError>(*job.op);
+}
+
+// ---- Late ranks, dead ranks, a dead switch (docs/protocol.md §6.7) ------------------------------
+
+// A rank minutes late (a checkpoint) fails nothing before the timeout: the pending replies show
+// the switch alive, after its first second the entry probes once a second, and pending() names
+// the operation and rank.
+TEST_F(EngineStep, APendingRoundIsProbedOnceASecondUntilTheLateRankComes) {
+  config.timeout = 120'000ms;
+  config.pending_warn = 30'000ms;
+  const dpa::test::CapturedLog log(spdlog::level::warn);
+  Harness& h = engine();
+  auto job = int_job(4);
+  h.start(*job.op);
+  const Sent data = h.take_data(slot_of(0, 0), 1);
+  EXPECT_FALSE(h.engine.pending(now)) << "in flight is not pending";
+  std::vector<std::uint64_t> probe_times;
+  while (now - kStart < 90'000 * kMs) {
+    expire(h);
+    probe_times.push_back(h.take_probe(slot_of(0, 0), 1).at - kStart);
+    h.arrive(make_header(flag::kSyn, slot_of(0, 0), 1, 0, 0, 1, 0b01));  // counted, waits for rank 1
+  }
+  EXPECT_EQ(probe_times[0], 2 * kMs);
+  const auto slow = std::find_if(probe_times.begin(), probe_times.end(),
+                                 [](std::uint64_t at) { return at >= 1000 * kMs; });
+  ASSERT_NE(slow, probe_times.end());
+  EXPECT_LE(slow - probe_times.begin(), 126) << "the back-off cap's pace (8 ms here) for the first second";
+  for (auto it = slow + 1; it != probe_times.end(); ++it) {
+    EXPECT_EQ(*it - *(it - 1), 1000 * kMs) << "probe at " << (*it - kStart) / kMs << " ms";
+  }
+  EXPECT_LE(probe_times.end() - slow, 91) << "no busy probing while the rank is late";
+  const std::optional<PendingWait> wait = h.engine.pending(now);
+  ASSERT_TRUE(wait);
+  EXPECT_EQ(wait->op_id, kOpId);
+  EXPECT_EQ(wait->waited_ms, (now - kStart) / kMs);
+  EXPECT_EQ(wait->waiting_for, 0b10u);
+  const std::string warnings = log.text();
+  EXPECT_NE(warnings.find("rank 0: operation 5 has waited 30 s for rank 1 (the switch at 127.0.0.1:4242 holds "
+                          "this rank's contribution; it fails after 120000 ms"),
+            std::string::npos)
+      << warnings;
+  EXPECT_EQ(warnings.find("has waited", warnings.find("has waited") + 1), std::string::npos) << "warned once";
+  const std::vector<std::int32_t> sums = h.answer_int(data);  // rank 1 arrives: the multicast
+  expect_int_block(job, 0, sums);
+  (void)result_of(*job.op);
+  EXPECT_FALSE(h.engine.pending(now)) << "nothing pends once the operation completed";
+}
+
+// The timeout still fires, exactly at its time, naming the rank the round waited for.
+TEST_F(EngineStep, APendingRoundFailsAtTheTimeoutNamingTheRanksItWaitedFor) {
+  config.world_size = 4;
+  session.world_size = 4;
+  session.k_default = 4;
+  config.timeout = 3500ms;
+  Harness& h = engine();
+  auto job = int_job(4);
+  h.start(*job.op);
+  (void)h.take_data(slot_of(0, 0), 1);
+  while (h.engine.busy()) {
+    ASSERT_LT(now - kStart, 10'000 * kMs) << "no give-up";
+    expire(h);
+    if (!h.engine.busy()) break;
+    (void)h.take_probe(slot_of(0, 0), 1);
+    h.arrive(make_header(flag::kSyn, slot_of(0, 0), 1, 0, 0, 2, 0b0101));  // ranks 1 and 3 missing
+  }
+  EXPECT_EQ(now - kStart, 3500 * kMs);
+  const std::string message = error_of<TimeoutError>(*job.op);
+  EXPECT_NE(message.find("holds this rank's contribution but the round waited 3500 ms for ranks 1, 3"),
+            std::string::npos)
+      << message;
+}
+
+// A switch that stops answering is dead after the liveness timeout, whatever the timeout.
+TEST_F(EngineStep, ASilentSwitchFailsTheOperationAfterTheLivenessTimeout) {
+  config.timeout = 120'000ms;
+  config.liveness_timeout = 5000ms;
+  Harness& h = engine();
+  auto job = int_job(4);
+  h.start(*job.op);
+  (void)h.take_data(slot_of(0, 0), 1);
+  std::uint64_t last_answer = 0;
+  while (h.engine.busy()) {
+    ASSERT_LT(now - kStart, 20'000 * kMs) << "no verdict";
+    expire(h);
+    if (!h.engine.busy()) break;
+    (void)h.take_probe(slot_of(0, 0), 1);
+    if (now - kStart < 3000 * kMs) {
+      h.arrive(make_header(flag::kSyn, slot_of(0, 0), 1, 0, 0, 1, 0b01));
+      last_answer = now;
+    }
+  }
+  EXPECT_EQ(now - last_answer, 5000 * kMs);
+  const std::string message = error_of<TimeoutError>(*job.op);
+  EXPECT_NE(message.find("rank 0: no reply from the switch at 127.0.0.1:4242 for 5000 ms (operation 5"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("DPA_LIVENESS_TIMEOUT_MS 5000"), std::string::npos) << message;
+}
+
+// The switch's rank_gone answer to a probe fails the operation at once, naming the rank.
+TEST_F(EngineStep, RankGoneFailsTheOperationNamingTheRankAndWhy) {
+  struct Case {
+    std::string name;
+    std::uint32_t silent_ms;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"left", 0xffffffff, "(rank 1: rank 1 left the job: its context or process group closed)"},
+      {"silent", 5200, "(rank 1: the switch has not heard rank 1 for 5200 ms: its process or host is gone)"},
+  };
+  config.timeout = 120'000ms;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    now = kStart;
+    Harness h(0, config, session, now);
+    auto job = int_job(4);
+    h.start(*job.op);
+    (void)h.take_data(slot_of(0, 0), 1);
+    expire(h);
+    (void)h.take_probe(slot_of(0, 0), 1);
+    Header gone = make_header(flag::kError | flag::kSyn, slot_of(0, 0), 1, 0, 0, 0, 0b10);
+    gone.error = protocol::ErrorCode::rank_gone;
+    gone.rank = 1;
+    gone.offset = c.silent_ms;
+    h.arrive(gone);
+    ASSERT_FALSE(h.engine.busy());
+    const std::string message = error_of<ProtocolError>(*job.op);
+    EXPECT_NE(message.find("rank 0, operation 5: the switch rejected a packet for slot 100: a rank the round "
+                           "waits for left the job or went silent " + c.expected),
+              std::string::npos)
+        << message;
+  }
+}
+
+// Thread 0 sends one KEEPALIVE buffer again and again, a fifth of the liveness timeout apart
+// (at most a second), from its first call on (the join heard the rank then); other threads of a
+// one-server job send none.
+TEST_F(EngineStep, KeepalivesGoFromTheFirstThreadAtAFifthOfTheLivenessTimeout) {
+  config.threads = 2;
+  config.liveness_timeout = 2000ms;
+  Harness& first = engine(0);
+  Harness& second = engine(1);
+  for (std::uint64_t step = 0; step <= 10; ++step) {
+    now = kStart + step * 200 * kMs;
+    first.engine.keepalive(now);
+    second.engine.keepalive(now);
+    first.poll();
+    second.poll();
+  }
+  EXPECT_TRUE(second.log.empty()) << second.pending();
+  ASSERT_EQ(first.log.size(), 5u) << "at 400, ..., 2000 ms: the first call starts the interval" << first.pending();
+  const std::vector<Sent>& sent = first.log;
+  for (std::size_t i = 1; i < sent.size(); ++i) {
+    EXPECT_EQ(sent[i].at - sent[i - 1].at, 400 * kMs);
+    EXPECT_EQ(sent[i].buffer, sent[0].buffer) << "one buffer, sent again";
+  }
+  EXPECT_EQ(sent[0].bytes.size(), protocol::kHeaderSize);
+  EXPECT_EQ(sent[0].h.flags, flag::kKeepalive);
+  EXPECT_EQ(sent[0].h.session, kSession);
+  EXPECT_EQ(sent[0].h.token, session.token);
+  EXPECT_EQ(sent[0].h.rank, 0u);
 }
 
 // ---- Errors -------------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ class SessionJoin : public ::testing::Test {
     for (std::uint32_t t = 0; t < j.threads; ++t) {
       request.ports[t] = static_cast<std::uint16_t>(j.from.port + t);
     }
-    return session.join(h, request, j.from, now);
+    return session.join(h, request, j.from, now, protocol::ticks_of_ns(now));
   }
 
   // Ranks 0..world-1 on host A, rank r's thread t at port 1000 + 100 r + t.
@@ -270,6 +270,46 @@ TEST_F(SessionJoin, AfterARankLeavesAnotherJobMayJoinAtOnce) {
   EXPECT_FALSE(session.leave(leave, {kHostA, 1101})) << "nor another port";
   EXPECT_TRUE(session.leave(leave, {kHostA, 1100}));
   EXPECT_NE(join_all(session, job(2, 50), 1), nullptr);
+}
+
+// docs/protocol.md §6.7: a rank is gone when it left, or when no keepalive came from it for
+// longer than the liveness timeout (ticks, 32-bit); the join counts as hearing every rank.
+TEST_F(SessionJoin, RanksAreGoneWhenTheyLeaveOrFallSilentBeyondTheLivenessTimeout) {
+  SessionConfig c = config(3);
+  c.liveness_timeout = std::chrono::milliseconds(1000);
+  Session session(c);
+  const std::uint32_t liveness = session.limits().liveness_ticks;
+  EXPECT_EQ(liveness, protocol::timeout_ticks(1'000'000));
+  const std::uint64_t joined_ns = 0xffff0000ull << 16;  // the tick counter wraps in between
+  const std::uint32_t t0 = protocol::ticks_of_ns(joined_ns);
+  const Membership* members = join_all(session, job(3, 10), joined_ns);
+  ASSERT_NE(members, nullptr);
+  EXPECT_EQ(members->gone(t0 + liveness, liveness), 0u) << "not more than the timeout yet";
+  EXPECT_EQ(members->gone(t0 + liveness + 1, liveness), 0b111u);
+
+  protocol::Header keepalive;
+  keepalive.flags = protocol::flag::kKeepalive;
+  keepalive.session = 3;
+  keepalive.rank = 1;
+  keepalive.token = members->token;
+  EXPECT_TRUE(session.keepalive(keepalive, {kHostA, 1100}, t0 + 100));
+  keepalive.token = members->token + 1;
+  EXPECT_FALSE(session.keepalive(keepalive, {kHostA, 1100}, t0 + 200)) << "a wrong token";
+  keepalive.token = members->token;
+  EXPECT_FALSE(session.keepalive(keepalive, {kHostA, 1000}, t0 + 200)) << "rank 0's socket claiming rank 1";
+  EXPECT_FALSE(session.keepalive(keepalive, {kHostB, 1100}, t0 + 200)) << "a socket outside the table";
+  EXPECT_EQ(members->gone(t0 + liveness + 1, liveness), 0b101u);
+  EXPECT_EQ(members->gone(t0 + liveness + 100, liveness), 0b101u);
+  EXPECT_EQ(members->gone(t0 + liveness + 101, liveness), 0b111u);
+
+  EXPECT_TRUE(session.keepalive(keepalive, {kHostA, 1100}, t0 + 300));
+  protocol::Header leave;
+  leave.flags = protocol::flag::kLeave;
+  leave.rank = 2;
+  leave.token = members->token;
+  leave.offset = members->secrets[2];
+  ASSERT_TRUE(session.leave(leave, {kHostA, 1200}));
+  EXPECT_EQ(members->gone(t0 + 301, liveness), 0b100u) << "a rank that left is gone at once";
 }
 
 TEST_F(SessionJoin, MembersRejoinWithTheCurrentTokenWhileTheSessionIsInUse) {

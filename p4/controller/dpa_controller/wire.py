@@ -55,6 +55,7 @@ class Flag(enum.IntFlag):
     COMPLETE = 0x0080
     FLOAT = 0x0100
     LEAVE = 0x0200
+    KEEPALIVE = 0x0800
 
 
 class Error(enum.IntEnum):
@@ -78,6 +79,7 @@ class Error(enum.IntEnum):
     LENGTH_MISMATCH = 16
     SESSION_BUSY = 17
     SESSION_TAKEN_OVER = 18
+    RANK_GONE = 21
 
 
 # JOIN payloads: fixed 32-bit words, then 16-bit ports padded to a whole word (docs/protocol.md §6).

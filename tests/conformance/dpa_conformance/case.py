@@ -15,7 +15,7 @@ GOLDEN_DIR = Path(__file__).resolve().parents[2] / "golden"
 _TOP_KEYS = {"description", "switch", "hosts", "endpoints", "sessions", "steps"}
 _SWITCH_KEYS = {"threads"}
 _SESSION_KEYS = {"id", "world_size", "k", "payload", "pool_base", "pool_size",
-                 "straggler_timeout_us", "workers"}
+                 "straggler_timeout_us", "liveness_timeout_ms", "workers"}
 STEP_KINDS = ("join_all", "send", "clock")
 _STEP_KEYS = {"note", "expect", "counters", *STEP_KINDS}
 RANK_ENDPOINT = re.compile(r"^r(\d+)\.t(\d+)$")

@@ -26,6 +26,7 @@ class SessionSetup:
     pool_base: int = 0
     pool_size: int = 8
     straggler_timeout_us: int = 1000
+    liveness_timeout_ms: int = 5000
     workers: tuple[str, ...] = ()
 
 

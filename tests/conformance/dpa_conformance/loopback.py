@@ -73,6 +73,7 @@ class SwitchProcess(SwitchControl):
             "sessions": [
                 {"id": s.id, "world_size": s.world_size, "k": s.k, "payload": s.payload, "pool_base": s.pool_base,
                  "pool_size": s.pool_size, "straggler_timeout_us": s.straggler_timeout_us,
+                 "liveness_timeout_ms": s.liveness_timeout_ms,
                  "workers": [worker(w) for w in s.workers]}
                 for s in setup.sessions
             ],

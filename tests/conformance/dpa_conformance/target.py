@@ -13,6 +13,8 @@ there:
   datagrams as `hex` or `golden`, a JOIN asking for a P of its own) runs only where P is its own.
 - N and S: a case needing more ranks or switch ports than the target has is skipped, named.
 - The clock: a case with a `clock` step is software-only where the clock cannot be set.
+- Liveness: a case that sets a session's `liveness_timeout_ms` is software-only where the program
+  has no liveness (docs/protocol.md §12).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from .case import Case
+from .dataplane import SessionSetup
 
 
 @dataclass(frozen=True)
@@ -30,14 +33,17 @@ class Target:
     max_world_size: int
     max_switch_threads: int
     settable_clock: bool
+    liveness: bool  # KEEPALIVE and rank_gone (docs/protocol.md §6.7)
 
 
-SOFTWARE = Target("dpa-switch", payload=None, max_world_size=64, max_switch_threads=64, settable_clock=True)
+SOFTWARE = Target("dpa-switch", payload=None, max_world_size=64, max_switch_threads=64, settable_clock=True,
+                  liveness=True)
 
 
 def tofino(payload: int) -> Target:
     """A Tofino running p4/ compiled for `payload` values (docs/switch.md)."""
-    return Target("tofino", payload=payload, max_world_size=32, max_switch_threads=1, settable_clock=False)
+    return Target("tofino", payload=payload, max_world_size=32, max_switch_threads=1, settable_clock=False,
+                  liveness=False)
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,10 @@ def adapt(case: Case, target: Target) -> Case | Skip:
     if case.uses_clock and not target.settable_clock:
         return Skip(case.name, f"software-only: it sets the straggler clock, which {target.name} "
                                "cannot (its timer reads the ASIC's global timestamp)")
+    default_liveness = SessionSetup.liveness_timeout_ms
+    if not target.liveness and any(s.liveness_timeout_ms != default_liveness for s in case.setup.sessions):
+        return Skip(case.name, f"software-only: it tests liveness (KEEPALIVE, rank_gone), which {target.name}'s "
+                               "program does not have yet (docs/protocol.md §12)")
     widest = max(session.world_size for session in case.setup.sessions)
     if widest > target.max_world_size:
         return Skip(case.name, f"needs N = {widest}; {target.name} takes at most {target.max_world_size} ranks")
