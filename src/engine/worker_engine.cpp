@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "api/logging.hpp"
+#include "common/logging.hpp"
 #include "dpa/error.hpp"
 #include "engine/float_blocks.hpp"
 #include "quant/quant.hpp"
