@@ -140,7 +140,9 @@ class Trainer:
             # K = N named explicitly, so that DPA_K or a process default cannot turn it into fastest-K.
             dpa.register_ddp_hook(self.ddp, k=settings["k"] if self.fastest_k else node.world, preemptive=preemptive)
         self.optimizer = torch.optim.SGD(self.ddp.parameters(), lr=settings["lr"], momentum=0.9)
-        self.pause = settings["pause"] if settings["pause"] and settings["pause"][0] == node.rank else None
+        pauses = settings["pause"] and (settings["pause_runs"] is None or run in settings["pause_runs"])
+        self.paused = settings["pause"] if pauses else None  # this run's pause, whichever rank takes it
+        self.pause = self.paused if pauses and settings["pause"][0] == node.rank else None
         self.batches = spec.batches(node.rank, self.batch, node.device)
         self.delays = delay_schedule(straggler, settings)
         self.straggler_rank = settings["straggler_rank"] if straggler != "none" else None
@@ -305,7 +307,7 @@ def summarise(trainer, gathered):
     train_seconds = sum(mine["step_seconds"])
     row = {
         "model": trainer.spec.name, "straggler": trainer.straggler, "wrap": trainer.wrap, "run": trainer.run,
-        "label": LABELS[trainer.run], "losses": mine["losses"], "pause": settings["pause"],
+        "label": LABELS[trainer.run], "losses": mine["losses"], "pause": trainer.paused,
         "parameter_difference_to_gloo": mine["parameter_difference_to_gloo"],
         "backend": RUNS[trainer.run][0], "k": settings["k"] if trainer.fastest_k else world,
         "preemptive": RUNS[trainer.run][2], "ranks": world, "batch_per_rank": trainer.batch, "steps": steps,

@@ -3,7 +3,7 @@ rank slowed down, dpa against Gloo (and NCCL): python -m dpa.train.
 
     python -m dpa.train [-n RANKS] [--models resnet50,gpt] [--stragglers none,random]
                         [--runs gloo,dpa,reactive,preemptive,nccl] [--device cpu|cuda] [--steps N]
-                        [--wrap ddp,fsdp,fsdp2] [--pause RANK:STEP:SECONDS]
+                        [--wrap ddp,fsdp,fsdp2] [--pause RANK:STEP:SECONDS [--pause-runs RUNS]]
                         [--straggler-rank R] [--straggler-delay-ms D] [--delay-probability P]
                         [--resync async|collective] [--resync-every S] [--resync-max-lag L]
                         [--resync-threshold T]
@@ -72,6 +72,7 @@ def parse_arguments(argv):
              "torch 2.x); fsdp and fsdp2 run the K = N runs only (default ddp)")
     add("--pause", metavar="RANK:STEP:SECONDS",
         help="RANK sleeps SECONDS before timed step STEP once, as a checkpoint would (e.g. 1:10:60)")
+    add("--pause-runs", help="comma list of the runs that pause (default every run)")
     add("--k", type=int, help="fastest-K of the reactive and preemptive runs (default ranks - 1)")
     add("--straggler-rank", type=int, help="the slow rank (default the last)")
     add("--straggler-delay-ms", type=float, default=50.0,
@@ -142,6 +143,10 @@ def parse_arguments(argv):
         if not (0 <= pause[0] < ranks and 0 <= pause[1] < arguments.steps and pause[2] >= 0):
             parser.error(f"--pause: rank must be in 0..{ranks - 1}, step in 0..{arguments.steps - 1} (the timed "
                          f"steps) and seconds at least 0, got {arguments.pause}")
+    pause_runs = (None if arguments.pause_runs is None
+                  else comma_list(parser, "--pause-runs", arguments.pause_runs, tuple(_train_rank.RUNS)))
+    if pause_runs is not None and pause is None:
+        parser.error("--pause-runs needs --pause")
     k = ranks - 1 if arguments.k is None else arguments.k
     if not 1 <= k <= ranks:
         parser.error(f"--k must be in 1..{ranks} (the ranks), got {k}")
@@ -182,7 +187,7 @@ def parse_arguments(argv):
             parser.error("--device cuda, but torch sees no CUDA device")
     settings = {
         "ranks": ranks, "models": models, "stragglers": stragglers, "runs": runs, "device": arguments.device, "k": k,
-        "wraps": wraps, "pause": pause,
+        "wraps": wraps, "pause": pause, "pause_runs": pause_runs,
         "straggler_rank": straggler_rank, "delay_ms": arguments.straggler_delay_ms,
         "delay_probability": arguments.delay_probability, "delay_points": arguments.straggler_points,
         "straggler_timeout_ms": arguments.straggler_timeout_ms,
