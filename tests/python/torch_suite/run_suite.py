@@ -7,7 +7,8 @@ test's outcome: passed, skipped (with the suite's reason) or failed.
 
 --tests names the tests to run, one per line (# comments allowed); without it, the whole suite.
 --expected-failures lists tests that fail on this torch for Gloo as well (name, then why); they
-are reported, not counted. Exit status 0 when no other test failed, 1 otherwise, 2 for a usage
+are reported, not counted. Without it, expected_failures_torch<major>.<minor>.txt beside this file
+is used where there is one for the torch that runs. Exit status 0 when no other test failed, 1 otherwise, 2 for a usage
 error. Each test spawns its ranks and carries the suite's own timeout (300 s); --jobs runs that
 many tests at once, each in its own process.
 """
@@ -99,6 +100,12 @@ def main():
         return 0
 
     names = list(read_list(args.tests)) if args.tests else all_tests()
+    if args.expected_failures is None:
+        import torch
+
+        version = ".".join(torch.__version__.split(".")[:2])
+        default = os.path.join(HERE, f"expected_failures_torch{version}.txt")
+        args.expected_failures = default if os.path.exists(default) else None
     expected = read_list(args.expected_failures) if args.expected_failures else {}
     shards = [names[i::args.jobs] for i in range(args.jobs)]
     started = time.monotonic()
