@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs all_reduce requests through dpa, in the two shapes the execution modes are built from:
 // whole (each tensor one dpa operation, staged before its turn to submit) and chunked (each large
 // tensor cut into pieces whose copies overlap the network).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ProcessGroupDpa collectives built from others (process_group_dpa.hpp): reduce-scatter as
 // one all_reduce of which each rank keeps its shard (through the switch where all_reduce goes
 // there; a switch that delivers each shard to its owner only is the next step), and the list

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ProcessGroupDpa collectives that Gloo carries (process_group_dpa.hpp): every tensor in its
 // Gloo form (host_staging.hpp), AVG as a SUM and a division, the flat all-gather through views.
 #include <functional>

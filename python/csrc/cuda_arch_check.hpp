@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Whether the CUDA kernels of this build run on a tensor's GPU. Checked before the first
 // operation on each GPU, so that a GPU the build does not cover fails with an error naming the
 // GPU, its compute capability and the architectures built, not with "no kernel image is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "cuda_blocks.hpp"
 
 #ifdef DPA_WITH_CUDA

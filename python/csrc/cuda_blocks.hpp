@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA float tensors with the block floating point on the GPU (docs/pytorch.md). Before
 // an operation a kernel widens float16/bfloat16 to float32 and computes each block's exponent on
 // the tensor's side stream, and the host receives both, so libdpa skips its own scan of the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How CUDA all_reduces complete in stream order, the way NCCL's and Gloo's do: the host waits
 // for the network, never for the copy of the result back to the device. The copy is queued on a
 // side stream and an event marks its end; Work::wait() and the work's future make the caller's

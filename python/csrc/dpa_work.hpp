@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The c10d::Work that a dpa all_reduce returns. It completes from whichever thread finishes the
 // operation, and carries a c10::ivalue::Future holding the output tensors (what DDP comm hooks
 // need). A failure completes both with the error, so wait() and the future raise, never hang.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where the ranks find their switch. With DPA_SWITCH or DPA_CONFIG the configured switch is used.
 // Otherwise rank 0 starts a dpa::SoftwareSwitch inside its own process (an ephemeral port) and
 // publishes its address in the process group's store, where the other ranks read it: on one host

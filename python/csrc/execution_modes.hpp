@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The execution modes of DPA_TORCH_MODE: where and how all_reduce requests run.
 //
 //   worksteal (default)  a pool of DPA_TORCH_WORKERS threads takes requests from one FIFO queue;

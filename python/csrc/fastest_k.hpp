@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How an all_reduce learns its fastest-K: a thread-local scope set by the Python context manager
 // dpa.fastest_k(), else the process-wide default of dpa.set_default_fastest_k(), else the
 // Config (DPA_K / DPA_PREEMPTIVE), else the session's default. Read on the calling thread when the

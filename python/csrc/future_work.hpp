@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Collectives that dpa composes from others (reduce-scatter from an all_reduce, AVG from a SUM,
 // a CUDA collective run by Gloo on host copies) finish with a step of their own. Their work is a
 // c10::ivalue::Future that completes after that step, and the step runs in stream order on the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reusable host staging buffers. CUDA tensors are staged through page-locked (pinned) memory so
 // that device copies run asynchronously on side streams; CPU tensors that need a dtype conversion
 // or a contiguous copy use ordinary memory. Allocating pinned memory is slow, so released buffers

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Gloo carries the collectives and types that do not go through the switch, but it lacks CUDA
 // tensors for several collectives (a CPU-only torch has none), and torch 1.13's Gloo lacks
 // bfloat16 and bool altogether. So dpa hands Gloo a form of each tensor it takes: a host copy of a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Authenticated mode on the embedded switch (DPA_AUTH=1, docs/protocol.md §6.6): rank 0 makes a
 // random session key, gives it to its switch's sessions, and hands every rank only its own rank
 // key through the c10d store (key dpa/auth/<rank>). Whoever reaches the store can read every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How the ranks of a torch process group agree on their job (dpa/job_layout.hpp,
 // dpa/job_sizing.hpp): every rank publishes in the store where it runs; rank 0 lays the job out
 // (which ranks share its host), chooses where its embedded switch listens, sizes the job and

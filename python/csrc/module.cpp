@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dpa._C: the Python face of the backend. dpa/__init__.py registers it with torch.distributed.
 #include <algorithm>
 #include <bit>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The c10d backend "dpa". Every c10d collective works on CPU and CUDA tensors, on torch 1.13 and
 // 2.x, whatever the installed Gloo lacks:
 // - all_reduce (SUM, AVG) of float32, float16, bfloat16 and int32 goes through the switch, and so

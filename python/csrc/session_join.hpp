@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Joining the job's sessions as one job: every rank runs its joins and publishes in the store how
 // they went; rank 0, which holds the embedded switch and so knows whose JOINs arrived, publishes
 // the verdict, and every rank raises the same error naming the ranks that failed, the address

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One tensor's all_reduce through dpa, cut into chunks that are each their own dpa operation.
 //
 // dpa reduces float32 and int32 in host memory. A CPU tensor of those types that is contiguous is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one place where torch 1.13 and torch 2.x differ for this backend.
 //
 // torch 1.13 dispatches collectives to a c10d::ProcessGroup subclass that the plugin's creator

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The backend's own DPA_TORCH_* / embedded-switch environment variables, read once per process
 // group. Every malformed value is a dpa::ConfigError that names the variable.
 #pragma once

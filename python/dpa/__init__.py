@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dpa: in-network allreduce for torch.distributed.
 
 ``import dpa`` registers the ``"dpa"`` backend (with torch >= 2.5 an installed dpa is registered at

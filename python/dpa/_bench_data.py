@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Inputs and verification of python -m dpa.bench.
 
 Every rank derives its input of every operation from the run's seed, and checks its result against

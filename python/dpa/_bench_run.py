@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One rank of python -m dpa.bench: its process groups, the two views of every size and backend,
 and the verification of every result (docs/benchmark-tools.md).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A DDP communication hook that averages gradients through dpa.
 
 Each block of the flattened bucket is divided by the number of ranks whose gradients it holds,

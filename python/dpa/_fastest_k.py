@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fastest-K choices and per-operation statistics (kept in dpa._C, read at issue time)."""
 
 import contextlib

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A barrier in shared memory for ranks that share a host, so that they leave it within a
 microsecond or two of each other.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Runs one function on N ranks, each in a fresh spawned process (used by dpa.demo, dpa.bench
 and the tests).
 

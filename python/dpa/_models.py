@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The models of python -m dpa.train, with synthetic batches of the right shapes.
 
 ResNet-18 and ResNet-50 come from torchvision when it is importable and otherwise from the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a waiting dpa all_reduce waits for (docs/pytorch.md, "Timeouts")."""
 
 from . import _C

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Bringing replicas that drifted apart under fastest-K back together.
 
 A rank whose gradients a fastest-K all-reduce left out (a straggler) keeps its own values for

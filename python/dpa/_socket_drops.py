@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Datagrams the kernel dropped on this process's UDP sockets (a full receive buffer): dpa's
 engine sockets and, on the rank that embeds it, the switch's. With no loss injected, drops are
 what turns into retransmissions (docs/configuration.md §6)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What one rank of python -m dpa.bench and python -m dpa.train share: its device, the Gloo group
 the tools' own collectives use (so they never go through the backend being measured), the check
 whether every rank has a GPU of its own (NCCL's condition), and how a tool reports a failure."""

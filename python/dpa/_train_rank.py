@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One rank of python -m dpa.train: its process groups, the training loop of every (model,
 straggler model, run), what it measures, and the summary rank 0 builds (docs/training-benchmark.md).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """all_reduce of dpa, Gloo and (on CUDA, one GPU per rank) NCCL in the same run, every result
 verified: python -m dpa.bench.
 

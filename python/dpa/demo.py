@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The straggler training demo: DDP on scikit-learn's handwritten digits with one slow rank.
 
     python -m dpa.demo [-n 4] [--epochs 30] [--out dpa-demo]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Prometheus metrics of this process's dpa all_reduce operations (docs/metrics.md).
 
     import dpa.metrics

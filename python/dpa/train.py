@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The training benchmark: DDP on ResNet-18, ResNet-50 and a small GPT with synthetic data, one
 rank slowed down, dpa against Gloo (and NCCL): python -m dpa.train.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs one WorkerEngine on the thread that drives its queue (a std::thread for sockets, a DPDK
 // lcore: Device::launch): the thread's operation queue, and the loop that moves packets between
 // the engine and the queue (receive until the engine's next deadline, blocking on sockets and

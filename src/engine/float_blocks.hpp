@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The two ends of a float32 block that depend on who does the block floating point: this rank's
 // exponent of the block, and how the block's result reaches the output. libdpa does both with
 // the quant kernels, unless the operation's caller took them over (AllreduceOptions

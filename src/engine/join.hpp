@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Joining a session: every rank announces its configuration and thread ports through the
 // switch, which resets the session's slots for the new generation once all ranks are in.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One allreduce as the engine threads see it: what to reduce, how it is cut into blocks, and
 // how the threads' results come together.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a worker thread does with a reply from the switch: the step table of docs/protocol.md
 // §9.2 as a pure function of the reply header and the state of the window entry it is about.
 // No I/O, no clocks, no buffers: the engine applies the action, the tests drive every row.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RFC 6298 round-trip estimator: smoothed round trip (gain 1/8) and its mean deviation (gain
 // 1/4), plus a slowly decaying peak. The timeout is the larger of srtt + 4·rttvar and the peak:
 // on overcommitted cores round trips have a heavy tail (a descheduled thread stalls a round for

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The protocol side of one worker thread, as a step machine: its window of W entries over its
 // slot range, and what each packet and each expired deadline does to them (send, retransmit,
 // deliver, skip forward). No thread, no clock, no I/O: the caller passes the time, feeds received

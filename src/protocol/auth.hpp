@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Authenticated mode (docs/protocol.md §6.6): the keys and the per-packet tag. Every packet of an
 // authenticated session ends with a SipHash-2-4 tag (libsodium's crypto_shorthash) over the
 // header and payload, keyed per rank and per direction, so that an attacker who sees the job's

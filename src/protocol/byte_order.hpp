@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unaligned big-endian loads and stores for header fields.
 #pragma once
 

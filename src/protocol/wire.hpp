@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The dpa wire format: the one definition shared by workers, the software switch and the
 // conformance tests. docs/protocol.md describes every field; keep the two in step.
 #pragma once

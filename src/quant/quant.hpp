@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Block floating point: fp32 <-> big-endian int32 for the switch, and int32 byte order.
 //
 // A block is scaled by 2^s with s = 31 - ceil(log2(world)) - e, where e is the block exponent

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // AVX2 kernels: the operations quant_simd.hpp's kernels need, on 8 lanes. This is the only
 // translation unit compiled with -mavx2, and nothing here runs before avx2_kernels() has checked
 // the CPU.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // AVX-512 kernels (F and BW): the operations quant_simd.hpp's kernels need, on 16 lanes. This is
 // the only translation unit compiled with -mavx512f -mavx512bw, and nothing here runs before
 // avx512_kernels() has checked the CPU.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Portable kernels. Each one mirrors its AVX2 counterpart operation for operation (including the
 // NaN behaviour of the min/max clamp), so the two produce bit-identical results.
 #include <bit>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The SIMD kernels once, over a vector width: quant_avx2.cpp and quant_avx512.cpp each define the
 // operations of their instruction set as a traits type V and instantiate these templates with it
 // (only those two translation units include this header, each compiled for its instruction set).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The software switch's control channel: JSON requests, one per line, over a Unix-domain socket
 // or a TCP connection (control_listener.hpp); one JSON reply line per request. Lets an operator or
 // a job launcher add and remove sessions of a running dpa-switch and read its counters.

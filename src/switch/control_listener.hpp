@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where dpa-switch's control channel listens, and who is on the other end of a connection.
 //
 // A Unix-domain socket (a path) lets the file system decide who may connect: the socket file is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shared secret of a TCP control channel: read from a file only its owner can read (as ssh
 // treats a private key), and compared in constant time, so the reply's timing does not tell an
 // attacker how much of a guess was right.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every counter of SwitchCounters and SessionCounters once, with what it counts: the single list
 // that adding, printing (SwitchCounters::to_string, the control channel) and the Prometheus
 // endpoint (metrics_text.cpp) walk.

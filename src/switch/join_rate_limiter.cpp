@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "switch/join_rate_limiter.hpp"
 
 #include <algorithm>

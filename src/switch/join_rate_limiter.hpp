@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-source rate limit of JOINs (docs/protocol.md §6.3): a storm from one socket gets a trickle
 // through, while a live rank (one JOIN per 100 ms at most) is never limited.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dpa-switch's Prometheus endpoint: GET /metrics (metrics_text.hpp) over HTTP, read-only, on a
 // thread of its own. Built only where CMake finds cpp-httplib (Debian: libcpp-httplib-dev).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The software switch's counters in the Prometheus text exposition format (version 0.0.4):
 // what dpa-switch serves at GET /metrics. docs/metrics.md lists every metric.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Counters that one thread writes and others read without a lock.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One allreduce session on the software switch: its configuration, its slot pool, who has
 // joined it from where, and the job token of its current join generation.
 #pragma once

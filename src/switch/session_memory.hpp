@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a session costs the switch in memory, so that sessions can be admitted against the
 // switch's budget (SwitchConfig::max_memory_mb) before anything is allocated, and whether its
 // packets fit the switch's transport.

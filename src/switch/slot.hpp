@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-slot aggregation state machine: the part of the protocol the Tofino program runs in
 // its registers. Pure logic, no I/O, so the software switch, the tests and the microbenchmarks
 // all drive this one function.

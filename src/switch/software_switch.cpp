@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The software switch: one thread per port (a queue of a UDP or DPDK device, on a std::thread or
 // a DPDK lcore), each owning the slots of the worker threads that talk to its port, so no packet
 // crosses threads and the data path takes no lock. Replies are built in transmit buffers of the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Timeouts with torch's meaning (docs/protocol.md §6.7): a rank that is late, even beyond the
 C++ API's 10 s DPA_TIMEOUT_MS, fails nothing before the process group's timeout; a rank or a
 switch that is gone is reported on the others within seconds, naming it; and the process

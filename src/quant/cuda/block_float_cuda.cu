@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One thread block per data block in both kernels: a data block is one packet's payload
 // (hundreds to thousands of values), so each CTA reduces its own maximum without atomics.
 // Arithmetic uses the _rn intrinsics and is built without fused multiply-add and with

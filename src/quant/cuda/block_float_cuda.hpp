@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Block floating point on a CUDA device, bit-identical to the host path: the exponents libdpa
 // computes (quant::block_exponent) and the floats it writes (quant::dequantize, then the
 // rounding torch's CPU conversion applies for float16/bfloat16 tensors). What stays on the host
