@@ -33,8 +33,10 @@ RESET_TABLES = (
 
 
 class Controller:
-    def __init__(self, bfrt, config, send_frame, clock_ns, token_source=None):
-        """`send_frame(bytes)` transmits on the CPU port; `clock_ns()` is a monotonic clock."""
+    def __init__(self, bfrt, config, send_frame, clock_ns, token_source=None, ports_up=None):
+        """`send_frame(bytes)` transmits on the CPU port; `clock_ns()` is a monotonic clock;
+        `ports_up` the dev ports already up (a set the caller may share between controllers, so
+        that a port stays up from one to the next)."""
         self.program = BfrtProgram(bfrt)
         self.config = config
         self.send_frame = send_frame
@@ -46,11 +48,12 @@ class Controller:
                        "controller_dropped": 0}
         self._activity = {}  # session id -> last sampled activity counter
         self._published = {}  # session id -> _Published
+        self.ports_up = ports_up if ports_up is not None else set()
 
     # ---- start ----
 
     def setup(self):
-        self.worker_ports, routes = ports.setup(self.program, self.config)
+        self.worker_ports, routes = ports.setup(self.program, self.config, self.ports_up)
         log.info("value passes of %d worker ports through %s", len(routes),
                  "their own loopback ports" if self.config.loopback_per_worker else "the shared pass ports")
         pre.setup(self.program, self.config, self.worker_ports)
@@ -61,8 +64,10 @@ class Controller:
             admission.setup_session(self.program, session)
             drop_simulator.setup(self.program, self.config, session)
 
-    def reset(self):
-        """Everything the controller writes, back to the program's initial state."""
+    def reset(self, keep_ports=False):
+        """Everything the controller writes, back to the program's initial state; with
+        `keep_ports` the ports stay up (a test suite between cases: a port cleared and added again
+        renegotiates its link, for longer than a case waits for a reply)."""
         for path in RESET_TABLES:
             self.program.ingress(*path).clear()
         self.program.egress("rewrite", "destinations").clear()
@@ -74,7 +79,9 @@ class Controller:
         counters.reset(self.program)
         for table in ("mgid", "node", "prune"):
             getattr(self.program.bfrt.pre, table).clear()
-        self.program.bfrt.port.port.clear()
+        if not keep_ports:
+            self.program.bfrt.port.port.clear()
+            self.ports_up.clear()
         self._published.clear()
         self.joins = {sid: join.SessionJoin(s, self._token_source)
                       for sid, s in self.config.sessions.items()}
