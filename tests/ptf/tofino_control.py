@@ -145,7 +145,11 @@ class Control(SwitchControl):
     def counters(self) -> dict[str, int] | None:
         if self.controller is None:
             return None
+        # The program's replies and drops, and the controller's outcomes of what it was punted,
+        # summed by name: an ERROR the controller sends or a LEAVE it drops counts as the
+        # software switch counts it.
         values = program_counters.replies(self.controller.program)
-        values.update(program_counters.drops(self.controller.program))
-        values.update(self.controller.counts)
+        for source in (program_counters.drops(self.controller.program), self.controller.counts):
+            for name, value in source.items():
+                values[name] = values.get(name, 0) + value
         return values

@@ -78,6 +78,7 @@ class Error(enum.IntEnum):
     LENGTH_MISMATCH = 16
     SESSION_BUSY = 17
     SESSION_TAKEN_OVER = 18
+    RANK_CONTENDED = 19
 
 
 # JOIN payloads: fixed 32-bit words, then 16-bit ports padded to a whole word (docs/protocol.md §6).

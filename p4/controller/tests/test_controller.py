@@ -99,21 +99,27 @@ REGISTERS = [("slot_state", r) for r in ("seq", "op_id", "offset", "op_length", 
 
 
 class Tokens:
-    """Deterministic job tokens."""
+    """Deterministic job tokens: each generation draws its token, then one secret per rank of
+    `world` (0x5EC00 + the draw's index)."""
 
-    def __init__(self, *tokens):
+    def __init__(self, *tokens, world=2):
         self.tokens = list(tokens)
+        self.world = world
+        self.draws = 0
 
     def getrandbits(self, bits):
-        return self.tokens.pop(0)
+        self.draws += 1
+        if (self.draws - 1) % (self.world + 1) == 0:
+            return self.tokens.pop(0)
+        return 0x5EC00 + self.draws
 
 
 def join_frame(session, rank, nonce, ip, port, threads=1, window=1, token=0, world=2, payload=0,
-               ports=None):
+               ports=None, offset=0):
     ports = ports or [port + t for t in range(threads)]
     request = wire.JOIN_REQUEST.encode(dict(nonce=nonce, world_size=world, threads=threads,
                                             window=window, payload=payload), ports)
-    header = wire.Header(flags=wire.Flag.JOIN, session=session, rank=rank, token=token,
+    header = wire.Header(flags=wire.Flag.JOIN, session=session, rank=rank, token=token, offset=offset,
                          count=wire.JOIN_REQUEST.word_count(len(ports)))
     return wire.build_frame(MAC[ip], SWITCH_MAC, ip, SWITCH_IP, port, 4242,
                             header.encode() + request)
@@ -135,10 +141,16 @@ class Harness:
         self.controller.setup()
         self.recorder.calls.clear()
 
+    def secret(self, rank, session=7):
+        return self.controller.joins[session].current.secrets[rank]
+
     def join_both(self, session=7, nonces=(11, 22), token=0, ips=(W1, W2), ports=(5000, 6000), **kw):
+        """With a token, each rank proves its rejoin with its secret (§6.4)."""
+        offsets = [self.secret(rank, session) if token else 0 for rank in range(2)]
         for _ in range(2):  # a JOIN counts once it is repeated (§6.3 step 5)
             for rank, (nonce, ip, port) in enumerate(zip(nonces, ips, ports)):
-                self.controller.handle_frame(join_frame(session, rank, nonce, ip, port, token=token, **kw))
+                self.controller.handle_frame(join_frame(session, rank, nonce, ip, port, token=token,
+                                                        offset=offsets[rank], **kw))
 
     def calls_on(self, suffix):
         return [(m, k) for p, m, k in self.recorder.calls if p.endswith(suffix)]
@@ -325,7 +337,7 @@ class JoinTest(unittest.TestCase):
     def test_leave_frees_the_session_for_another_job(self):
         h = Harness(activity={0: 1})
         h.join_both()
-        leave = wire.Header(flags=wire.Flag.LEAVE, session=7, rank=0, token=0x1111)
+        leave = wire.Header(flags=wire.Flag.LEAVE, session=7, rank=0, token=0x1111, offset=h.secret(0))
         h.controller.handle_frame(wire.build_frame(MAC[W1], SWITCH_MAC, W1, SWITCH_IP, 5000, 4242,
                                                    leave.encode()))
         self.assertEqual(h.controller.counts["leaves"], 1)
