@@ -153,6 +153,21 @@ class TofinoControlTest(unittest.TestCase):
         for ack in acks:
             self.assertEqual(wire.Header.decode(ack.payload).flags, wire.Flag.JOIN | wire.Flag.RESULT)
 
+    def test_a_controller_error_on_the_cpu_port_fails_the_case(self):
+        case = case_module.load(ROOT / "tests" / "conformance" / "cases" / "forged_source_port.json")
+        cpu = FakeCpuPort()
+        control = tofino_control.Control(self.params, cpu)
+        control.start(case.setup, self.addresses(case.setup), {})
+        self.addCleanup(control.stop)
+
+        def broken(frame):
+            raise KeyError("no such table")
+        control.controller.handle_frame = broken
+        cpu.incoming.put(b"frame")
+        control._server.join(10)
+        with self.assertRaisesRegex(RuntimeError, "stopped serving the CPU port: KeyError"):
+            control.counters()
+
     def test_without_a_cpu_interface_the_control_says_so(self):
         case = case_module.load(ROOT / "tests" / "conformance" / "cases" / "forged_source_port.json")
         control = tofino_control.Control({**self.params, "cpu_interface": ""})

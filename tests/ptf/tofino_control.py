@@ -69,6 +69,7 @@ class Control(SwitchControl):
         self.controller = None
         self._stop = threading.Event()
         self._server = None
+        self._server_error = None
 
     def _config(self, setup: Setup, host_addresses: dict[str, str]) -> dict:
         hosts, ports = {}, {}
@@ -106,14 +107,20 @@ class Control(SwitchControl):
         self.controller.reset(keep_ports=not first)
         self.controller.setup()
         self._stop.clear()
+        self._server_error = None
         self._server = threading.Thread(target=self._serve, daemon=True)
         self._server.start()
 
     def _serve(self) -> None:
         while not self._stop.is_set():
             frame = self.cpu_port.receive(0.05)
-            if frame is not None:
+            if frame is None:
+                continue
+            try:
                 self.controller.handle_frame(frame)
+            except Exception as error:  # noqa: BLE001  (reported by counters(), which every step reads)
+                self._server_error = error
+                return
 
     def stop(self) -> None:
         self._stop.set()
@@ -143,6 +150,9 @@ class Control(SwitchControl):
                            "reads the global timestamp); such cases are software-only (dpa_conformance.target)")
 
     def counters(self) -> dict[str, int] | None:
+        if self._server_error is not None:
+            raise RuntimeError(f"tofino_control: the controller stopped serving the CPU port: "
+                               f"{type(self._server_error).__name__}: {self._server_error}")
         if self.controller is None:
             return None
         # The program's replies and drops, and the controller's outcomes of what it was punted,
