@@ -20,7 +20,7 @@ FIXED = {"port.port": {"add", "clear"}, "port.port_hdl_info": {"get"},
          "pre.mgid": {"add", "mod", "delete", "clear", "get"},
          "pre.node": {"add", "mod", "delete", "clear", "get"},
          "pre.prune": {"add", "mod", "delete", "clear", "get"}}
-TABLE_METHODS = {"clear", "get", "delete"}
+TABLE_METHODS = {"clear", "get", "get_default", "delete"}
 REGISTER_METHODS = {"mod", "get", "clear"}
 COUNTER_METHODS = {"get", "clear"}
 VALUE_SET_METHODS = {"add", "clear", "get"}

@@ -4,14 +4,21 @@ hardware"): a case's sessions go through the controller's Python API (p4/control
 counters are read through bfrt, and JOINs are served from the CPU port while the case runs.
 
 It runs where bfshell's `bfrt` object is (run_bfshell.sh -b, or PTF started from bfshell's
-Python): the test params give `bfrt` (the object), `switch_config` (configs/<switch>.json, whose
-`switch` section is kept), `p4_defines` (the dpa_config.p4 the program was built from) and the
-port map's hosts with a `front_panel` name ("N/L") each. The straggler clock cannot be set (the
-timer reads the ASIC's global timestamp): dpa_conformance.target skips the cases that set it.
+Python). PTF's test params are strings, so `bfrt` names where the object is as "module:attribute"
+(default "__main__:bfrt", bfshell's namespace); a test may pass the object itself. The other
+params: `switch_config` (configs/<switch>.json, whose `switch` section is kept), `p4_defines`
+(the dpa_config.p4 the program was built from), the port map's hosts with a `front_panel` name
+("N/L") each, and `cpu_interface` (default: the switch config's switch.cpu_interface), the kernel
+interface of the CPU port on which the punted JOINs and LEAVEs arrive and their replies leave.
+The ports are brought up by the first case and stay up through the suite (a port added again
+renegotiates its link for longer than a case waits for a reply). The straggler clock cannot be
+set (the timer reads the ASIC's global timestamp): dpa_conformance.target skips the cases that
+set it.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import threading
@@ -24,22 +31,45 @@ from dpa_conformance.dataplane import Setup, SwitchControl  # noqa: E402
 from dpa_controller import config as controller_config  # noqa: E402  (on sys.path via dpa_conformance)
 from dpa_controller import counters as program_counters  # noqa: E402
 from dpa_controller.controller import Controller  # noqa: E402
+from dpa_controller.cpu_port import CpuPort  # noqa: E402
+
+DEFAULT_BFRT = "__main__:bfrt"
+
+
+def resolve_bfrt(value):
+    """The bfrt object: `value` itself, or the attribute a "module:attribute" string names."""
+    if not isinstance(value, str):
+        return value
+    module_name, _, attribute = value.partition(":")
+    if not attribute:
+        raise ValueError(f"tofino_control: test param bfrt={value!r} is not 'module:attribute'")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"tofino_control: test param bfrt={value!r}: {error} (run PTF from bfshell's "
+                         "Python, where `bfrt` is defined)") from None
 
 
 
 class Control(SwitchControl):
     def __init__(self, params: dict, cpu_port=None):
-        for key in ("bfrt", "switch_config", "p4_defines", "port_map"):
+        """`cpu_port` (send/receive/close, as dpa_controller.cpu_port.CpuPort) stands in for the
+        CPU interface; without it the interface of the params or the switch config is opened."""
+        for key in ("switch_config", "p4_defines", "port_map"):
             if key not in params:
                 raise ValueError(f"tofino_control: test param {key!r} is required")
-        self.bfrt = params["bfrt"]
+        self.bfrt = resolve_bfrt(params.get("bfrt", DEFAULT_BFRT))
         self.switch = json.loads(Path(params["switch_config"]).read_text())["switch"]
         self.defines = Path(params["p4_defines"]).read_text()
         self.port_map = json.loads(Path(params["port_map"]).read_text())
         self.cpu_port = cpu_port
+        self._owns_cpu_port = False
+        self._cpu_interface = params.get("cpu_interface", self.switch.get("cpu_interface"))
+        self._ports_up = None  # dev ports up since the first case (None: none brought up yet)
         self.controller = None
         self._stop = threading.Event()
         self._server = None
+        self._server_error = None
 
     def _config(self, setup: Setup, host_addresses: dict[str, str]) -> dict:
         hosts, ports = {}, {}
@@ -63,20 +93,34 @@ class Control(SwitchControl):
 
     def start(self, setup: Setup, host_addresses: dict[str, str], endpoint_ports: dict[str, int]) -> None:
         config = controller_config.load(json.dumps(self._config(setup, host_addresses)), self.defines)
-        send = self.cpu_port.send if self.cpu_port is not None else (lambda frame: None)
-        self.controller = Controller(self.bfrt, config, send, time.monotonic_ns)
-        self.controller.reset()
+        if self.cpu_port is None:
+            if not self._cpu_interface:
+                raise ValueError("tofino_control: no CPU port: set test param cpu_interface or the switch "
+                                 "config's switch.cpu_interface (punted JOINs would go unanswered)")
+            self.cpu_port = CpuPort(self._cpu_interface)
+            self._owns_cpu_port = True
+        first = self._ports_up is None
+        if first:
+            self._ports_up = set()
+        self.controller = Controller(self.bfrt, config, self.cpu_port.send, time.monotonic_ns,
+                                     ports_up=self._ports_up)
+        self.controller.reset(keep_ports=not first)
         self.controller.setup()
-        if self.cpu_port is not None:
-            self._stop.clear()
-            self._server = threading.Thread(target=self._serve, daemon=True)
-            self._server.start()
+        self._stop.clear()
+        self._server_error = None
+        self._server = threading.Thread(target=self._serve, daemon=True)
+        self._server.start()
 
     def _serve(self) -> None:
         while not self._stop.is_set():
             frame = self.cpu_port.receive(0.05)
-            if frame is not None:
+            if frame is None:
+                continue
+            try:
                 self.controller.handle_frame(frame)
+            except Exception as error:  # noqa: BLE001  (reported by counters(), which every step reads)
+                self._server_error = error
+                return
 
     def stop(self) -> None:
         self._stop.set()
@@ -84,8 +128,16 @@ class Control(SwitchControl):
             self._server.join()
             self._server = None
         if self.controller is not None:
-            self.controller.reset()
+            self.controller.reset(keep_ports=True)
             self.controller = None
+
+    def close(self) -> None:
+        """After the last case: the CPU interface this Control opened is closed."""
+        self.stop()
+        if self._owns_cpu_port:
+            self.cpu_port.close()
+            self.cpu_port = None
+            self._owns_cpu_port = False
 
     def switch_port(self, index: int) -> int | None:
         return self.switch.get("udp_port", 4242) if index == 0 else None
@@ -98,8 +150,16 @@ class Control(SwitchControl):
                            "reads the global timestamp); such cases are software-only (dpa_conformance.target)")
 
     def counters(self) -> dict[str, int] | None:
+        if self._server_error is not None:
+            raise RuntimeError(f"tofino_control: the controller stopped serving the CPU port: "
+                               f"{type(self._server_error).__name__}: {self._server_error}")
         if self.controller is None:
             return None
+        # The program's replies and drops, and the controller's outcomes of what it was punted,
+        # summed by name: an ERROR the controller sends or a LEAVE it drops counts as the
+        # software switch counts it.
         values = program_counters.replies(self.controller.program)
-        values.update(self.controller.counts)
+        for source in (program_counters.drops(self.controller.program), self.controller.counts):
+            for name, value in source.items():
+                values[name] = values.get(name, 0) + value
         return values

@@ -592,6 +592,41 @@ class IdentityBindingTest(unittest.TestCase):
                                  ("drop", "dropped_unregistered"), (rank, port, data))
 
 
+class ChunkOutputPassTest(unittest.TestCase):
+    """An output pass, of either half, reads a chunk only when the chunk holds the result's round
+    and exactly its contributors; otherwise it withholds the reply (chunk_state.p4). The LO and HI
+    passes of one result are separate passes, and a contribution (a repair) or a newer round may
+    reach the chunk between them, so each half must check both: a LO pass that skipped the ranks
+    would emit a partial sum whose HI half then passes, a HI pass that skipped the round would
+    emit the next round's values under this round's header."""
+
+    RESULT_SEQ, CONTRIBUTORS = 5, 0b011
+
+    def output_pass(self, half, chunk_round, chunk_ranks):
+        registers = {("ChunkState", "rounds"): chunk_round, ("ChunkState", "ranks"): chunk_ranks}
+        state = {"hdr.bridged.reduce_op": CONST[half], "hdr.bridged.sender_bit": 0, "hdr.bridged.slot": 0,
+                 "hdr.dpa.seq": self.RESULT_SEQ, "hdr.dpa.bitmap_lo": self.CONTRIBUTORS}
+        run_control(PROGRAMS[True], "ChunkState", state, registers)
+        return state.get("ig_dprsr_md.drop_ctl", 0), state.get("md.cell_op", 0)
+
+    def test_each_half_checks_the_round_and_the_ranks(self):
+        chunks = {
+            "the result's round and contributors": (self.RESULT_SEQ, self.CONTRIBUTORS, True),
+            "a contributor's values missing (a lost input pass)": (self.RESULT_SEQ, 0b001, False),
+            "a rank beyond the contributors": (self.RESULT_SEQ, 0b111, False),
+            "the next round, opened by the same contributors": (self.RESULT_SEQ + 1, self.CONTRIBUTORS, False),
+            "an older round": (self.RESULT_SEQ - 1, self.CONTRIBUTORS, False),
+        }
+        for half in ("REDUCE_READ_LO", "REDUCE_READ_HI"):
+            for what, (chunk_round, chunk_ranks, reads) in chunks.items():
+                with self.subTest(half=half, chunk=what):
+                    withheld, cell = self.output_pass(half, chunk_round, chunk_ranks)
+                    if reads:
+                        self.assertEqual((withheld, cell), (0, CONST[half]))
+                    else:
+                        self.assertEqual(withheld, 1, "the output pass read a chunk holding " + what)
+
+
 class ReducerTest(unittest.TestCase):
     def test_output_passes_read_each_half_of_the_cell(self):
         prog = PROGRAMS[True]

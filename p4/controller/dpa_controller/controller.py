@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from . import (admission, counters, delivery, drop_simulator, egress_rewrite, join, net,
                next_pass, ports, pre, slot_state, wire)
+from .join_rate_limiter import JoinRateLimiter
 from .bfrt_program import BfrtProgram
 from .config import ConfigError
 
@@ -33,8 +34,10 @@ RESET_TABLES = (
 
 
 class Controller:
-    def __init__(self, bfrt, config, send_frame, clock_ns, token_source=None):
-        """`send_frame(bytes)` transmits on the CPU port; `clock_ns()` is a monotonic clock."""
+    def __init__(self, bfrt, config, send_frame, clock_ns, token_source=None, ports_up=None):
+        """`send_frame(bytes)` transmits on the CPU port; `clock_ns()` is a monotonic clock;
+        `ports_up` the dev ports already up (a set the caller may share between controllers, so
+        that a port stays up from one to the next)."""
         self.program = BfrtProgram(bfrt)
         self.config = config
         self.send_frame = send_frame
@@ -42,15 +45,20 @@ class Controller:
         self._token_source = token_source
         self.joins = {sid: join.SessionJoin(s, token_source) for sid, s in config.sessions.items()}
         self.worker_ports = {}
-        self.counts = {"joins": 0, "joins_refused": 0, "leaves": 0, "controller_errors_sent": 0,
+        # Under the software switch's names (SwitchCounters) where the outcome is one of its;
+        # controller_dropped: frames on the CPU port that are no request of a configured session.
+        self.counts = {"joins": 0, "joins_refused": 0, "joins_contended": 0, "joins_rate_limited": 0,
+                       "leaves": 0, "errors_sent": 0, "dropped_unregistered": 0, "dropped_malformed": 0,
                        "controller_dropped": 0}
+        self.join_limiter = JoinRateLimiter()
         self._activity = {}  # session id -> last sampled activity counter
         self._published = {}  # session id -> _Published
+        self.ports_up = ports_up if ports_up is not None else set()
 
     # ---- start ----
 
     def setup(self):
-        self.worker_ports, routes = ports.setup(self.program, self.config)
+        self.worker_ports, routes = ports.setup(self.program, self.config, self.ports_up)
         log.info("value passes of %d worker ports through %s", len(routes),
                  "their own loopback ports" if self.config.loopback_per_worker else "the shared pass ports")
         pre.setup(self.program, self.config, self.worker_ports)
@@ -61,8 +69,10 @@ class Controller:
             admission.setup_session(self.program, session)
             drop_simulator.setup(self.program, self.config, session)
 
-    def reset(self):
-        """Everything the controller writes, back to the program's initial state."""
+    def reset(self, keep_ports=False):
+        """Everything the controller writes, back to the program's initial state; with
+        `keep_ports` the ports stay up (a test suite between cases: a port cleared and added again
+        renegotiates its link, for longer than a case waits for a reply)."""
         for path in RESET_TABLES:
             self.program.ingress(*path).clear()
         self.program.egress("rewrite", "destinations").clear()
@@ -74,7 +84,9 @@ class Controller:
         counters.reset(self.program)
         for table in ("mgid", "node", "prune"):
             getattr(self.program.bfrt.pre, table).clear()
-        self.program.bfrt.port.port.clear()
+        if not keep_ports:
+            self.program.bfrt.port.port.clear()
+            self.ports_up.clear()
         self._published.clear()
         self.joins = {sid: join.SessionJoin(s, self._token_source)
                       for sid, s in self.config.sessions.items()}
@@ -104,7 +116,7 @@ class Controller:
                     self.joins[session.id].leave(header, frame.src_ip, frame.src_port):
                 self.counts["leaves"] += 1
             else:
-                self.counts["controller_dropped"] += 1
+                self.counts["dropped_unregistered"] += 1
         else:
             self._missized(session, frame, header)
 
@@ -141,18 +153,24 @@ class Controller:
 
     def _join(self, session, frame, header):
         procedure = self.joins[session.id]
+        now = self.clock_ns()
+        # Before anything that answers: a storm's JOINs beyond its source's rate get no reply.
+        if not self.join_limiter.admit(frame.src_ip, frame.src_port, now):
+            self.counts["joins_rate_limited"] += 1
+            return
         if header.rank >= session.world_size:
+            self.counts["dropped_unregistered"] += 1
             self._error(frame, header, wire.Error.RANK_OUT_OF_RANGE, session.world_size)
             return
         if not procedure.registered(header.rank, frame.src_ip, frame.src_port, check_port=True):
+            self.counts["dropped_unregistered"] += 1
             self._error(frame, header, wire.Error.NOT_REGISTERED, 0)
             return
         request = wire.decode_join_request(frame.payload[wire.HEADER_SIZE:wire.HEADER_SIZE + 4 * header.count])
         if request is None:
-            self.counts["controller_dropped"] += 1
+            self.counts["dropped_malformed"] += 1
             return
         self.counts["joins"] += 1
-        now = self.clock_ns()
         self._sample_activity(session, procedure, now)
         outcome = procedure.join(header, request, frame.src_ip, frame.src_port, frame.src_mac, now)
         if outcome.kind == join.WAITING:
@@ -160,6 +178,16 @@ class Controller:
         if outcome.kind == join.REJECT_SENDER:
             if outcome.error == wire.Error.SESSION_BUSY:
                 self.counts["joins_refused"] += 1
+            if outcome.error == wire.Error.RANK_CONTENDED:
+                # The refused rank learns who holds its rank and how many JOINs that source sent.
+                self.counts["joins_contended"] += 1
+                address, port = outcome.holder
+                heard = min(self.join_limiter.heard(address, port), 0xFFFF)
+                error = wire.error_reply(header, outcome.error, outcome.expected)
+                error.bitmap = heard << 48 | address << 16 | port
+                self.counts["errors_sent"] += 1
+                self._send(frame.src_mac, frame.src_ip, frame.src_port, error.encode())
+                return
             self._error(frame, header, outcome.error, outcome.expected)
             return
         if outcome.kind == join.REJECT_ALL:
@@ -168,7 +196,7 @@ class Controller:
             error.bitmap = outcome.culprit_value << 32 | outcome.culprit_address
             for address, port, mac in outcome.notify:
                 self._send(mac, address, port, error.encode())
-                self.counts["controller_errors_sent"] += 1
+                self.counts["errors_sent"] += 1
             log.warning("session %d: join rejected (error %d): rank %d uses %d, the others %d",
                         session.id, outcome.error, outcome.culprit_rank, outcome.culprit_value,
                         outcome.expected)
@@ -176,12 +204,12 @@ class Controller:
         generation = outcome.generation
         if outcome.kind == join.ACK_ALL:
             self._publish(session, generation)
-        ack = self._ack(session, header, generation)
+        # Each rank's ack carries its own secret (§6.4): N unicasts.
         if outcome.kind == join.ACK_SENDER:
-            self._send(frame.src_mac, frame.src_ip, frame.src_port, ack)
+            self._send(frame.src_mac, frame.src_ip, frame.src_port, self._ack(session, header, generation, header.rank))
             return
         for rank, member in sorted(generation.members.items()):
-            self._send(member.mac, member.address, member.ports[0], ack)
+            self._send(member.mac, member.address, member.ports[0], self._ack(session, header, generation, rank))
         log.info("session %d: generation %d joined by %d ranks (%d threads, window %d)", session.id,
                  generation.generation, session.world_size, generation.threads, generation.window)
 
@@ -220,7 +248,8 @@ class Controller:
             procedure.record_activity(now)
         self._activity[session.id] = value
 
-    def _ack(self, session, header, generation):
+    def _ack(self, session, header, generation, rank):
+        """The JOIN ack to `rank`, with its secret in `offset`."""
         switch_ports = [self.config.udp_port]
         reply = wire.JOIN_REPLY.encode(dict(
             payload=session.payload, world_size=session.world_size, k_default=session.k,
@@ -228,13 +257,13 @@ class Controller:
             pool_size=session.pool_size, generation=generation.generation, token=generation.token,
             switch_ports=len(switch_ports)), switch_ports)
         ack = wire.Header(**{**header.__dict__, "flags": int(wire.Flag.JOIN | wire.Flag.RESULT),
-                             "token": generation.token,
+                             "token": generation.token, "offset": generation.secrets[rank],
                              "count": wire.JOIN_REPLY.word_count(len(switch_ports)),
                              "bitmap": generation.ranks_bitmap(), "seq": generation.generation})
         return ack.encode() + reply
 
     def _error(self, frame, header, code, expected):
-        self.counts["controller_errors_sent"] += 1
+        self.counts["errors_sent"] += 1
         self._send(frame.src_mac, frame.src_ip, frame.src_port,
                    wire.error_reply(header, code, expected).encode())
 

@@ -14,6 +14,13 @@ EVENTS = {
 }
 
 
+# Verdicts that drop in the ingress (admission.p4 `verdict`'s drop(event) entries and its default
+# drop(EV_MALFORMED)): they never reach the egress counter, so they are read from the table's
+# direct counter, one count per entry, summed by the entry's event.
+DROP_EVENTS = (9, 10, 11, 12, 13)
+MALFORMED = 9
+
+
 def _packets(entry):
     return entry.data[b"$COUNTER_SPEC_PKTS"]
 
@@ -23,6 +30,29 @@ def replies(program):
     counter = program.egress("counters", "replies")
     return {name: _packets(counter.get(COUNTER_INDEX=index, from_hw=True, print_ents=False))
             for index, name in sorted(EVENTS.items())}
+
+
+def _entries(result):
+    """bfrt_python's get() answers one entry as itself and several as a list."""
+    if result is None:
+        return []
+    return list(result) if isinstance(result, (list, tuple)) else [result]
+
+
+def _action(entry):
+    name = getattr(entry, "action", b"")
+    return (name.decode() if isinstance(name, bytes) else str(name)).rsplit(".", 1)[-1]
+
+
+def drops(program):
+    """Packets the admission verdict dropped, by event name (dropped_*)."""
+    table = program.ingress("admission", "verdict")
+    values = {EVENTS[event]: 0 for event in DROP_EVENTS}
+    for entry in _entries(table.get(regex=True, from_hw=True, print_ents=False)):
+        if _action(entry) == "drop":
+            values[EVENTS[entry.data[b"event"]]] += _packets(entry)
+    values[EVENTS[MALFORMED]] += _packets(table.get_default(from_hw=True, print_ents=False))
+    return values
 
 
 def activity(program, session_index):

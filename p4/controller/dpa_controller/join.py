@@ -8,6 +8,10 @@ from dataclasses import dataclass, field
 from . import wire
 
 PENDING_TTL_NS = 1_000_000_000  # a pending JOIN not repeated for 1 s expires
+# How long an unconfirmed claim on a rank keeps other sources out: several of a live rank's
+# retries (at most 100 ms apart), so a rank confirms its claim before anyone may displace it, and
+# a source that never confirms (a stray, or a storm with a fresh nonce each time) gives way.
+UNCONFIRMED_CLAIM_NS = 500_000_000
 
 WAITING = "waiting"
 ACK_SENDER = "ack_sender"        # a retransmitted JOIN of the current generation
@@ -33,6 +37,7 @@ class Generation:
     window: int
     members: dict                # rank -> Member
     last_active_ns: int
+    secrets: dict = field(default_factory=dict)  # rank -> its secret (§6.4), sent in its ack's offset
     left: bool = False
 
     def ranks_bitmap(self):
@@ -49,6 +54,7 @@ class Outcome:
     culprit_address: int = 0
     culprit_value: int = 0
     notify: list = field(default_factory=list)  # (address, port, mac) of every rank of the attempt
+    holder: tuple = None  # rank_contended: the (address, port) whose pending entry holds the rank
 
 
 @dataclass
@@ -57,10 +63,16 @@ class _Pending:
     threads: int
     window: int
     address: int
+    port: int           # the UDP port the JOIN came from: (address, port) is the entry's source
     ports: list
     mac: bytes
     last_seen_ns: int
+    claimed_ns: int     # when its source first claimed the rank (kept across a new nonce)
     confirmed: bool = False
+
+    @property
+    def source(self):
+        return (self.address, self.port)
 
 
 class SessionJoin:
@@ -111,18 +123,35 @@ class SessionJoin:
             member = current.members[rank]
             if member.nonce == request.nonce and member.address == address and member.ports[0] == port:
                 return Outcome(ACK_SENDER, generation=current)  # the ack was lost
+        # While a job uses the session, only its own members may start a new generation: they
+        # prove it with the current token and the rank's secret (in `offset`, §6.4) from their own
+        # host. The token alone, which every packet carries, is not enough.
         member_rejoin = (current is not None and header.token == current.token and
-                         rank in current.members and current.members[rank].address == address)
+                         rank in current.members and header.offset == current.secrets.get(rank) and
+                         current.members[rank].address == address)
         if current is not None and not member_rejoin and self.held(now_ns):
+            # A rank of the generation this one replaced learns why it cannot come back.
+            if current.previous_token and header.token == current.previous_token:
+                return Outcome(REJECT_SENDER, wire.Error.SESSION_TAKEN_OVER, current.generation)
             return Outcome(REJECT_SENDER, wire.Error.SESSION_BUSY, current.generation)
 
         self._pending = {r: p for r, p in self._pending.items()
                          if now_ns - p.last_seen_ns <= PENDING_TTL_NS}
+        source = (address, port)
         pending = self._pending.get(rank)
-        if pending is None or pending.nonce != request.nonce:
-            # A new request, or the rank restarted: its latest JOIN replaces what it sent before.
-            pending = _Pending(request.nonce, request.threads, request.window, address,
-                               list(request.ports), mac, now_ns)
+        # First come holds the rank while it is alive: a confirmed entry, or a young unconfirmed
+        # one, is not displaced by another source, so a storm cannot starve a rank that is joining.
+        if (pending is not None and pending.source != source and
+                (pending.confirmed or now_ns - pending.claimed_ns < UNCONFIRMED_CLAIM_NS)):
+            return Outcome(REJECT_SENDER, wire.Error.RANK_CONTENDED, rank, holder=pending.source)
+        # A source is one rank's thread 0: its pending entry for another rank is dropped.
+        self._pending = {r: p for r, p in self._pending.items() if r == rank or p.source != source}
+        if pending is None or pending.nonce != request.nonce or pending.source != source:
+            # A new request, or the rank restarted: its latest JOIN replaces what it sent before,
+            # but a restart on the same socket keeps the time of the claim.
+            claimed_ns = pending.claimed_ns if pending is not None and pending.source == source else now_ns
+            pending = _Pending(request.nonce, request.threads, request.window, address, port,
+                               list(request.ports), mac, now_ns, claimed_ns)
             self._pending[rank] = pending
         else:
             pending.confirmed = True
@@ -130,9 +159,11 @@ class SessionJoin:
         return self._complete(now_ns)
 
     def leave(self, header, address, port):
-        """§6.5: True when the LEAVE came from the member's thread 0 with the current token."""
+        """§6.5: True when the LEAVE came from the member's thread 0 with the current token and
+        the rank's secret."""
         current = self.current
-        if (current is None or header.token != current.token or header.rank not in current.members):
+        if (current is None or header.token != current.token or header.rank not in current.members
+                or header.offset != current.secrets.get(header.rank)):
             return False
         member = current.members[header.rank]
         if member.address != address or member.ports[0] != port:
@@ -155,12 +186,19 @@ class SessionJoin:
             token = self._random.getrandbits(32)
         members = {r: Member(p.nonce, p.address, p.ports[:p.threads], p.mac)
                    for r, p in sorted(self._pending.items())}
+        secrets = {r: self._fresh_secret() for r in members}
         first = self._pending[0]
         self.current = Generation(self._next_generation, token, previous_token, first.threads,
-                                  first.window, members, now_ns)
+                                  first.window, members, now_ns, secrets)
         self._next_generation += 1
         self._pending = {}
         return Outcome(ACK_ALL, generation=self.current)
+
+    def _fresh_secret(self):
+        secret = 0
+        while secret == 0:
+            secret = self._random.getrandbits(32)
+        return secret
 
     def _reject_disagreement(self, attribute, code):
         # The value most ranks use is the reference (the lowest rank's on a tie); the first rank

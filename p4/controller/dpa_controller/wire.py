@@ -79,6 +79,7 @@ class Error(enum.IntEnum):
     LENGTH_MISMATCH = 16
     SESSION_BUSY = 17
     SESSION_TAKEN_OVER = 18
+    RANK_CONTENDED = 19
     RANK_GONE = 21
 
 

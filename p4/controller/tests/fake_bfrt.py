@@ -1,6 +1,9 @@
-"""A recording stand-in for bfshell's `bfrt` object: every call but `get` is logged as
+"""A recording stand-in for bfshell's `bfrt` object: every call but a read (`get`, `get_default`) is logged as
 (path, method, kwargs), `bfrt.batch_begin()` as ("", "batch_begin", {}); `get` calls answer from
 scripted values."""
+
+
+READS = ("get", "get_default")
 
 
 class Entry:
@@ -19,7 +22,7 @@ class Recorder:
             return Entry({b"$DEV_PORT": self.dev_ports[(kwargs["CONN_ID"], kwargs["CHNL_ID"])]})
         if path.endswith("admission.activity") and method == "get":
             return Entry({b"$COUNTER_SPEC_PKTS": self.activity.get(kwargs["COUNTER_INDEX"], 0)})
-        if method == "get":
+        if method in READS:
             return Entry({b"$COUNTER_SPEC_PKTS": 0})
         return None
 
@@ -36,7 +39,7 @@ class Node:
 
     def __call__(self, **kwargs):
         path, method = ".".join(self._path[:-1]), self._path[-1]
-        if method != "get":
+        if method not in READS:
             self._recorder.calls.append((path, method, kwargs))
         return self._recorder.answer(path, method, kwargs)
 

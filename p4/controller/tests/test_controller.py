@@ -99,21 +99,27 @@ REGISTERS = [("slot_state", r) for r in ("seq", "op_id", "offset", "op_length", 
 
 
 class Tokens:
-    """Deterministic job tokens."""
+    """Deterministic job tokens: each generation draws its token, then one secret per rank of
+    `world` (0x5EC00 + the draw's index)."""
 
-    def __init__(self, *tokens):
+    def __init__(self, *tokens, world=2):
         self.tokens = list(tokens)
+        self.world = world
+        self.draws = 0
 
     def getrandbits(self, bits):
-        return self.tokens.pop(0)
+        self.draws += 1
+        if (self.draws - 1) % (self.world + 1) == 0:
+            return self.tokens.pop(0)
+        return 0x5EC00 + self.draws
 
 
 def join_frame(session, rank, nonce, ip, port, threads=1, window=1, token=0, world=2, payload=0,
-               ports=None):
+               ports=None, offset=0):
     ports = ports or [port + t for t in range(threads)]
     request = wire.JOIN_REQUEST.encode(dict(nonce=nonce, world_size=world, threads=threads,
                                             window=window, payload=payload), ports)
-    header = wire.Header(flags=wire.Flag.JOIN, session=session, rank=rank, token=token,
+    header = wire.Header(flags=wire.Flag.JOIN, session=session, rank=rank, token=token, offset=offset,
                          count=wire.JOIN_REQUEST.word_count(len(ports)))
     return wire.build_frame(MAC[ip], SWITCH_MAC, ip, SWITCH_IP, port, 4242,
                             header.encode() + request)
@@ -135,10 +141,16 @@ class Harness:
         self.controller.setup()
         self.recorder.calls.clear()
 
+    def secret(self, rank, session=7):
+        return self.controller.joins[session].current.secrets[rank]
+
     def join_both(self, session=7, nonces=(11, 22), token=0, ips=(W1, W2), ports=(5000, 6000), **kw):
+        """With a token, each rank proves its rejoin with its secret (§6.4)."""
+        offsets = [self.secret(rank, session) if token else 0 for rank in range(2)]
         for _ in range(2):  # a JOIN counts once it is repeated (§6.3 step 5)
             for rank, (nonce, ip, port) in enumerate(zip(nonces, ips, ports)):
-                self.controller.handle_frame(join_frame(session, rank, nonce, ip, port, token=token, **kw))
+                self.controller.handle_frame(join_frame(session, rank, nonce, ip, port, token=token,
+                                                        offset=offsets[rank], **kw))
 
     def calls_on(self, suffix):
         return [(m, k) for p, m, k in self.recorder.calls if p.endswith(suffix)]
@@ -325,13 +337,61 @@ class JoinTest(unittest.TestCase):
     def test_leave_frees_the_session_for_another_job(self):
         h = Harness(activity={0: 1})
         h.join_both()
-        leave = wire.Header(flags=wire.Flag.LEAVE, session=7, rank=0, token=0x1111)
+        leave = wire.Header(flags=wire.Flag.LEAVE, session=7, rank=0, token=0x1111, offset=h.secret(0))
         h.controller.handle_frame(wire.build_frame(MAC[W1], SWITCH_MAC, W1, SWITCH_IP, 5000, 4242,
                                                    leave.encode()))
         self.assertEqual(h.controller.counts["leaves"], 1)
         h.sent.clear()
         h.join_both(nonces=(77, 88), ports=(5400, 6400))
         self.assertEqual(decode_sent(h.sent[-1])[1].seq, 2)
+
+    def test_each_rank_gets_its_own_secret_and_a_leave_needs_it(self):
+        h = Harness(activity={0: 1})
+        h.join_both()
+        acks = {decode_sent(f)[0].dst_port: decode_sent(f)[1] for f in h.sent[-2:]}
+        self.assertEqual({port: ack.offset for port, ack in acks.items()}, {5000: h.secret(0), 6000: h.secret(1)})
+        self.assertNotEqual(h.secret(0), h.secret(1))
+        for offset in (0, h.secret(1)):
+            leave = wire.Header(flags=wire.Flag.LEAVE, session=7, rank=0, token=0x1111, offset=offset)
+            h.controller.handle_frame(wire.build_frame(MAC[W1], SWITCH_MAC, W1, SWITCH_IP, 5000, 4242,
+                                                       leave.encode()))
+        self.assertEqual((h.controller.counts["leaves"], h.controller.counts["dropped_unregistered"]), (0, 2))
+
+    def test_a_rejoin_with_the_token_but_not_the_secret_is_refused(self):
+        h = Harness()
+        h.join_both()
+        h.sent.clear()
+        h.controller.handle_frame(join_frame(7, 0, 99, W1, 7000, token=0x1111, offset=h.secret(1)))
+        self.assertEqual(decode_sent(h.sent[-1])[1].error, wire.Error.SESSION_BUSY)
+
+    def test_first_come_holds_a_rank_until_its_claim_lapses(self):
+        h = Harness()
+        h.controller.handle_frame(join_frame(7, 0, 11, W1, 5000))
+        h.now = 100_000_000
+        h.controller.handle_frame(join_frame(7, 0, 12, W1, 5100))  # another source of rank 0's host
+        parsed, header = decode_sent(h.sent[-1])
+        self.assertEqual((parsed.dst_port, header.error, header.offset), (5100, wire.Error.RANK_CONTENDED, 0))
+        self.assertEqual(header.bitmap, 1 << 48 | W1 << 16 | 5000)  # one JOIN heard from the holder
+        self.assertEqual(h.controller.counts["joins_contended"], 1)
+        h.sent.clear()
+        h.now = 600_000_000  # unconfirmed for 500 ms: the claim gives way
+        h.controller.handle_frame(join_frame(7, 0, 12, W1, 5100))
+        self.assertEqual(h.sent, [])
+        h.controller.handle_frame(join_frame(7, 0, 12, W1, 5100))  # confirmed: now it holds
+        h.now = 1_500_000_000  # long after the first claim, within the entry's 1 s
+        h.controller.handle_frame(join_frame(7, 0, 11, W1, 5000))
+        self.assertEqual(decode_sent(h.sent[-1])[1].error, wire.Error.RANK_CONTENDED)
+
+    def test_joins_beyond_a_sources_rate_get_no_reply(self):
+        h = Harness()
+        for _ in range(17):  # a burst of 16, then over the rate
+            h.controller.handle_frame(join_frame(7, 5, 1, W1, 5000))
+        self.assertEqual(len(h.sent), 16)
+        self.assertEqual(h.controller.counts["joins_rate_limited"], 1)
+        h.controller.handle_frame(join_frame(7, 5, 1, W1, 5001))  # another source has its own bucket
+        h.now = 50_000_000  # one interval later, one more from the first
+        h.controller.handle_frame(join_frame(7, 5, 1, W1, 5000))
+        self.assertEqual((len(h.sent), h.controller.counts["joins_rate_limited"]), (18, 1))
 
     def test_requests_of_another_size_get_section_8_1_in_order(self):
         h = Harness()
