@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Admission (docs/protocol.md §8.1): who sent the packet, for which session and generation,
 // and whether it may reach a slot. Every lookup is keyed on packet fields only, so they all sit
 // in the first stage; one ternary table then applies §8.1's order in its entry priorities.

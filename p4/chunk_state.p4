@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What each chunk of a slot holds (docs/switch.md, "Failure model of the internal passes"). The
 // state pass commits a contribution (count, bitmaps) before its values reach the chunks in later
 // passes through the traffic manager, which may drop any of them. So each chunk pipe keeps, per

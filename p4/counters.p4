@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reply counters, by what the state pass decided (types.p4 EV_*). Counted in the egress, so a
 // multicast counts one per rank, as the software switch counts its datagrams; the controller
 // prints them (`dpa-switch-controller.sh ... counters`). Drops and contributions that end

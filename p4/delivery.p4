@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the state pass answers (docs/protocol.md §8.2's Reply column, §8.3, §4), and how the
 // packet leaves the state pass: header-only replies (OLD, SYN, ERROR) straight back to the
 // sender or, for a poisoned round, to every rank; packets whose values must be added or

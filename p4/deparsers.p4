@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Deparsers. The ingress emits the bridged header in front of everything it forwards (the next
 // pass parses it from a pass port, the egress from its parser); the egress drops it and
 // recomputes the IPv4 checksum of every reply it rewrote. UDP checksums of replies are zero

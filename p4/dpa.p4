@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dpa: in-network allreduce with fastest-K straggler resilience, for Tofino1 (TNA,
 // -D__TARGET_TOFINO__=1) and Tofino2 (T2NA, =2) from one source. docs/protocol.md is the
 // contract; docs/switch.md has the pass plan and the stage budget. The switch-specific defines

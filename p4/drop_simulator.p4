@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Optional loss for tests (DPA_DROP_SIMULATOR): drops a session's requests with a probability
 // the controller sets per session as a range of a 16-bit random draw, before they reach any
 // state, as a lossy link would.

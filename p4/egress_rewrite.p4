@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Egress rewrite of dpa replies: each multicast copy gets the address and thread port of its
 // rank (replication id = rank, docs/protocol.md §12), the offender's extra copy of a poisoned
 // round gets its own op_id back, and every reply gets its lengths. The IPv4 checksum is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Block exponents (docs/protocol.md §10.2): the round keeps the opener's exp_used and the
 // maximum exp_next of its contributors. Codes are biased (e ^ 0x80), so the signed maximum is
 // the unsigned maximum and a cleared register reads as "no exponent" (§2, §8.5).

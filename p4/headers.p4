@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Packet headers (docs/protocol.md §1-§2) and the metadata that rides between passes.
 #ifndef DPA_HEADERS_P4
 #define DPA_HEADERS_P4

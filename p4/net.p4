@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Traffic that is not a dpa request: ARP and ICMP echo for the switch's address, L2 forwarding
 // for everything else (workers' other traffic, and the controller's JOIN replies sent from the
 // CPU port), flooding unknown destinations to every port but the one it came from.

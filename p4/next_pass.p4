@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The value passes (docs/switch.md, "Pass plan"). After the state pass a data packet takes one
 // input pass per chunk of values (chunk c in the pipe of pass c + 1), and a reply with values
 // then takes two output passes per chunk, last chunk first, each emitting one half in front of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Ingress and egress parsers. A first pass (a worker's port) parses up to the dpa header: the
 // state pass needs no values. A later pass arrives on a pass port (a loopback or recirculation
 // port the controller lists in `pass_ports`) with the bridged header in front, and parses one

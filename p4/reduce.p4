@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The accumulators (docs/protocol.md §8.2 Add/NEW): DPA_REDUCERS paired register cells per
 // pipe, so one pass adds 2 * DPA_REDUCERS values (32 cells: 64 values). The chunk of values a
 // pass handles is the one its pipe owns: chunk c lives in the pipe of value pass c + 1, so the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The contributor bitmap that replies report (docs/protocol.md §8.2 "Frozen bitmap"). The
 // arrival bitmap of slot_state.p4 must be read before the count register decides whether the
 // round is complete, so it cannot be gated by completion; this register follows the count and

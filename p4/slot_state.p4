@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-slot round state (docs/protocol.md §8.2-§8.5): round number, the round's identity
 // (op_id, offset, op_length, type and count), its target and K, the straggler timer, the poison
 // state, the arrival bitmap and the contribution count. Registers are indexed by the absolute

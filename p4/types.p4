@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Constants and small types shared by every control. Values that differ per switch come from
 // the generated dpa_config.p4 (dpa-p4gen); everything here is fixed by docs/protocol.md.
 #ifndef DPA_TYPES_P4

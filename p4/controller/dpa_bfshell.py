@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Loaded by `run_bfshell.sh -b`: puts the controller package on the path and hands it bfrt.
 import os
 import sys

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bfrt_python controller of the dpa Tofino program (p4/dpa.p4).
 
 One module per P4 control it programs (admission, slot_state, delivery, next_pass,

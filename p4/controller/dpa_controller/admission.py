@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Admission tables of p4/admission.p4: the session entries (written at start) and each
 generation's token, member endpoints, identities and slot range (written at JOIN, §6.3/§8.1).
 Ternary and range tables take a match priority in bfrt; their entries never overlap, so one

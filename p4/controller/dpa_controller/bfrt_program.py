@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Where the program's objects live in bfrt_python: `bfrt.<program>.pipe.<control path>`.
 The controller modules reach the tables through this one object, and the tests hand it a
 recording fake.

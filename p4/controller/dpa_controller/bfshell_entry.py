@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Entry point inside bfshell (`run_bfshell.sh -b`), where the global `bfrt` exists.
 
     DPA_CONFIG=configs/netberg.json DPA_DEFINES=<install>/dpa_config.p4 DPA_COMMAND=run \

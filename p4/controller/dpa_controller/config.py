@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The runtime part of configs/<switch>.json (the compile-time part is dpa-p4gen's, and reaches
 the controller as the defines it generated). Every error names the key.
 """

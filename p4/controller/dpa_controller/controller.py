@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The controller: sets the program up from the config, then answers the JOIN and LEAVE packets
 the program punts to the CPU port (docs/protocol.md §6), and the requests of a non-canonical size
 it punts there (§8.1 in the same order as the pipeline: they end in an error or a drop).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Counters of the program, under the software switch's names (include/dpa/switch.hpp
 SwitchCounters) where one exists: the egress reply counter (p4/counters.p4, per EV_* index), the
 admission verdicts and the state pass's outcomes (direct counters), and the per-session activity

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The CPU port as the controller sees it: a kernel network interface (bf_kpkt's bf_pci0 on
 the ASIC, a veth on the tofino-model) read and written with a raw AF_PACKET socket."""
 import select

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """p4/delivery.p4's settings, and the switch's own addresses (p4/dpa.p4 switch_address)."""
 
 

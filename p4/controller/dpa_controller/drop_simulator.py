@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """p4/drop_simulator.p4: a session's requests are dropped when a 16-bit draw falls below
 drop_rate * 65536."""
 

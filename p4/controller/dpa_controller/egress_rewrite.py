@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """p4/egress_rewrite.p4's `destinations`: where each rank's multicast copy goes, per worker
 thread (the thread that owns the slot, docs/protocol.md §8.2 "Multicast")."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The JOIN procedure of docs/protocol.md §6.3-§6.5, as the software switch runs it
 (src/switch/session.cpp): the same rules, the same outcomes, the same order of checks. Pure: the
 caller passes the clock and programs the switch with the outcome.

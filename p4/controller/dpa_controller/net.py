@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """p4/net.p4: L2 forwarding to the configured hosts, flooding everything else."""
 
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The pass plan of p4/next_pass.p4 (docs/switch.md): input pass p (1..C) handles chunk p-1 in
 pipe pipes[p-1]; output pass C+1+j reads chunk C-1-j//2, its high half first. One entry per
 worker port and (pass, with_values) whose packet goes on, through the pass ports that worker

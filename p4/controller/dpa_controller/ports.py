@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Front-panel ports (speed, FEC, auto-negotiation), the pass ports that carry a packet into the
 pipe of its next pass (front-panel ports in MAC loopback, or internal recirculation ports): one
 per pipe shared by every worker (switch.pass_ports), or one per worker port and chunk pipe

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Multicast groups in the packet replication engine: one group per session with one node per
 rank (replication id = rank, so the egress rewrites each copy, docs/protocol.md §12), one
 "sender" group per worker port for the offender's copy of a poisoned round, and the flood group

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Clears the slot registers a new generation can reach (p4/slot_state.p4, exponent.p4,
 result_bitmap.p4) to the fresh state of docs/protocol.md §8.5 before the generation is acked, and
 the chunks' round and ranks (chunk_state.p4, in every pipe: the program's registers are per pipe,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The dpa wire format as data: the one Python definition of docs/protocol.md §2-§6 (the 48-byte
 header, flags, error codes, JOIN payloads), plus the Ethernet/IPv4/UDP framing of packets punted to
 and sent from the CPU port.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A recording stand-in for bfshell's `bfrt` object: every call but a read (`get`, `get_default`) is logged as
 (path, method, kwargs), `bfrt.batch_begin()` as ("", "batch_begin", {}); `get` calls answer from
 scripted values."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The controller against a recording fake of bfrt: the exact table writes and register clears
 of a join, a rejoin, a second session, and the errors of bad configs and bad JOINs."""
 import copy
