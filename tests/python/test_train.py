@@ -28,7 +28,8 @@ TINY_GPT_PARAMETERS = 64 * 32 + 16 * 32 + (2 * 2 * 32 + 32 * 96 + 96 + 32 * 32 +
 ROW_KEYS = {"model", "straggler", "run", "label", "backend", "k", "preemptive", "ranks", "batch_per_rank", "steps",
             "warmup_steps", "parameters", "gradient_bytes", "model_source", "straggler_rank", "delayed_steps",
             "delays", "injected_delay_s", "reference_rank", "iteration_ms", "iteration_ms_samples", "samples_per_s",
-            "train_seconds", "slowest_rank_seconds", "by_rank", "drift", "dpa", "speedup_vs_gloo", "speedup_vs_dpa"}
+            "train_seconds", "slowest_rank_seconds", "by_rank", "drift", "dpa", "speedup_vs_gloo", "speedup_vs_dpa",
+            "wrap", "losses", "pause", "parameter_difference_to_gloo"}
 DPA_KEYS = {"allreduces", "allreduces_per_step", "blocks", "blocks_partial", "partial_block_share", "steps_partial",
             "partial_step_share", "blocks_missed_by_rank", "straggler_blocks_missed", "retransmissions"}
 DRIFT_KEYS = {"final", "final_by_rank", "checks", "resyncs", "largest_checked", "check_and_resync_ms"}
@@ -41,6 +42,10 @@ def run_train(*arguments, timeout=300):
 
 def check_row(row, ranks, straggler_rank, resync_threshold, points=1):
     assert set(row) == ROW_KEYS, row
+    assert row["wrap"] == "ddp" and len(row["losses"]) == STEPS and row["pause"] is None, row
+    # Null where no Gloo run of the same model and straggler model ran before; 0 for Gloo's own.
+    difference = row["parameter_difference_to_gloo"]
+    assert (difference == 0.0) if row["run"] == "gloo" else (difference is None or difference >= 0), row
     assert row["ranks"] == ranks and row["steps"] == STEPS and row["batch_per_rank"] == 2, row
     assert len(row["iteration_ms_samples"]) == STEPS and len(row["by_rank"]) == ranks, row
     times = row["iteration_ms"]
