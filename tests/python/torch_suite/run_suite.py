@@ -3,19 +3,21 @@
 test's outcome: passed, skipped (with the suite's reason) or failed.
 
     run_suite.py --backend dpa --world-size 2 [--tests FILE] [--jobs 2] [--json OUT]
-                 [--expected-failures FILE]
+                 [--expected-failures FILE] [--deadline SECONDS]
 
 --tests names the tests to run, one per line (# comments allowed); without it, the whole suite.
 --expected-failures lists tests that fail on this torch for Gloo as well (name, then why); they
 are reported, not counted. Without it, expected_failures_torch<major>.<minor>.txt beside this file
 is used where there is one for the torch that runs. Exit status 0 when no other test failed, 1 otherwise, 2 for a usage
 error. Each test spawns its ranks and carries the suite's own timeout (300 s); --jobs runs that
-many tests at once, each in its own process.
+many tests at once, each in its own process. --deadline stops the run after that many seconds
+and reports the tests not reached as "not run", so a bounded run still leaves its outcomes.
 """
 
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -65,7 +67,7 @@ class Outcomes(unittest.TestResult):
 
 
 def run_in_process(names):
-    """Runs `names` here, one after the other; prints one JSON object of outcomes."""
+    """Runs `names` here, one after the other; prints one JSON line {name: outcome} per test."""
     import distributed_spawn
 
     outcomes = {}
@@ -75,9 +77,8 @@ def run_in_process(names):
         distributed_spawn.TestDistBackendWithSpawn(name).run(result)
         outcome = result.outcomes.get(name, {"outcome": "failed", "error": "no result"})
         outcome["seconds"] = round(time.monotonic() - started, 2)
-        outcomes[name] = outcome
         print(f"{name}: {outcome['outcome']} ({outcome['seconds']} s)", file=sys.stderr, flush=True)
-    print(json.dumps(outcomes))
+        print(json.dumps({name: outcome}), flush=True)
 
 
 def main():
@@ -88,6 +89,7 @@ def main():
     parser.add_argument("--expected-failures", help="file of tests that fail for Gloo too")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--json", help="write every test's outcome here")
+    parser.add_argument("--deadline", type=float, help="stop after this many seconds; tests not reached are 'not run'")
     parser.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.world_size < 2 or args.jobs < 1:
@@ -110,22 +112,36 @@ def main():
     shards = [names[i::args.jobs] for i in range(args.jobs)]
     started = time.monotonic()
     workers = [subprocess.Popen([sys.executable, __file__, "--backend", args.backend, "-n", str(args.world_size),
-                                 "--worker", *shard], stdout=subprocess.PIPE, text=True)
+                                 "--worker", *shard], stdout=subprocess.PIPE, text=True,
+                                start_new_session=True)
                for shard in shards if shard]
     outcomes = {}
+    deadline_passed = False
     for worker in workers:
-        out, _ = worker.communicate()
+        left = None if args.deadline is None else max(0.0, args.deadline - (time.monotonic() - started))
+        try:
+            out, _ = worker.communicate(timeout=left)
+        except subprocess.TimeoutExpired:
+            deadline_passed = True
+            os.killpg(worker.pid, signal.SIGKILL)  # the worker and the ranks it spawned
+            out, _ = worker.communicate()
         lines = out.strip().splitlines()
-        if worker.returncode != 0 or not lines:
+        if worker.returncode != 0 and not deadline_passed:
             print(f"run_suite: a worker exited with status {worker.returncode}", file=sys.stderr)
             return 1
-        outcomes.update(json.loads(lines[-1]))
+        for line in lines:
+            if line.startswith("{"):  # the tests may print to stdout too
+                try:
+                    outcomes.update(json.loads(line))
+                except json.JSONDecodeError:
+                    pass
     for name in names:
-        outcomes.setdefault(name, {"outcome": "failed", "error": "not run"})
+        outcomes.setdefault(name, {"outcome": "failed", "error": "not run" + (" (deadline)" if deadline_passed else "")})
     counts = {kind: sum(1 for o in outcomes.values() if o["outcome"] == kind)
               for kind in ("passed", "skipped", "failed")}
     unexpected = sorted(n for n, o in outcomes.items() if o["outcome"] == "failed" and n not in expected)
-    summary = {"backend": args.backend, "world_size": args.world_size, "counts": counts,
+    not_run = sorted(n for n, o in outcomes.items() if o.get("error", "").startswith("not run"))
+    summary = {"backend": args.backend, "world_size": args.world_size, "counts": counts, "not_run": len(not_run),
                "seconds": round(time.monotonic() - started, 1), "unexpected_failures": unexpected,
                "expected_failures": {n: expected[n] for n in expected if outcomes.get(n, {}).get("outcome") == "failed"}}
     print(json.dumps(summary, indent=1))
