@@ -682,8 +682,10 @@ class SwitchImpl {
       return;
     }
     const std::uint32_t payload_values = session.config().payload;
-    // A data request carries P values, except the exponent-priming request (count 0): header only.
-    const std::size_t expected_bytes = h.count == 0 ? 0 : 4u * payload_values;
+    // A data request carries P values, except the exponent-priming request (count 0) and a
+    // relayed round's request from a rank other than its owner (§13.3): header only.
+    const bool header_only = h.count == 0 || (h.has(protocol::flag::kFromOwner) && h.rank != h.owner());
+    const std::size_t expected_bytes = header_only ? 0 : 4u * payload_values;
     if (!probe && (payload.size() != expected_bytes || h.count > payload_values)) {
       send_error(batch, h, ErrorCode::bad_length, payload_values, from, reply_key(session, h.rank));
       return;
@@ -691,6 +693,10 @@ class SwitchImpl {
     const sw::SessionLimits& limits = session.limits();
     if (h.k > limits.world_size) {
       send_error(batch, h, ErrorCode::k_invalid, limits.world_size, from, reply_key(session, h.rank));
+      return;
+    }
+    if (!probe && h.has(protocol::flag::kOwned) && h.owner() >= limits.world_size) {
+      send_error(batch, h, ErrorCode::mode_mismatch, limits.world_size, from, reply_key(session, h.rank));
       return;
     }
     // Stamped once per batch (the clock is read per batch): a store per packet would take the
@@ -807,25 +813,32 @@ class SwitchImpl {
     }
   }
 
-  // Sends the encoded packet in `buffer` (`bytes`) to every rank of the generation at the port of
-  // worker thread `thread`: one shared buffer (send_to_all never copies it), or in an
-  // authenticated session one sealed copy per rank.
-  void send_to_members(Batch& batch, const sw::Session& session, transport::TxBuffer* buffer, std::size_t bytes,
-                       const sw::Membership& members, std::uint32_t thread) {
-    if (session.tag_keys(0) == nullptr) {
-      buffer->size = static_cast<std::uint32_t>(bytes);
-      std::vector<Endpoint>& to = batch.send_to(*buffer);
-      members.for_each_member([&](std::uint32_t r) { to.push_back(members.endpoints[r][thread]); });
-      return;
-    }
+  // Sends the encoded packet in `buffer` (`bytes`) to every rank of the generation for which
+  // `include(rank)` holds, at the port of worker thread `thread`: one shared buffer (send_to_all
+  // never copies it), or in an authenticated session one sealed copy per rank.
+  template <typename Include>
+  void send_to_ranks(Batch& batch, const sw::Session& session, transport::TxBuffer* buffer, std::size_t bytes,
+                     const sw::Membership& members, std::uint32_t thread, Include include) {
     std::array<std::uint8_t, protocol::kMaxWorld> ranks{};
     std::array<Endpoint, protocol::kMaxWorld> to{};
     std::size_t count = 0;
     members.for_each_member([&](std::uint32_t r) {
+      if (!include(r)) return;
       ranks[count] = static_cast<std::uint8_t>(r);
       to[count++] = members.endpoints[r][thread];
     });
+    if (count == 0) return;
+    if (session.tag_keys(0) == nullptr) {
+      buffer->size = static_cast<std::uint32_t>(bytes);
+      std::vector<Endpoint>& destinations = batch.send_to(*buffer);
+      destinations.insert(destinations.end(), to.begin(), to.begin() + static_cast<std::ptrdiff_t>(count));
+      return;
+    }
     send_sealed_copies(batch, session, buffer, bytes, std::span(ranks.data(), count), std::span(to.data(), count));
+  }
+  void send_to_members(Batch& batch, const sw::Session& session, transport::TxBuffer* buffer, std::size_t bytes,
+                       const sw::Membership& members, std::uint32_t thread) {
+    send_to_ranks(batch, session, buffer, bytes, members, thread, [](std::uint32_t) { return true; });
   }
 
   // The result goes out in the request's own buffer when the transport allows (the request
@@ -841,14 +854,26 @@ class SwitchImpl {
     const auto room = static_cast<std::uint32_t>(bytes + (sealed ? protocol::kTagSize : 0));
     transport::TxBuffer* buffer = batch.reply_buffer(packet, room);
     if (buffer == nullptr) return;
-    protocol::encode(sw::reply_header(slot, action, request, members.token), buffer->payload);
+    const Header reply = sw::reply_header(slot, action, request, members.token);
+    protocol::encode(reply, buffer->payload);
     quant::int32_to_wire(values.data(), values.size(), buffer->payload + protocol::kHeaderSize);
+    // An owned round's values go only to the ranks that take them; the others get the header (§13).
+    const auto takes_values = [&](std::uint32_t r) {
+      return Header::takes_values(slot.mode, slot.owner, static_cast<std::uint8_t>(r));
+    };
     if (action != sw::SlotAction::multicast_result) {
-      finish_reply(*buffer, bytes, reply_key(session, request.rank));
+      finish_reply(*buffer, takes_values(request.rank) ? bytes : protocol::kHeaderSize,
+                   reply_key(session, request.rank));
       batch.send(*buffer, packet.from);
       return;
     }
-    send_to_members(batch, session, buffer, bytes, members, thread);
+    send_to_ranks(batch, session, buffer, bytes, members, thread, takes_values);
+    if (slot.mode == 0) return;
+    if (transport::TxBuffer* header = batch.next_buffer()) {
+      protocol::encode(reply, header->payload);
+      send_to_ranks(batch, session, header, protocol::kHeaderSize, members, thread,
+                    [&](std::uint32_t r) { return !takes_values(r); });
+    }
   }
 
   SwitchConfig config_;
