@@ -98,6 +98,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::run_on_switch(c10d::OpType type,
   auto operations = std::make_shared<SwitchOperations>(std::move(host_forms));
   std::vector<Handle> handles;
   {
+    // Both sessions share one submit order (process_group_dpa.cpp).
     const SubmitOrder::Turn turn = context_->submit_order().wait_turn();
     handles = submit(turn);
   }
@@ -140,7 +141,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::reduce_scatter_through_switch(st
         std::vector<Handle> handles;
         for (std::size_t i = 0; i < forms.size(); i += 2) {
           const at::Tensor& result = forms[i + 1];
-          handles.push_back(context_->reduce_scatter_async(
+          // A shard's blocks are no longer than the shard: small shards take the session of
+          // small packets, as small all_reduce calls do (the choice is the same on every rank).
+          Context& context = runner_->context_for(static_cast<std::size_t>(result.numel()));
+          handles.push_back(context.reduce_scatter_async(
               turn, forms[i].data_ptr(), result.data_ptr(), static_cast<std::size_t>(result.numel()),
               result.scalar_type() == at::kInt ? DataType::int32 : DataType::float32, options));
         }
@@ -171,8 +175,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allgather_through_switch(std::ve
         std::vector<Handle> handles;
         for (std::size_t i = 0; i < forms.size(); i += 2) {
           AllreduceOptions in_turn;
-          handles.push_back(context_->all_gather_async(turn, forms[i].data_ptr(), forms[i + 1].data_ptr(),
-                                                       words_of(forms[i]), in_turn));
+          const std::size_t words = words_of(forms[i]);
+          handles.push_back(runner_->context_for(words).all_gather_async(turn, forms[i].data_ptr(),
+                                                                          forms[i + 1].data_ptr(), words, in_turn));
         }
         return handles;
       });
@@ -196,7 +201,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::broadcast_through_switch(std::ve
         std::vector<Handle> handles;
         for (const at::Tensor& form : forms) {
           AllreduceOptions in_turn;
-          handles.push_back(context_->broadcast_async(turn, form.data_ptr(), words_of(form), root, in_turn));
+          const std::size_t words = words_of(form);
+          handles.push_back(runner_->context_for(words).broadcast_async(turn, form.data_ptr(), words, root, in_turn));
         }
         return handles;
       });
