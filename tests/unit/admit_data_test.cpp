@@ -101,6 +101,8 @@ struct Row {
   std::size_t payload_bytes = 4 * kPayload;
   bool probe = false;
   std::uint8_t k = 0;
+  std::uint16_t mode = 0;    // owned rounds (§13): TO_OWNER or FROM_OWNER
+  std::uint8_t owner = 0;
   Token token = Token::current;
   Endpoint from = port_of(1, 1);
   std::uint32_t switch_thread = 1;  // of two: worker thread t's slots go to switch thread t
@@ -245,6 +247,44 @@ std::vector<Row> rows() {
     r.expected = 2;
     table.push_back(r);
   }
+  {
+    Row r = row("a relayed round's request from its owner carries P values");
+    r.mode = protocol::flag::kFromOwner;
+    r.owner = 1;
+    table.push_back(r);
+  }
+  {
+    Row r = row("a relayed round's request from another rank is header only, with its count");
+    r.mode = protocol::flag::kFromOwner;
+    r.owner = 0;
+    r.payload_bytes = 0;
+    table.push_back(r);
+  }
+  {
+    Row r = row("a relayed round's request from another rank with values is a bad length");
+    r.mode = protocol::flag::kFromOwner;
+    r.owner = 0;
+    r.error = ErrorCode::bad_length;
+    r.expected = kPayload;
+    table.push_back(r);
+  }
+  {
+    Row r = row("a reduce-scatter's request always carries P values");
+    r.mode = protocol::flag::kToOwner;
+    r.owner = 0;
+    r.payload_bytes = 0;
+    r.error = ErrorCode::bad_length;
+    r.expected = kPayload;
+    table.push_back(r);
+  }
+  {
+    Row r = row("an owner at or above N is a mode mismatch naming N");
+    r.mode = protocol::flag::kToOwner;
+    r.owner = 2;
+    r.error = ErrorCode::mode_mismatch;
+    r.expected = 2;
+    table.push_back(r);
+  }
   return table;
 }
 
@@ -263,6 +303,8 @@ TEST_F(AdmitData, EveryRowGetsItsVerdict) {
     h.seq = 1;
     h.op_id = 1;
     if (row.probe) h.flags = protocol::flag::kSyn;
+    h.flags = static_cast<std::uint16_t>(h.flags | row.mode);
+    h.set_owner(row.owner);
     h.token = row.token == Token::current    ? members_->token
               : row.token == Token::previous ? members_->previous_token
                                              : members_->token + 1;
