@@ -109,6 +109,33 @@ class Context {
   Handle allreduce_async(const SubmitOrder::Turn& turn, const void* in, void* out, std::size_t count,
                          DataType type, const AllreduceOptions& options = {});
 
+  // The collectives of sharded training, through the switch (docs/protocol.md §13); each takes
+  // its place in submit_order() like allreduce, and the _async forms keep their buffers busy
+  // until completion.
+  //
+  // reduce_scatter: `in` holds world_size() shards of `shard_count` elements; `out` (shard_count
+  // elements) receives this rank's shard of the sum (or average: options.op) over the ranks.
+  // Fastest-K applies as to allreduce: a rank whose own contribution missed a block of its
+  // shard receives the other ranks' sum for it (OpStats counts the block as partial).
+  OpStats reduce_scatter(const void* in, void* out, std::size_t shard_count, DataType type,
+                         const AllreduceOptions& options = {});
+  Handle reduce_scatter_async(const void* in, void* out, std::size_t shard_count, DataType type,
+                              const AllreduceOptions& options = {});
+  Handle reduce_scatter_async(const SubmitOrder::Turn& turn, const void* in, void* out, std::size_t shard_count,
+                              DataType type, const AllreduceOptions& options = {});
+  // all_gather: `in` holds this rank's shard of `shard_words` 32-bit words (any data: the switch
+  // relays the bytes); `out` (world_size() · shard_words words) receives shard r from rank r.
+  // Every rank's shard is needed, so no fastest-K. Only options.caller_waits applies.
+  OpStats all_gather(const void* in, void* out, std::size_t shard_words);
+  Handle all_gather_async(const void* in, void* out, std::size_t shard_words);
+  Handle all_gather_async(const SubmitOrder::Turn& turn, const void* in, void* out, std::size_t shard_words,
+                          const AllreduceOptions& options = {});
+  // broadcast: the root's `words` 32-bit words of `buffer` into every rank's `buffer`.
+  OpStats broadcast(void* buffer, std::size_t words, int root);
+  Handle broadcast_async(void* buffer, std::size_t words, int root);
+  Handle broadcast_async(const SubmitOrder::Turn& turn, void* buffer, std::size_t words, int root,
+                         const AllreduceOptions& options = {});
+
   template <typename T>
   OpStats allreduce(std::span<const T> in, std::span<T> out, const AllreduceOptions& options = {}) {
     check_sizes(in.size(), out.size());

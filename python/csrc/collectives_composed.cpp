@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The ProcessGroupDpa collectives built from others (process_group_dpa.hpp): reduce-scatter as
-// one all_reduce of which each rank keeps its shard (through the switch where all_reduce goes
-// there; a switch that delivers each shard to its owner only is the next step), and the list
-// form of all-to-all from the flat one.
+// The ProcessGroupDpa collectives built from others (process_group_dpa.hpp): the reduce-scatter
+// forms (through the switch's owned rounds where it reduces the tensors, collectives_switch.cpp;
+// otherwise one all_reduce on Gloo of which each rank keeps its shard), and the list form of
+// all-to-all from the flat one.
 #include <numeric>
 #include <utility>
 
@@ -27,8 +27,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::reduce_scatter_flat(
   TORCH_CHECK(outputs.size() == inputs.size() && !inputs.empty(),
               "dpa: reduce_scatter needs one output per input, got ", outputs.size(),
               " outputs and ", inputs.size(), " inputs");
-  std::vector<at::Tensor> reduced;
-  std::vector<at::Tensor> shards;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& input = inputs[i];
     const at::Tensor& output = outputs[i];
@@ -38,6 +36,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::reduce_scatter_flat(
                 ") times the output's elements (", output.numel(), ") of its type (",
                 output.scalar_type(), ") on its device (", output.device(), "); the input has ",
                 input.numel(), " elements of ", input.scalar_type(), " on ", input.device());
+  }
+  if (switch_reduces(inputs, op)) return reduce_scatter_through_switch(std::move(outputs), inputs, op, type);
+  std::vector<at::Tensor> reduced;
+  std::vector<at::Tensor> shards;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& input = inputs[i];
+    const at::Tensor& output = outputs[i];
     // all_reduce works in place: on a copy, so the input stays as the caller left it.
     reduced.push_back(input.reshape({-1}).clone(at::MemoryFormat::Contiguous));
     shards.push_back(reduced.back().narrow(0, rank_ * output.numel(), output.numel()));

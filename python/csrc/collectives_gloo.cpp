@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The ProcessGroupDpa collectives that Gloo carries (process_group_dpa.hpp): every tensor in its
 // Gloo form (host_staging.hpp), AVG as a SUM and a division, the flat all-gather through views.
+#include <algorithm>
 #include <functional>
 #include <utility>
 
@@ -71,6 +72,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allreduce_coalesced(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::broadcast(std::vector<at::Tensor>& tensors,
                                                           const c10d::BroadcastOptions& opts) {
+  if (tensors.size() == 1 && opts.rootTensor == 0 && switch_moves(tensors)) {
+    return broadcast_through_switch(tensors, static_cast<int>(opts.rootRank));
+  }
   HostStaging staging;
   std::vector<at::Tensor> forms = staging.outputs(tensors, GlooUse::move);
   c10::intrusive_ptr<c10d::Work> work = gloo_->broadcast(forms, opts);
@@ -93,6 +97,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::reduce(std::vector<at::Tensor>& 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
+  if (inputs.size() == 1 && outputs.size() == 1 && switch_moves(inputs) &&
+      static_cast<int>(outputs.front().size()) == size_ &&
+      std::all_of(outputs.front().begin(), outputs.front().end(), [&](const at::Tensor& part) {
+        return part.numel() == inputs.front().numel() && part.scalar_type() == inputs.front().scalar_type();
+      })) {
+    // Gathered into one flat tensor through the switch, then copied into the list.
+    const at::Tensor flat = at::empty({inputs.front().numel() * size_}, inputs.front().options());
+    std::vector<at::Tensor> pieces = flat.chunk(size_);
+    c10::intrusive_ptr<c10d::Work> work = allgather_through_switch({flat}, inputs, c10d::OpType::ALLGATHER);
+    std::vector<at::Tensor> parts = outputs.front();
+    return FutureWork::create(rank_, c10d::OpType::ALLGATHER,
+                              then_on_devices(work->getFuture(), parts, [parts, pieces = std::move(pieces)] {
+                                for (std::size_t r = 0; r < parts.size(); ++r) parts[r].copy_(pieces[r].view_as(parts[r]));
+                              }));
+  }
   HostStaging staging;
   std::vector<at::Tensor> input_forms;
   for (const at::Tensor& input : inputs) input_forms.push_back(staging.input(input, GlooUse::move));
@@ -113,11 +132,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allgather_flat(std::vector<at::T
   TORCH_CHECK(outputs.size() == inputs.size() && !inputs.empty(),
               "dpa: all_gather_into_tensor needs one output per input, got ", outputs.size(),
               " outputs and ", inputs.size(), " inputs");
-  // Gloo's flat form is missing from torch 1.13, so gather into views of each output, rank by
-  // rank: output_lists[r][i] is rank r's part of output i (Gloo's coalesced layout).
-  HostStaging staging;
-  std::vector<at::Tensor> input_forms;
-  std::vector<std::vector<at::Tensor>> output_lists(static_cast<std::size_t>(size_));
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& output = outputs[i];
     const at::Tensor& input = inputs[i];
@@ -127,6 +141,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allgather_flat(std::vector<at::T
                 "world_size (", size_, ") times the input's elements (", input.numel(),
                 ") of its type (", input.scalar_type(), "); the output has ", output.numel(),
                 " elements of ", output.scalar_type(), output.is_contiguous() ? "" : ", not contiguous");
+  }
+  if (switch_moves(inputs)) return allgather_through_switch(std::move(outputs), inputs, c10d::OpType::_ALLGATHER_BASE);
+  // Gloo's flat form is missing from torch 1.13, so gather into views of each output, rank by
+  // rank: output_lists[r][i] is rank r's part of output i (Gloo's coalesced layout).
+  HostStaging staging;
+  std::vector<at::Tensor> input_forms;
+  std::vector<std::vector<at::Tensor>> output_lists(static_cast<std::size_t>(size_));
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& output = outputs[i];
+    const at::Tensor& input = inputs[i];
     input_forms.push_back(staging.input(input, GlooUse::move));
     const at::Tensor output_form = staging.output(output, GlooUse::move);
     std::vector<at::Tensor> parts = output_form.view({-1}).chunk(size_);
@@ -148,6 +172,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allgather_flat(std::vector<at::T
 c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
+  if (inputs.size() == 1 && outputs.size() == 1 && switch_moves(inputs) &&
+      static_cast<int>(outputs.front().size()) == size_ &&
+      std::all_of(outputs.front().begin(), outputs.front().end(), [&](const at::Tensor& part) {
+        return part.numel() == inputs.front().numel() && part.scalar_type() == inputs.front().scalar_type();
+      })) {
+    // Gathered into one flat tensor through the switch, then copied into the list.
+    const at::Tensor flat = at::empty({inputs.front().numel() * size_}, inputs.front().options());
+    std::vector<at::Tensor> pieces = flat.chunk(size_);
+    c10::intrusive_ptr<c10d::Work> work = allgather_through_switch({flat}, inputs, c10d::OpType::ALLGATHER);
+    std::vector<at::Tensor> parts = outputs.front();
+    return FutureWork::create(rank_, c10d::OpType::ALLGATHER,
+                              then_on_devices(work->getFuture(), parts, [parts, pieces = std::move(pieces)] {
+                                for (std::size_t r = 0; r < parts.size(); ++r) parts[r].copy_(pieces[r].view_as(parts[r]));
+                              }));
+  }
   HostStaging staging;
   std::vector<at::Tensor> input_forms;
   for (const at::Tensor& input : inputs) input_forms.push_back(staging.input(input, GlooUse::move));

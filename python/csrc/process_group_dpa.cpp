@@ -238,6 +238,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::barrier(const c10d::BarrierOptio
   for (auto& weak : pending) {
     if (auto work = weak.lock()) work->wait_quietly();
   }
+  std::optional<Handle> sharded;
+  {
+    std::lock_guard lock(outstanding_mutex_);
+    sharded.swap(last_sharded_);
+  }
+  // Operations complete in submission order: the last one done, all are. Its error belongs to
+  // its own work, which reports it.
+  if (sharded) {
+    try {
+      sharded->wait();
+    } catch (const Error&) {
+    }
+  }
   return gloo_->barrier(opts);
 }
 

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The c10d backend "dpa". Every c10d collective works on CPU and CUDA tensors, on torch 1.13 and
 // 2.x, whatever the installed Gloo lacks:
-// - all_reduce (SUM, AVG) of float32, float16, bfloat16 and int32 goes through the switch, and so
-//   do reduce-scatter (an all_reduce of which each rank keeps its shard) and the coalesced forms;
+// - all_reduce and reduce-scatter (SUM, AVG) of float32, float16, bfloat16 and int32 go through
+//   the switch, and so do all-gather and broadcast of any type whose tensors are whole 32-bit
+//   words, and their coalesced and list forms (reduce-scatter and all-gather as owned rounds,
+//   docs/protocol.md §13);
 // - every other collective, type or reduction goes to a Gloo group built from the same store,
 //   with CUDA tensors staged through host copies (host_staging.hpp), AVG as a SUM then a
 //   division, and the list forms Gloo lacks built from its flat ones.
@@ -12,6 +14,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -143,6 +146,22 @@ class ProcessGroupDpa final : public BackendBase {
                                                 const std::vector<at::Tensor>& inputs,
                                                 const c10d::AllgatherOptions& opts);
 
+  // The sharded collectives through the switch (collectives_switch.cpp). Whether every tensor
+  // moves as whole 32-bit words (all-gather, broadcast through the switch).
+  [[nodiscard]] bool switch_moves(const std::vector<at::Tensor>& tensors) const;
+  // One dpa operation per tensor on host forms, submitted in one turn by `submit`; the work
+  // completes once they have and `write_back` has copied the host forms into the outputs.
+  template <typename Submit>
+  c10::intrusive_ptr<c10d::Work> run_on_switch(c10d::OpType type, std::vector<at::Tensor> host_forms,
+                                               std::vector<at::Tensor> outputs, std::function<void()> write_back,
+                                               Submit submit);
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_through_switch(std::vector<at::Tensor> outputs,
+                                                               const std::vector<at::Tensor>& inputs,
+                                                               const c10d::ReduceOp& op, c10d::OpType type);
+  c10::intrusive_ptr<c10d::Work> allgather_through_switch(std::vector<at::Tensor> outputs,
+                                                          const std::vector<at::Tensor>& inputs, c10d::OpType type);
+  c10::intrusive_ptr<c10d::Work> broadcast_through_switch(std::vector<at::Tensor> tensors, int root);
+
   void check_same_chunking_on_all_ranks(std::chrono::milliseconds timeout);
   void close_once();
 
@@ -160,6 +179,7 @@ class ProcessGroupDpa final : public BackendBase {
 
   std::mutex outstanding_mutex_;
   std::deque<c10::weak_intrusive_ptr<DpaWork>> outstanding_;  // for barrier()
+  std::optional<Handle> last_sharded_;  // the latest sharded collective's last operation: barrier() waits for it
 
   // Shared by issuing calls, exclusive for close(): nothing is issued into a closing group.
   mutable std::shared_mutex lifecycle_mutex_;

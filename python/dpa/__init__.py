@@ -7,12 +7,15 @@
     import dpa, torch.distributed as dist
     dist.init_process_group("dpa")          # torchrun / env:// or any init_method
     dist.all_reduce(tensor)                 # SUM or AVG of float32/float16/bfloat16/int32: dpa
-    dist.broadcast(tensor, 0)               # everything else: Gloo
+    dist.reduce_scatter_tensor(shard, tensor)  # the same types and ops: dpa
+    dist.all_gather_into_tensor(out, shard)    # any type in whole 32-bit words: dpa (and broadcast)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)  # everything else: Gloo
 
 Fastest-K: ``with dpa.fastest_k(k): ...`` for the operations issued inside,
 ``dpa.set_default_fastest_k(k)`` for the process, or ``DPA_K`` / ``DPA_PREEMPTIVE``.
 ``dpa.last_stats()`` reports what happened to the last completed operation, and
-``dpa.register_ddp_hook(model, k)`` averages DDP gradients by each block's true contributors, and
+``dpa.register_ddp_hook(model, k)`` and ``dpa.register_fsdp_hook(model, k)`` average DDP's and
+FSDP's gradients by each block's true contributors, and
 ``dpa.resynchronise(model)`` makes replicas that drifted under fastest-K identical again.
 ``dpa.udp_drops()`` counts the datagrams the kernel dropped on this process's dpa sockets.
 ``dpa.pending()`` says which all_reduce waits for which ranks, and for how long.
@@ -55,6 +58,7 @@ if (_C.TORCH_VERSION_MAJOR, _C.TORCH_VERSION_MINOR) != tuple(
     )
 
 from ._ddp import DdpHookState, allreduce_hook, register_ddp_hook  # noqa: E402
+from ._fsdp import FsdpHookState, reduce_scatter_hook, register_fsdp_hook  # noqa: E402
 from ._resync import Resynchroniser, resynchronise  # noqa: E402
 from ._fastest_k import fastest_k, last_stats, set_default_fastest_k, total_retransmissions  # noqa: E402
 from ._pending import pending  # noqa: E402
@@ -68,6 +72,9 @@ __all__ = [
     "last_stats",
     "pending",
     "register_ddp_hook",
+    "FsdpHookState",
+    "reduce_scatter_hook",
+    "register_fsdp_hook",
     "Resynchroniser",
     "resynchronise",
     "set_default_fastest_k",

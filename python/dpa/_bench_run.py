@@ -79,6 +79,8 @@ class Rank(ToolRank):
     def __init__(self, rank, world, local_rank, local_world, settings):
         super().__init__(rank, world, local_rank, local_world, settings)
         self.dtype = getattr(self.torch, settings["dtype"])
+        self.methods = {}  # backend: the call that carries the measured collective
+        self.calls = {}
         self.backends = self._agree_on_backends()
         self.groups = {"dpa": None, "gloo": self.gloo}
         if "nccl" in self.backends:
@@ -133,6 +135,50 @@ class Rank(ToolRank):
             raise UsageError(f"--backends nccl: {self.nccl_reason(ranks_without)}")
         return requested
 
+    def collective_call(self, backend):
+        """How `backend` runs the measured collective: call(input, output, group). Where the
+        installed Gloo lacks the flat form (torch 1.13 has neither reduce_scatter_tensor nor
+        all_gather_into_tensor), the nearest thing a Gloo user has: an all_reduce of which the rank
+        keeps its shard, an all_gather into views of the output. self.methods says which ran."""
+        if backend not in self.calls:
+            self.calls[backend] = self._collective_call(backend)
+        return self.calls[backend]
+
+    def _collective_call(self, backend):
+        dist, collective = self.dist, self.settings["collective"]
+        if collective == "all_reduce":
+            return lambda tensor, result, group: dist.all_reduce(tensor, group=group)
+        if collective == "broadcast":
+            return lambda tensor, result, group: dist.broadcast(tensor, src=0, group=group)
+        if collective == "reduce_scatter":
+            native = lambda tensor, result, group: dist.reduce_scatter_tensor(result, tensor, group=group)  # noqa: E731
+
+            def fallback(tensor, result, group):
+                dist.all_reduce(tensor, group=group)
+                result.copy_(tensor[self.rank * result.numel():(self.rank + 1) * result.numel()])
+            names = ("reduce_scatter_tensor", "all_reduce, keeping the shard")
+        else:
+            native = lambda tensor, result, group: dist.all_gather_into_tensor(result, tensor, group=group)  # noqa: E731
+
+            def fallback(tensor, result, group):
+                dist.all_gather(list(result.chunk(self.world)), tensor, group=group)
+            names = ("all_gather_into_tensor", "all_gather into views")
+        if backend != "gloo":
+            self.methods[backend] = names[0]
+            return native
+        probe_in = self.torch.zeros(self.world, dtype=self.dtype, device=self.device)
+        probe_out = self.torch.zeros(1 if collective == "reduce_scatter" else self.world * self.world,
+                                     dtype=self.dtype, device=self.device)
+        try:
+            native(probe_in, probe_out, self.gloo)
+            works = 1
+        except (RuntimeError, AttributeError):
+            works = 0
+        flags = self.torch.tensor([works], dtype=self.torch.int64)
+        self.dist.all_reduce(flags, op=self.dist.ReduceOp.MIN, group=self.gloo)
+        self.methods[backend] = names[0] if int(flags) else names[1]
+        return native if int(flags) else fallback
+
     def reduce(self, values, op):
         tensor = self.torch.tensor(values, dtype=self.torch.float64)
         self.dist.all_reduce(tensor, op=op, group=self.gloo)
@@ -143,9 +189,20 @@ class Measurement:
     """One size on one backend: its operations' ids, inputs, timings and wrong elements."""
 
     def __init__(self, node, backend_index, backend, size_index, size):
-        self.node, self.backend, self.size = node, backend, size
+        self.node, self.backend = node, backend
         self.group = node.groups[backend]
-        self.elements = size // node.torch.tensor([], dtype=node.dtype).element_size()
+        self.collective = node.settings["collective"]
+        element = node.torch.tensor([], dtype=node.dtype).element_size()
+        self.elements = size // element
+        if self.collective in ("reduce_scatter", "all_gather"):
+            self.elements -= self.elements % node.world  # world size shards
+        if self.elements == 0:
+            raise UsageError(f"--sizes {size}: fewer {node.settings['dtype']} elements than the {node.world} ranks' "
+                             f"shards of a {self.collective}")
+        self.size = self.elements * element
+        self.shard = self.elements // node.world
+        self.call = node.collective_call(backend)
+        self.outputs = []
         self.key = (node.settings["seed"], backend_index, size_index)
         self.wrong = 0
         self.checked = 0
@@ -158,18 +215,32 @@ class Measurement:
         self.scratch_reference = None
         self.corrupt_next = node.settings["inject_wrong"] and node.rank == node.world - 1
 
+    def input_elements(self):
+        return self.shard if self.collective == "all_gather" else self.elements
+
+    def output_elements(self):
+        return self.shard if self.collective == "reduce_scatter" else self.elements
+
     def inputs(self, view, first, count):
         """The inputs of operations first .. first + count - 1 of `view`, as (their ranks' seeds,
-        this rank's tensor)."""
+        this rank's input tensor, the tensor that receives its result: the input itself for
+        all_reduce and broadcast)."""
         node = self.node
         batch = []
         for index, operation in enumerate(range(first, first + count)):
             seeds = [data.derive_seed(*self.key, view, operation, rank) for rank in range(node.world)]
             out = self.pool[index] if index < len(self.pool) else None
-            tensor = data.rank_input(seeds[node.rank], self.elements, node.dtype, node.device, out=out)
+            tensor = data.rank_input(seeds[node.rank], self.input_elements(), node.dtype, node.device, out=out)
             if node.device.type == "cpu" and out is None:
                 self.pool.append(tensor)
-            batch.append((seeds, tensor))
+            result = tensor
+            if self.collective in ("reduce_scatter", "all_gather"):
+                result = self.outputs[index] if index < len(self.outputs) else None
+                if result is None:
+                    result = node.torch.empty(self.output_elements(), dtype=node.dtype, device=node.device)
+                    if node.device.type == "cpu":
+                        self.outputs.append(result)
+            batch.append((seeds, tensor, result))
         return batch
 
     def verify(self, batch, timed):
@@ -181,10 +252,18 @@ class Measurement:
         with the ranks."""
         node = self.node
         dtype_name = node.settings["dtype"]
-        for seeds, result in batch:
+        for seeds, _, result in batch:
             if timed and self.corrupt_next:
                 data.corrupt(result, node.world)
                 self.corrupt_next = False
+            if self.collective in ("all_gather", "broadcast"):
+                self.wrong += self.count_moved_wrong(result, seeds)
+                self.checked += self.output_elements()
+                continue
+            if self.collective == "reduce_scatter":
+                self.wrong += self.count_shard_wrong(result, seeds)
+                self.checked += self.shard
+                continue
             if node.device.type != "cpu":
                 self.wrong += data.count_wrong(result, seeds, dtype_name, self.backend)
                 self.checked += self.elements
@@ -196,6 +275,32 @@ class Measurement:
             self.wrong += data.count_wrong_against(result.cpu(), reference, node.world, dtype_name, self.backend)
             self.checked += self.elements
 
+    def count_moved_wrong(self, result, seeds):
+        """all_gather and broadcast move values: every element must be its source's, bit for bit
+        (the sources' inputs regenerated here)."""
+        node = self.node
+        if self.collective == "broadcast":
+            expected = data.rank_input(seeds[0], self.elements, node.dtype, node.device)
+        else:
+            expected = node.torch.cat([data.rank_input(seed, self.shard, node.dtype, node.device) for seed in seeds])
+        return int((result != expected).sum())
+
+    def count_shard_wrong(self, result, seeds):
+        """A reduce-scatter's shard against the exact sum of every rank's input over the shard, as
+        all_reduce's result (verify)."""
+        node = self.node
+        dtype_name = node.settings["dtype"]
+        shard = slice(node.rank * self.shard, (node.rank + 1) * self.shard)
+        if node.device.type != "cpu":
+            reference = sum(data.reference_parts(data.rank_input(seed, self.elements, node.dtype, node.device)[shard],
+                                                 dtype_name, self.backend) for seed in seeds)
+            return data.count_wrong_against(result, reference, node.world, dtype_name, self.backend)
+        own = data.rank_input(seeds[node.rank], self.elements, node.dtype, node.device, out=self.scratch_input)
+        reference = data.reference_parts(own, dtype_name, self.backend, out=self.scratch_reference)
+        self.scratch_input, self.scratch_reference = own, reference
+        node.dist.all_reduce(reference, group=node.gloo)
+        return data.count_wrong_against(result, reference[:, shard], node.world, dtype_name, self.backend)
+
     def rounds(self, count):
         per_round = max(1, self.node.settings["pool_bytes"] // max(self.size, 1))
         for first in range(0, count, per_round):
@@ -203,14 +308,14 @@ class Measurement:
 
     def back_to_back(self, view, count):
         """Seconds of `count` operations, each round timed from a barrier to its last result."""
-        node, dist = self.node, self.node.dist
+        node = self.node
         seconds = 0.0
         for first, size in self.rounds(count):
             batch = self.inputs(view, first, size)
             node.barrier()
             started = time.perf_counter()
-            for _, tensor in batch:
-                dist.all_reduce(tensor, group=self.group)
+            for _, tensor, result in batch:
+                self.call(tensor, result, self.group)
             node.synchronize()
             seconds += time.perf_counter() - started
             self.verify(batch, timed=view != VIEW_WARMUP)
@@ -219,14 +324,14 @@ class Measurement:
     def latency(self, count):
         """Start and end (µs on CLOCK_MONOTONIC) of each of `count` operations, each started after a
         barrier."""
-        node, dist = self.node, self.node.dist
+        node = self.node
         starts, ends = [], []
         for first, size in self.rounds(count):
             batch = self.inputs(VIEW_LATENCY, first, size)
-            for _, tensor in batch:
+            for _, tensor, result in batch:
                 node.barrier()
                 starts.append(time.monotonic_ns() / 1e3)
-                dist.all_reduce(tensor, group=self.group)
+                self.call(tensor, result, self.group)
                 node.synchronize()
                 ends.append(time.monotonic_ns() / 1e3)
             self.verify(batch, timed=True)
@@ -245,6 +350,11 @@ DPA_COUNTERS = ("retransmissions", "timeouts", "syn_probes", "udp_drops", "switc
 SWITCH_COUNTERS = {"switch_probe_answers": ("syn_replies",), "switch_duplicates": ("duplicates",),
                    "switch_copies": ("retransmitted_results",), "switch_late": ("late_contributions",),
                    "switch_rounds": ("completed_full", "completed_partial")}
+
+
+# nccl-tests' bus bandwidth: the bytes each rank moves over its link, per the algorithm's.
+BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
+              "all_gather": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0}
 
 
 def dpa_counters(node):
@@ -285,11 +395,13 @@ def measure(node, backend_index, backend, size_index, size):
         skew = spread(last - first for first, last in zip(first_start, last_start))
         after_last_start = spread(end - last for last, end in zip(last_start, last_end))
     wrong, checked = (int(v) for v in node.reduce([measurement.wrong, measurement.checked], dist.ReduceOp.SUM))
+    size = measurement.size
     algbw = size / mean_seconds / 1e9 if mean_seconds > 0 else 0.0
     row = {
-        "backend": backend, "bytes": size, "elements": measurement.elements, "dtype": settings["dtype"],
+        "backend": backend, "collective": measurement.collective, "method": node.methods.get(backend),
+        "bytes": size, "elements": measurement.elements, "dtype": settings["dtype"],
         "device": node.device.type, "ranks": node.world, "iterations": iterations, "warmup": settings["warmup"],
-        "time_us": mean_seconds * 1e6, "algbw": algbw, "busbw": algbw * 2 * (node.world - 1) / node.world,
+        "time_us": mean_seconds * 1e6, "algbw": algbw, "busbw": algbw * BUS_FACTOR[measurement.collective](node.world),
         "p50_us": percentile(latencies, 50) * 1e6, "p99_us": percentile(latencies, 99) * 1e6,
         "barrier_skew_us": skew, "after_last_start_us": after_last_start,
         "wrong": wrong, "checked": checked, "dpa": None,
@@ -326,7 +438,7 @@ def run(node):
     hosts = node.gather_objects(socket.gethostname())
     for backend, reason in node.skipped.items():
         progress(node, f"not measuring {backend}: {reason}")
-    progress(node, f"{node.world} ranks on {len(set(hosts))} host(s), {node.device.type}, {settings['dtype']}, "
+    progress(node, f"{settings['collective']}, {node.world} ranks on {len(set(hosts))} host(s), {node.device.type}, {settings['dtype']}, "
                    f"backends {','.join(node.backends)}")
     smallest = min(settings["sizes"])
     warmup_operations = max(1, min(RUN_WARMUP_OPERATIONS, RUN_WARMUP_BYTES // smallest))
@@ -341,7 +453,7 @@ def run(node):
             rows.append(row)
             progress(node, f"{format_size(size)} {backend}: {row['iterations']} operations per view, "
                            f"{row['wrong']} wrong, {time.monotonic() - started:.1f} s")
-    config = {key: settings[key] for key in ("sizes", "dtype", "device", "warmup", "seed", "pool_bytes",
+    config = {key: settings[key] for key in ("collective", "sizes", "dtype", "device", "warmup", "seed", "pool_bytes",
                                              "inject_wrong")}
     config["barrier"] = node.barrier_kind
     config.update({"ranks": node.world, "hosts": sorted(set(hosts)), "ranks_per_host": node.local_world,

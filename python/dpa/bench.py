@@ -27,6 +27,7 @@ from ._launch import run_ranks
 from ._tool_rank import UsageError, exit_status
 
 BACKENDS = ("dpa", "gloo", "nccl")
+COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast")
 DEFAULT_SIZES = "4KiB,64KiB,1MiB,16MiB,64MiB"
 UNITS = {"": 1, "B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30}
 ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4}
@@ -55,6 +56,9 @@ def parse_arguments(argv):
         epilog="under torchrun: torchrun --nproc_per_node R [--nnodes H ...] -m dpa.bench [options, no -n]")
     parser.add_argument("-n", "--ranks", type=int,
                         help="local rank processes to start (default 2); under torchrun the world is torchrun's")
+    parser.add_argument("--collective", default="all_reduce", choices=COLLECTIVES,
+                        help="what to measure (default all_reduce); reduce_scatter and all_gather sizes are the "
+                             "whole tensor, world size shards (nccl-tests' convention), broadcast's from rank 0")
     parser.add_argument("--sizes", default=DEFAULT_SIZES, help=f"bytes per tensor (default {DEFAULT_SIZES})")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="tensor device (default cpu)")
     parser.add_argument("--dtype", default="float32", choices=_bench_data.DTYPES, help="default float32")
@@ -116,7 +120,7 @@ def parse_arguments(argv):
             parser.error("--device cuda, but torch sees no CUDA device")
     settings = {
         "sizes": sizes, "device": arguments.device, "dtype": arguments.dtype, "iterations": arguments.iterations,
-        "warmup": arguments.warmup, "backends": backends, "seed": arguments.seed,
+        "warmup": arguments.warmup, "backends": backends, "seed": arguments.seed, "collective": arguments.collective,
         "pool_bytes": arguments.pool_bytes, "inject_wrong": arguments.inject_wrong, "barrier": arguments.barrier,
         "launcher": "torchrun" if world is not None else "local",
     }
@@ -125,10 +129,15 @@ def parse_arguments(argv):
 
 def print_table(report):
     config = report["config"]
-    print(f"# dpa.bench: {config['ranks']} ranks on {len(config['hosts'])} host(s), {config['device']}, "
+    collective = config.get("collective", "all_reduce")
+    factor = {"all_reduce": "2(n-1)/n", "reduce_scatter": "(n-1)/n", "all_gather": "(n-1)/n", "broadcast": "1"}
+    print(f"# dpa.bench: {collective}, {config['ranks']} ranks on {len(config['hosts'])} host(s), {config['device']}, "
           f"{config['dtype']}, seed {config['seed']}; every result verified; barrier: {config['barrier']}")
-    print("# back to back: time per operation (ranks' mean), algbw = bytes / time, busbw = algbw * 2(n-1)/n; "
-          "after a barrier: the slowest rank's time of each operation")
+    print(f"# back to back: time per operation (ranks' mean), algbw = bytes / time, busbw = algbw * "
+          f"{factor[collective]}; after a barrier: the slowest rank's time of each operation")
+    methods = {row["backend"]: row.get("method") for row in report["results"] if row.get("method")}
+    if methods:
+        print("# carried by: " + ", ".join(f"{backend} {method}" for backend, method in methods.items()))
     print(f"#{'bytes':>9} {'elements':>11} {'backend':>7} {'iters':>6} {'time(us)':>10} {'algbw(GB/s)':>11} "
           f"{'busbw(GB/s)':>11} {'p50(us)':>10} {'p99(us)':>10} {'#wrong':>7}")
     for row in report["results"]:

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -20,6 +22,13 @@
 namespace dpa {
 
 namespace detail {
+
+// What a submission is beyond its buffers: which collective, and its shards (§13.5).
+struct OperationShape {
+  Collective collective = Collective::all_reduce;
+  std::size_t shard_length = 0;  // 0: one shard of the whole count
+  int root = 0;
+};
 
 class ContextImpl {
  public:
@@ -42,30 +51,42 @@ class ContextImpl {
   }
 
   // The turn makes this thread the only one submitting to this context (it belongs to one order).
+  // `count` is the operation's elements (op_length): an all-reduce's or a broadcast's, or
+  // world_size shards of a reduce-scatter or all-gather.
   Handle submit(const SubmitOrder::Turn& turn, const void* in, void* out, std::size_t count,
-                DataType type, const AllreduceOptions& options) {
+                DataType type, const AllreduceOptions& options, const OperationShape& shape = {}) {
+    const std::string name(to_string(shape.collective));
     if (!order_.holds(turn)) {
-      throw Error("allreduce_async: the turn is not a current turn of this context's submit_order()");
+      throw Error(name + "_async: the turn is not a current turn of this context's submit_order()");
     }
     if (count > 0 && (in == nullptr || out == nullptr)) {
-      throw ConfigError("allreduce: null buffer for " + std::to_string(count) + " elements");
+      throw ConfigError(name + ": null buffer for " + std::to_string(count) + " elements");
     }
     if (count > std::numeric_limits<std::uint32_t>::max()) {
-      throw ConfigError("allreduce: count " + std::to_string(count) +
+      throw ConfigError(name + ": count " + std::to_string(count) +
                         " exceeds the protocol's 32-bit element offsets; split the tensor");
     }
-    const int k = options.k.value_or(config_.k);
+    if (shape.root < 0 || shape.root >= config_.world_size) {
+      throw ConfigError(name + ": root " + std::to_string(shape.root) + " outside 0.." +
+                        std::to_string(config_.world_size - 1));
+    }
+    const bool relayed = shape.collective == Collective::all_gather || shape.collective == Collective::broadcast;
+    // A relayed round needs the owner's values on every rank: its K is N (§13.3).
+    const int k = relayed ? config_.world_size : options.k.value_or(config_.k);
     if (k < 0 || k > config_.world_size) {
-      throw ConfigError("allreduce: k " + std::to_string(k) + " outside 0.." +
+      throw ConfigError(name + ": k " + std::to_string(k) + " outside 0.." +
                         std::to_string(config_.world_size));
     }
     auto op = std::make_shared<Operation>();
     if (rejoin_needed_.load(std::memory_order_relaxed)) rejoin();
-    check_block_float_options(count, type, options);
+    check_block_float_options(count, type, options, shape);
     op->rejoin_needed = &rejoin_needed_;
     op->in = static_cast<const std::byte*>(in);
     op->out = static_cast<std::byte*>(out);
     op->count = count;
+    op->collective = shape.collective;
+    op->shard_length = shape.shard_length;
+    op->root = static_cast<std::uint8_t>(shape.root);
     op->type = type;
     op->op = options.op;
     op->op_id = next_op_id_++;
@@ -95,15 +116,15 @@ class ContextImpl {
   // The options of a caller that does the block floating point itself (a GPU): float32 only,
   // and exponents that are exponents (a wrong but valid one cannot be told from the input
   // without the scan these options exist to skip).
-  void check_block_float_options(std::size_t count, DataType type,
-                                 const AllreduceOptions& options) const {
+  void check_block_float_options(std::size_t count, DataType type, const AllreduceOptions& options,
+                                 const OperationShape& shape) const {
     if (options.block_exponents == nullptr && options.wire_result == nullptr) return;
     if (type != DataType::float32) {
       throw ConfigError("allreduce: block_exponents and wire_result apply to float32 only, not " +
                         std::string(to_string(type)));
     }
     if (options.block_exponents == nullptr) return;
-    const std::size_t blocks = (count + payload() - 1) / payload();
+    const std::size_t blocks = BlockPlan(count, payload(), 0, 1, shape.shard_length).blocks;
     for (std::size_t j = 0; j < blocks; ++j) {
       if (!block_float::is_exponent(options.block_exponents[j])) {
         throw ConfigError("allreduce: block_exponents[" + std::to_string(j) + "] = " +
@@ -303,6 +324,81 @@ Handle Context::allreduce_async(const void* in, void* out, std::size_t count, Da
 Handle Context::allreduce_async(const SubmitOrder::Turn& turn, const void* in, void* out,
                                 std::size_t count, DataType type, const AllreduceOptions& options) {
   return impl_->submit(turn, in, out, count, type, options);
+}
+
+namespace {
+
+// The element count of a collective over world_size shards, checked before it is multiplied.
+std::size_t sharded_count(std::string_view name, std::size_t shard, int world) {
+  if (shard > std::numeric_limits<std::uint32_t>::max() / static_cast<std::size_t>(world)) {
+    throw ConfigError(std::string(name) + ": " + std::to_string(world) + " shards of " + std::to_string(shard) +
+                      " elements exceed the protocol's 32-bit element offsets; split the tensor");
+  }
+  return shard * static_cast<std::size_t>(world);
+}
+
+}  // namespace
+
+OpStats Context::reduce_scatter(const void* in, void* out, std::size_t shard_count, DataType type,
+                                const AllreduceOptions& options) {
+  AllreduceOptions waited = options;
+  waited.caller_waits = true;
+  return reduce_scatter_async(in, out, shard_count, type, waited).wait();
+}
+
+Handle Context::reduce_scatter_async(const void* in, void* out, std::size_t shard_count, DataType type,
+                                     const AllreduceOptions& options) {
+  const SubmitOrder::Turn turn = impl_->order().wait_turn();
+  return reduce_scatter_async(turn, in, out, shard_count, type, options);
+}
+
+Handle Context::reduce_scatter_async(const SubmitOrder::Turn& turn, const void* in, void* out,
+                                     std::size_t shard_count, DataType type, const AllreduceOptions& options) {
+  const std::size_t count = sharded_count("reduce_scatter", shard_count, world_size());
+  return impl_->submit(turn, in, out, count, type, options,
+                       {.collective = detail::Collective::reduce_scatter, .shard_length = shard_count});
+}
+
+OpStats Context::all_gather(const void* in, void* out, std::size_t shard_words) {
+  AllreduceOptions waited;
+  waited.caller_waits = true;
+  return all_gather_async(impl_->order().wait_turn(), in, out, shard_words, waited).wait();
+}
+
+Handle Context::all_gather_async(const void* in, void* out, std::size_t shard_words) {
+  const SubmitOrder::Turn turn = impl_->order().wait_turn();
+  return all_gather_async(turn, in, out, shard_words);
+}
+
+Handle Context::all_gather_async(const SubmitOrder::Turn& turn, const void* in, void* out, std::size_t shard_words,
+                                 const AllreduceOptions& options) {
+  const std::size_t count = sharded_count("all_gather", shard_words, world_size());
+  // This rank's own shard never crosses the network: it is copied here, the others arrive.
+  std::byte* own = static_cast<std::byte*>(out) + 4 * shard_words * static_cast<std::size_t>(rank());
+  if (shard_words > 0 && in != nullptr && out != nullptr && in != own) std::memmove(own, in, 4 * shard_words);
+  AllreduceOptions relay;
+  relay.caller_waits = options.caller_waits;
+  return impl_->submit(turn, in, out, count, DataType::int32, relay,
+                       {.collective = detail::Collective::all_gather, .shard_length = shard_words});
+}
+
+OpStats Context::broadcast(void* buffer, std::size_t words, int root) {
+  AllreduceOptions waited;
+  waited.caller_waits = true;
+  return broadcast_async(impl_->order().wait_turn(), buffer, words, root, waited).wait();
+}
+
+Handle Context::broadcast_async(void* buffer, std::size_t words, int root) {
+  const SubmitOrder::Turn turn = impl_->order().wait_turn();
+  return broadcast_async(turn, buffer, words, root);
+}
+
+Handle Context::broadcast_async(const SubmitOrder::Turn& turn, void* buffer, std::size_t words, int root,
+                                const AllreduceOptions& options) {
+  AllreduceOptions relay;
+  relay.caller_waits = options.caller_waits;
+  return impl_->submit(turn, buffer, buffer, words, DataType::int32, relay,
+                       {.collective = detail::Collective::broadcast, .root = root});
 }
 
 int Context::rank() const { return impl_->config().rank; }

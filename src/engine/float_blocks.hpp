@@ -14,15 +14,13 @@
 
 namespace dpa::detail {
 
-// This rank's exponent of the block of n values at element `begin` (a multiple of `payload`).
+// This rank's exponent of block `block` of the plan, n values at input element `begin`.
 // Counts a block that is finite but out of range in stats.blocks_out_of_range.
-std::int8_t own_block_exponent(const Operation& op, std::size_t begin, std::size_t n,
-                               std::size_t payload, OpStats& stats);
-
-// Writes the result of the block at element `begin`: `wire` holds n big-endian int32 sums
-// scaled with `exponent` for `world` ranks, to be divided by `divisor`.
-void store_block_result(const Operation& op, std::size_t begin, std::size_t n,
-                        std::size_t payload, std::int8_t exponent, int world,
-                        std::uint32_t divisor, const std::byte* wire);
+std::int8_t own_block_exponent(const Operation& op, std::size_t block, std::size_t begin, std::size_t n,
+                               OpStats& stats);
+// Writes the result of block `block` at output element `out_begin`: `wire` holds n big-endian
+// int32 sums scaled with `exponent` for `world` ranks, to be divided by `divisor`.
+void store_block_result(const Operation& op, std::size_t block, std::size_t out_begin, std::size_t n,
+                        std::int8_t exponent, int world, std::uint32_t divisor, const std::byte* wire);
 
 }  // namespace dpa::detail

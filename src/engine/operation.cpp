@@ -82,8 +82,11 @@ const OpStats& Operation::result() const {
 }
 
 BlockPlan::BlockPlan(std::size_t count, std::size_t payload_values, std::size_t thread,
-                     std::size_t threads)
-    : payload(payload_values), blocks((count + payload_values - 1) / payload_values) {
+                     std::size_t threads, std::size_t shard_elements)
+    : payload(payload_values),
+      shard_length(shard_elements != 0 ? shard_elements : count),
+      shard_blocks((shard_length + payload_values - 1) / payload_values),
+      blocks(shard_length == 0 ? 0 : count / shard_length * shard_blocks) {
   first_block = blocks * thread / threads;
   thread_blocks = blocks * (thread + 1) / threads - first_block;
 }

@@ -3,6 +3,7 @@
 // how the threads' results come together.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -11,6 +12,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include "dpa/context.hpp"
@@ -20,10 +22,30 @@ namespace dpa::detail {
 
 class EngineRunner;
 
+// What an operation delivers (docs/protocol.md §13 for the owned ones): an all-reduce's sums
+// go to every rank; a reduce-scatter's shard s to rank s; an all-gather's shard s comes from
+// rank s and goes to every rank; a broadcast's one shard from the root to every rank.
+enum class Collective : std::uint8_t { all_reduce, reduce_scatter, all_gather, broadcast };
+[[nodiscard]] constexpr std::string_view to_string(Collective collective) {
+  switch (collective) {
+    case Collective::reduce_scatter: return "reduce_scatter";
+    case Collective::all_gather: return "all_gather";
+    case Collective::broadcast: return "broadcast";
+    case Collective::all_reduce: break;
+  }
+  return "allreduce";
+}
+
 struct Operation {
+  // all_reduce, broadcast: `in` and `out` hold `count` elements (in == out allowed). A
+  // reduce-scatter reads `count` = N·shard_length elements and writes its shard_length; an
+  // all-gather reads its shard_length and writes `count` = N·shard_length.
   const std::byte* in = nullptr;
   std::byte* out = nullptr;
   std::size_t count = 0;
+  Collective collective = Collective::all_reduce;
+  std::size_t shard_length = 0;  // elements per shard (count for an all-reduce or broadcast)
+  std::uint8_t root = 0;         // broadcast: the rank whose values every rank receives
   DataType type = DataType::int32;
   ReduceOp op = ReduceOp::sum;
   std::uint32_t op_id = 0;
@@ -72,16 +94,32 @@ struct Operation {
   std::vector<Completion> completions_;  // registered before completion, run once by it
 };
 
-// How an operation's blocks are split: thread t takes a contiguous run of blocks, and window
-// entry e of that thread takes blocks e, e + W, e + 2W, ... of the run. Every rank computes the
-// same plan, so the same block travels through the same slot on every rank.
+// How an operation's blocks are split: the operation's shards (one for an all-reduce or a
+// broadcast) are each cut into blocks of `payload` values (§13.5: no block spans two owners);
+// thread t takes a contiguous run of the blocks, and window entry e of that thread takes blocks
+// e, e + W, e + 2W, ... of the run. Every rank computes the same plan, so the same block travels
+// through the same slot on every rank.
 struct BlockPlan {
   std::size_t payload = 0;  // values per block
+  std::size_t shard_length = 0;  // elements per shard
+  std::size_t shard_blocks = 0;  // blocks per shard
   std::size_t blocks = 0;   // in the whole operation
   std::size_t first_block = 0;  // this thread's run
   std::size_t thread_blocks = 0;
 
-  BlockPlan(std::size_t count, std::size_t payload_values, std::size_t thread, std::size_t threads);
+  // `shard_length` 0: one shard of `count` elements.
+  BlockPlan(std::size_t count, std::size_t payload_values, std::size_t thread, std::size_t threads,
+            std::size_t shard_length = 0);
+
+  // The shard (its owner, for reduce-scatter and all-gather) of block b.
+  [[nodiscard]] std::size_t shard_of(std::size_t b) const { return b / shard_blocks; }
+  // First element of block b in the operation, and its number of elements.
+  [[nodiscard]] std::size_t begin_of(std::size_t b) const {
+    return shard_of(b) * shard_length + (b % shard_blocks) * payload;
+  }
+  [[nodiscard]] std::size_t length_of(std::size_t b) const {
+    return std::min(payload, shard_length - (b % shard_blocks) * payload);
+  }
 
   // Blocks carried by window entry e (of `window`).
   [[nodiscard]] std::size_t entry_blocks(std::size_t entry, std::size_t window) const {

@@ -162,7 +162,8 @@ void WorkerEngine::start(Operation& op, std::uint64_t now_ns) {
   earliest_deadline_ = kNever;  // the entries' first sends set it
   data_send_head_ = 0;
   data_send_count_ = 0;
-  plan_ = BlockPlan(op.count, session_.payload, index_, static_cast<std::size_t>(config_.threads));
+  plan_ = BlockPlan(op.count, session_.payload, index_, static_cast<std::size_t>(config_.threads),
+                    op.shard_length);
   stats_ = OpStats{};
   stats_.blocks = plan_.thread_blocks;
   const int k = op.k != 0 ? op.k : session_.k_default;
@@ -300,44 +301,78 @@ void WorkerEngine::build_data(std::uint32_t e) {
   Header h = request_header(e, entry.count_to_k ? flag::kCountToK : 0);
   const auto* in_floats = reinterpret_cast<const float*>(op.in);
   std::size_t valid = 0;
+  bool carries_values = false;
   if (j < 0) {
     // Exponent priming: no values yet, only the exponent of the entry's first block.
-    const std::size_t first = plan_.block_of(e, 0, window) * payload;
-    h.offset = static_cast<std::uint32_t>(first);
+    const std::size_t first = plan_.block_of(e, 0, window);
+    h.offset = static_cast<std::uint32_t>(plan_.begin_of(first));
     h.exp_next = exponent_of(first);
   } else {
-    const std::size_t begin = plan_.block_of(e, static_cast<std::size_t>(j), window) * payload;
-    valid = std::min(payload, op.count - begin);
-    // The first read of each block's input misses the cache (a tensor larger than it, or just
-    // written by another core): fetch the one the stream reaches kPrefetchBlocks packets later.
-    const std::size_t first_read = is_float() ? begin + window * payload : begin;  // this entry's next block
-    const std::size_t ahead = first_read + kPrefetchBlocks * payload;
-    if (ahead < op.count) prefetch_input(op.in + 4 * ahead, 4 * std::min(payload, op.count - ahead));
+    const std::size_t block = plan_.block_of(e, static_cast<std::size_t>(j), window);
+    const std::size_t begin = plan_.begin_of(block);
+    valid = plan_.length_of(block);
     h.offset = static_cast<std::uint32_t>(begin);
     h.count = static_cast<std::uint16_t>(valid);
+    // A relayed round's values come from its owner alone; the other ranks send the header (§13.3).
+    carries_values = !h.has(flag::kFromOwner) || h.owner() == config_.rank;
+    const std::size_t from = input_index(block);
+    // The first read of each block's input misses the cache (a tensor larger than it, or just
+    // written by another core): fetch the one the stream reaches kPrefetchBlocks packets later.
+    if (carries_values) {
+      const std::size_t first_read = is_float() ? from + window * payload : from;  // this entry's next block
+      const std::size_t ahead = first_read + kPrefetchBlocks * payload;
+      const std::size_t input_length = op.collective == Collective::all_gather ? plan_.shard_length : op.count;
+      if (ahead < input_length) prefetch_input(op.in + 4 * ahead, 4 * std::min(payload, input_length - ahead));
+    }
     if (is_float()) {
       h.exp_used = entry.exponent;
       if (entry.exponent != protocol::kExpZero && entry.exponent != protocol::kExpNonFinite) {
-        quant::quantize(in_floats + begin, valid, entry.exponent, session_.world_size, values);
+        quant::quantize(in_floats + from, valid, entry.exponent, session_.world_size, values);
       } else {
         std::memset(values, 0, 4 * valid);
       }
       if (static_cast<std::size_t>(j) + 1 < entry.blocks) {
-        const std::size_t next =
-            plan_.block_of(e, static_cast<std::size_t>(j) + 1, window) * payload;
-        h.exp_next = exponent_of(next);
+        h.exp_next = exponent_of(plan_.block_of(e, static_cast<std::size_t>(j) + 1, window));
       }
-    } else {
-      quant::int32_to_wire(reinterpret_cast<const std::int32_t*>(op.in) + begin, valid, values);
+    } else if (carries_values) {
+      quant::int32_to_wire(reinterpret_cast<const std::int32_t*>(op.in) + from, valid, values);
     }
   }
   protocol::encode(h, entry.packet.payload);
-  if (j < 0) {
-    finish_request(entry.packet, protocol::kHeaderSize);  // header only (§2)
+  if (!carries_values) {
+    finish_request(entry.packet, protocol::kHeaderSize);  // header only (§2, §13.3)
     return;
   }
-  if (valid < payload) std::memset(values + 4 * valid, 0, 4 * (payload - valid));  // the tensor's last block
+  if (valid < payload) std::memset(values + 4 * valid, 0, 4 * (payload - valid));  // the shard's last block
   finish_request(entry.packet, protocol::kHeaderSize + 4 * payload);
+}
+
+std::uint16_t WorkerEngine::mode_flag() const {
+  switch (op_->collective) {
+    case Collective::reduce_scatter: return flag::kToOwner;
+    case Collective::all_gather:
+    case Collective::broadcast: return flag::kFromOwner;
+    case Collective::all_reduce: break;
+  }
+  return 0;
+}
+
+std::uint8_t WorkerEngine::owner_of(std::size_t block) const {
+  if (op_->collective == Collective::broadcast) return op_->root;
+  return static_cast<std::uint8_t>(plan_.shard_of(block));
+}
+
+std::size_t WorkerEngine::input_index(std::size_t block) const {
+  const std::size_t begin = plan_.begin_of(block);
+  // An all-gather's input is this rank's shard alone.
+  return op_->collective == Collective::all_gather ? begin - plan_.shard_of(block) * plan_.shard_length : begin;
+}
+
+std::size_t WorkerEngine::output_index(std::size_t block) const {
+  const std::size_t begin = plan_.begin_of(block);
+  // A reduce-scatter's output is this rank's shard alone.
+  return op_->collective == Collective::reduce_scatter ? begin - plan_.shard_of(block) * plan_.shard_length
+                                                       : begin;
 }
 
 void WorkerEngine::finish_request(transport::TxBuffer& buffer, std::size_t bytes) const {
@@ -345,9 +380,8 @@ void WorkerEngine::finish_request(transport::TxBuffer& buffer, std::size_t bytes
       session_.tag_keys ? protocol::seal(session_.tag_keys->request, buffer.payload, bytes) : bytes);
 }
 
-std::int8_t WorkerEngine::exponent_of(std::size_t begin) {
-  const std::size_t payload = session_.payload;
-  return own_block_exponent(*op_, begin, std::min(payload, op_->count - begin), payload, stats_);
+std::int8_t WorkerEngine::exponent_of(std::size_t block) {
+  return own_block_exponent(*op_, block, input_index(block), plan_.length_of(block), stats_);
 }
 
 Header WorkerEngine::request_header(std::uint32_t e, std::uint16_t flags) const {
@@ -362,6 +396,13 @@ Header WorkerEngine::request_header(std::uint32_t e, std::uint16_t flags) const 
   h.seq = protocol::SlotLayout::seq_of_round(entry.round);
   h.rank = static_cast<std::uint8_t>(config_.rank);
   h.k = op_->k;
+  if (const std::uint16_t mode = mode_flag(); mode != 0) {
+    // The owner of the round's block; the priming round's is its first block's.
+    const std::int64_t j = std::clamp<std::int64_t>(block_index(entry, entry.round), 0,
+                                                    static_cast<std::int64_t>(entry.blocks) - 1);
+    h.flags = static_cast<std::uint16_t>(h.flags | mode);
+    h.set_owner(owner_of(plan_.block_of(e, static_cast<std::size_t>(j), entries_.size())));
+  }
   return h;
 }
 
@@ -447,22 +488,23 @@ void WorkerEngine::move_to(std::uint32_t e, std::uint64_t round, std::uint64_t n
 void WorkerEngine::miss_blocks(std::uint32_t e, std::uint64_t from_round, std::uint64_t to_round) {
   const Operation& op = *op_;
   const Entry& entry = entries_[e];
-  const std::size_t payload = session_.payload;
   const std::size_t element = 4;  // int32 and float32 alike
   for (std::uint64_t round = from_round; round < to_round && round < entry.end_round; ++round) {
     const std::int64_t j = block_index(entry, round);
     if (j < 0) continue;
-    const std::size_t begin =
-        plan_.block_of(e, static_cast<std::size_t>(j), entries_.size()) * payload;
-    const std::size_t valid = std::min(payload, op.count - begin);
-    // The documented semantics of a missed block: the output holds this rank's own input.
-    if (op.in != op.out) {
-      std::memcpy(op.out + begin * element, op.in + begin * element, valid * element);
+    const std::size_t block = plan_.block_of(e, static_cast<std::size_t>(j), entries_.size());
+    const std::size_t begin = plan_.begin_of(block);
+    const std::size_t valid = plan_.length_of(block);
+    // The documented semantics of a missed block: the output holds this rank's own input. Of an
+    // owned operation only the blocks this rank takes values of are its output.
+    const bool output = Header::takes_values(mode_flag(), owner_of(block), static_cast<std::uint8_t>(config_.rank));
+    if (output && op.collective != Collective::all_gather && op.in != op.out) {
+      std::memcpy(op.out + output_index(block) * element, op.in + input_index(block) * element, valid * element);
     }
     ++stats_.blocks_missed;
     stats_.missed.push_back({begin, begin + valid});
-    if (op.block_contributors != nullptr) op.block_contributors[begin / payload] = 0;
-    if (op.wire_result != nullptr) op.wire_result[begin / payload] = block_float::WireBlock{};
+    if (op.block_contributors != nullptr) op.block_contributors[block] = 0;
+    if (op.wire_result != nullptr) op.wire_result[block] = block_float::WireBlock{};
   }
 }
 
@@ -478,9 +520,9 @@ void WorkerEngine::deliver(std::uint32_t e, std::uint64_t round, const Header& h
   if (h.contributors < world && mine) entry.count_to_k = true;
   const std::int64_t j = block_index(entry, round);
   if (j < 0) return;  // the priming round only carries the next exponent
-  const std::size_t begin =
-      plan_.block_of(e, static_cast<std::size_t>(j), entries_.size()) * session_.payload;
-  const std::size_t valid = std::min<std::size_t>(session_.payload, op.count - begin);
+  const std::size_t block = plan_.block_of(e, static_cast<std::size_t>(j), entries_.size());
+  const std::size_t begin = plan_.begin_of(block);
+  const std::size_t valid = plan_.length_of(block);
   if (h.offset != begin || h.count != valid) {
     throw ProtocolError("rank " + std::to_string(config_.rank) + ", operation " +
                         std::to_string(op.op_id) + ": the switch's block at slot " +
@@ -489,21 +531,30 @@ void WorkerEngine::deliver(std::uint32_t e, std::uint64_t round, const Header& h
                         std::to_string(begin) + ", +" + std::to_string(valid) +
                         "): ranks passed different element counts (size mismatch)");
   }
-  const std::uint32_t divisor =
-      op.op == ReduceOp::avg ? std::max<std::uint32_t>(h.contributors, 1) : 1;
-  if (is_float()) {
-    store_block_result(op, begin, valid, session_.payload, h.exp_used, session_.world_size,
-                       divisor, payload.data());
-    if (h.exp_used == protocol::kExpNonFinite) ++stats_.blocks_non_finite;
-  } else {
-    quant::int32_from_wire(payload.data(), valid, divisor,
-                           reinterpret_cast<std::int32_t*>(op.out) + begin);
-  }
-  if (op.block_contributors != nullptr) op.block_contributors[begin / session_.payload] = h.bitmap;
+  if (op.block_contributors != nullptr) op.block_contributors[block] = h.bitmap;
   ++(h.contributors >= world ? stats_.blocks_full : stats_.blocks_partial);
   if (mine) ++stats_.contributed;
   if (stats_.min_contributors == 0 || h.contributors < stats_.min_contributors) {
     stats_.min_contributors = h.contributors;
+  }
+  // An owned round's values reach only the ranks that take them (§13); the others have the
+  // header, which completes the round for them.
+  const std::uint8_t owner = owner_of(block);
+  if (!Header::takes_values(mode_flag(), owner, static_cast<std::uint8_t>(config_.rank))) return;
+  if (payload.size() < 4 * valid) {
+    throw ProtocolError("rank " + std::to_string(config_.rank) + ", operation " + std::to_string(op.op_id) +
+                        ": the switch completed the block at element " + std::to_string(begin) +
+                        " without its values, which this rank takes (owner rank " + std::to_string(owner) +
+                        "): the switch does not implement owned rounds (docs/protocol.md §13)");
+  }
+  const std::size_t out = output_index(block);
+  const std::uint32_t divisor =
+      op.op == ReduceOp::avg ? std::max<std::uint32_t>(h.contributors, 1) : 1;
+  if (is_float()) {
+    store_block_result(op, block, out, valid, h.exp_used, session_.world_size, divisor, payload.data());
+    if (h.exp_used == protocol::kExpNonFinite) ++stats_.blocks_non_finite;
+  } else {
+    quant::int32_from_wire(payload.data(), valid, divisor, reinterpret_cast<std::int32_t*>(op.out) + out);
   }
 }
 

@@ -118,8 +118,14 @@ class WorkerEngine {
   void renew(transport::TxBuffer& buffer);
   void start_entry(std::uint32_t e, std::uint64_t now);
   void build_data(std::uint32_t e);
-  // This rank's exponent of the block at element `begin` (float_blocks.hpp).
-  std::int8_t exponent_of(std::size_t begin);
+  // This rank's exponent of block `block` of the plan (float_blocks.hpp).
+  std::int8_t exponent_of(std::size_t block);
+  // Owned operations (§13): the request flag of the running operation (0 for an all-reduce),
+  // the owner of a block, and where a block sits in the input and the output.
+  [[nodiscard]] std::uint16_t mode_flag() const;
+  [[nodiscard]] std::uint8_t owner_of(std::size_t block) const;
+  [[nodiscard]] std::size_t input_index(std::size_t block) const;
+  [[nodiscard]] std::size_t output_index(std::size_t block) const;
   // The one place request headers are built: the fields every request of entry e's current
   // round shares.
   [[nodiscard]] protocol::Header request_header(std::uint32_t e, std::uint16_t flags) const;

@@ -30,6 +30,7 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::rank_contended: return "another source holds the rank's pending JOIN";
     case ErrorCode::auth_mismatch: return "the JOIN's authentication differs from the session's";
     case ErrorCode::rank_gone: return "a rank the round waits for left the job or went silent";
+    case ErrorCode::mode_mismatch: return "the ranks disagree on the round's collective (reduce-scatter, all-gather, broadcast) or its owner rank";
   }
   return "unknown error code";
 }
@@ -45,6 +46,7 @@ std::string_view to_string(DecodeStatus status) {
     case DecodeStatus::rank_out_of_range: return "rank >= 64";
     case DecodeStatus::bad_payload_length: return "payload length is not a whole number of 32-bit words";
     case DecodeStatus::count_exceeds_payload: return "count exceeds the payload carried";
+    case DecodeStatus::conflicting_modes: return "both TO_OWNER and FROM_OWNER set";
   }
   return "unknown status";
 }

@@ -64,7 +64,12 @@ inline constexpr std::uint16_t kFloat = 0x0100;       // payload is block-floati
 inline constexpr std::uint16_t kLeave = 0x0200;       // a rank leaves its join generation
 inline constexpr std::uint16_t kAuth = 0x0400;        // an 8-byte tag follows the payload (auth.hpp)
 inline constexpr std::uint16_t kKeepalive = 0x0800;   // a rank's engine is alive (no reply)
-inline constexpr std::uint16_t kKnown = 0x0fff;
+// Owned rounds (docs/protocol.md §13): the round's values go to its owner only (reduce-scatter),
+// or come from its owner only (all-gather, broadcast). At most one of the two.
+inline constexpr std::uint16_t kToOwner = 0x1000;
+inline constexpr std::uint16_t kFromOwner = 0x2000;
+inline constexpr std::uint16_t kOwned = kToOwner | kFromOwner;
+inline constexpr std::uint16_t kKnown = 0x3fff;
 // Flags only the switch sets: a request carrying one is malformed, so a reply looped back to
 // the switch can never act as a request.
 inline constexpr std::uint16_t kReplyOnly = kResult | kRetransmit | kOld | kError | kComplete;
@@ -93,6 +98,7 @@ enum class ErrorCode : std::uint8_t {
   rank_contended = 19,
   auth_mismatch = 20,
   rank_gone = 21,
+  mode_mismatch = 22,
 };
 std::string_view to_string(ErrorCode code);
 
@@ -111,7 +117,8 @@ struct Header {
   std::uint16_t count = 0;   // data: valid values; control: payload length in 32-bit words
   std::uint8_t rank = 0;
   std::uint8_t k = 0;             // request: fastest-K target (0: session default)
-  std::uint8_t contributors = 0;  // result: contributions summed
+  // Result: contributions summed. A request of an owned round (kOwned) carries its owner here.
+  std::uint8_t contributors = 0;
   std::int8_t exp_used = kExpZero;  // exponent the payload values are scaled with
   std::int8_t exp_next = kExpZero;  // request: local exponent of the next block; result: max
   std::uint64_t bitmap = 0;         // result: contributor bitmap (bit r = rank r)
@@ -119,6 +126,15 @@ struct Header {
   [[nodiscard]] bool has(std::uint16_t f) const { return (flags & f) != 0; }
   [[nodiscard]] bool is_control() const { return has(flag::kJoin) || has(flag::kError); }
   [[nodiscard]] bool is_probe() const { return has(flag::kSyn); }
+  // Owned rounds (§13): the request's owner rank, byte 36 of a request.
+  [[nodiscard]] std::uint8_t owner() const { return contributors; }
+  void set_owner(std::uint8_t owner_rank) { contributors = owner_rank; }
+  // Whether `r` receives the values of this owned round's result (every rank, for other rounds).
+  [[nodiscard]] static bool takes_values(std::uint16_t mode, std::uint8_t owner, std::uint8_t r) {
+    if ((mode & flag::kToOwner) != 0) return r == owner;
+    if ((mode & flag::kFromOwner) != 0) return r != owner;
+    return true;
+  }
 };
 
 // Writes the kHeaderSize header bytes.
@@ -134,6 +150,7 @@ enum class DecodeStatus : std::uint8_t {
   rank_out_of_range,
   bad_payload_length,
   count_exceeds_payload,
+  conflicting_modes,  // both TO_OWNER and FROM_OWNER
 };
 std::string_view to_string(DecodeStatus status);
 
@@ -150,6 +167,7 @@ inline DecodeStatus decode(std::span<const std::byte> datagram, Header& h,
   h.error = static_cast<ErrorCode>(std::to_integer<std::uint8_t>(in[1]));
   h.flags = load_be16(in + 2);
   if ((h.flags & ~flag::kKnown) != 0) return DecodeStatus::unknown_flags;
+  if ((h.flags & flag::kOwned) == flag::kOwned) return DecodeStatus::conflicting_modes;
   if (in[39] != std::byte{0}) return DecodeStatus::reserved_nonzero;
   if ((h.error != ErrorCode::none) != h.has(flag::kError)) return DecodeStatus::error_flag_mismatch;
   h.session = load_be32(in + 4);
@@ -173,7 +191,10 @@ inline DecodeStatus decode(std::span<const std::byte> datagram, Header& h,
   if (datagram.size() < kHeaderSize + trailer) return DecodeStatus::too_short;
   const std::size_t body = datagram.size() - kHeaderSize - trailer;
   if (body % 4 != 0) return DecodeStatus::bad_payload_length;
-  if (static_cast<std::size_t>(h.count) * 4 > body) return DecodeStatus::count_exceeds_payload;
+  // An owned round's header-only forms keep the block's count (§13).
+  if (static_cast<std::size_t>(h.count) * 4 > body && !(body == 0 && (h.flags & flag::kOwned) != 0)) {
+    return DecodeStatus::count_exceeds_payload;
+  }
   payload = datagram.subspan(kHeaderSize, body);
   return DecodeStatus::ok;
 }

@@ -72,6 +72,11 @@ SlotAction poison(SlotState& slot, protocol::ErrorCode code, std::uint32_t expec
 
 std::optional<Mismatch> find_mismatch(const SlotState& slot, const Header& h) {
   if (h.op_id != slot.op_id) return Mismatch{protocol::ErrorCode::op_mismatch, slot.op_id, h.op_id};
+  const auto mode = static_cast<std::uint16_t>(h.flags & flag::kOwned);
+  if (mode != slot.mode || (mode != 0 && h.owner() != slot.owner)) {
+    return Mismatch{protocol::ErrorCode::mode_mismatch, mode_value(slot.mode, slot.owner),
+                    mode_value(mode, h.owner())};
+  }
   if ((h.flags & flag::kFloat) != slot.flags) {
     return Mismatch{protocol::ErrorCode::dtype_mismatch, slot.flags,
                     static_cast<std::uint32_t>(h.flags & flag::kFloat)};
@@ -125,14 +130,19 @@ SlotAction step_slot(SlotState& slot, std::span<std::int32_t> values, const Head
     slot.op_length = h.op_length;
     slot.count = h.count;
     slot.flags = h.flags & flag::kFloat;
+    slot.mode = h.flags & flag::kOwned;
+    slot.owner = slot.mode != 0 ? h.owner() : 0;
     slot.bitmap = sender_bit;
     slot.contributors = 1;
     slot.k = h.k != 0 ? h.k : limits.k;
     slot.target = h.has(flag::kCountToK) ? slot.k : limits.world_size;
+    // Every rank needs the owner's values: a relayed round has no fastest-K (§13.3).
+    if (slot.mode == flag::kFromOwner) slot.k = slot.target = limits.world_size;
     slot.exp_used = protocol::exp_to_wire(h.exp_used);
     slot.exp_max = protocol::exp_to_wire(h.exp_next);
     slot.first_arrival = now;
-    // A header-only request (count 0) adds nothing, and its round's result carries no values.
+    // A header-only request (count 0, or a relayed round's from a rank other than the owner)
+    // adds nothing; a round of count 0 has a result without values.
     if (!payload.empty()) accumulate_be(values, payload.data(), /*overwrite=*/true);
     slot.complete = slot.contributors >= slot.target;
     return slot.complete ? SlotAction::multicast_result : SlotAction::counted;
@@ -161,7 +171,8 @@ SlotAction step_slot(SlotState& slot, std::span<std::int32_t> values, const Head
     return SlotAction::duplicate;
   }
 
-  if (!payload.empty()) accumulate_be(values, payload.data(), /*overwrite=*/false);
+  // The owner's values replace a relayed round's accumulators, whoever opened it (§13.3).
+  if (!payload.empty()) accumulate_be(values, payload.data(), /*overwrite=*/slot.mode == flag::kFromOwner);
   slot.bitmap |= sender_bit;
   ++slot.contributors;
   slot.exp_max = std::max(slot.exp_max, protocol::exp_to_wire(h.exp_next));
@@ -191,18 +202,18 @@ Header reply_header(const SlotState& slot, SlotAction action, const Header& requ
   const std::uint16_t complete = slot.complete ? flag::kComplete : 0;
   switch (action) {
     case SlotAction::multicast_result:
-      r.flags = flag::kResult | slot.flags;
+      r.flags = flag::kResult | slot.flags | slot.mode;
       r.count = slot.count;
       break;
     case SlotAction::unicast_result:
-      r.flags = flag::kResult | flag::kRetransmit | slot.flags | (request.flags & flag::kSyn);
+      r.flags = flag::kResult | flag::kRetransmit | slot.flags | slot.mode | (request.flags & flag::kSyn);
       r.count = slot.count;
       break;
     case SlotAction::unicast_old:
-      r.flags = flag::kOld | complete | slot.flags;
+      r.flags = flag::kOld | complete | slot.flags | slot.mode;
       break;
     case SlotAction::unicast_syn:
-      r.flags = flag::kSyn | complete | slot.flags;
+      r.flags = flag::kSyn | complete | slot.flags | slot.mode;
       break;
     case SlotAction::error_seq_ahead: {
       Header error = error_reply(request, protocol::ErrorCode::seq_ahead, slot.seq);
@@ -264,7 +275,7 @@ Header poisoned_reply(const SlotState& slot, const Header& request, std::uint32_
 Header error_reply(const Header& request, protocol::ErrorCode code, std::uint32_t expected) {
   Header r = request;
   // Keep the request's kind so the worker can tell a rejected JOIN or probe from a data error.
-  r.flags = flag::kError | (request.flags & (flag::kJoin | flag::kSyn | flag::kFloat));
+  r.flags = flag::kError | (request.flags & (flag::kJoin | flag::kSyn | flag::kFloat | flag::kOwned));
   r.error = code;
   r.offset = expected;
   r.count = 0;

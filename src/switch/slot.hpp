@@ -26,6 +26,8 @@ struct SlotState {
   std::uint32_t first_arrival = 0;  // ticks (protocol::kTickShift) of the opening packet
   std::uint16_t count = 0;       // valid values of the round's block
   std::uint16_t flags = 0;       // data-type flag of the round (protocol::flag::kFloat)
+  std::uint16_t mode = 0;        // owned round (§13): kToOwner or kFromOwner, 0 for an all-reduce
+  std::uint8_t owner = 0;        // owned round: the rank that takes or gives the values
   std::uint8_t contributors = 0;
   std::uint8_t k = 0;            // fastest-K of the round: the opener's, or the session default
   std::uint8_t target = 0;       // contributions that complete the round (N, or k)
@@ -53,8 +55,8 @@ enum class SlotAction : std::uint8_t {
                      // the round and its stored result unchanged
 };
 
-// How a packet of the slot's current round disagrees with it (the first of op_id, type,
-// op_length, count that differs), or nothing.
+// How a packet of the slot's current round disagrees with it (the first of op_id, mode and
+// owner, type, op_length, count that differs), or nothing.
 struct Mismatch {
   protocol::ErrorCode code = protocol::ErrorCode::none;
   std::uint32_t expected = 0;  // the round's value
@@ -69,6 +71,11 @@ struct SessionLimits {
   std::uint32_t straggler_timeout_ticks = 0;
   std::uint32_t liveness_ticks = 0;  // a rank not heard from for longer is gone (§6.7)
 };
+
+// An owned round's mode and owner as mode_mismatch reports them: the mode bit | the owner.
+[[nodiscard]] constexpr std::uint32_t mode_value(std::uint16_t mode, std::uint8_t owner) {
+  return mode == 0 ? 0u : std::uint32_t{mode} | owner;
+}
 
 // Applies one packet (already validated: session, sender, slot range, length, K) to a slot.
 // `values` are the slot's `payload` accumulators in host byte order; `payload` the packet's

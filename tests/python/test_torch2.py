@@ -90,11 +90,16 @@ def sharded_training_worker(rank, world, init_file, device_type, wrapper):
     reference = _model(device)
     _train(reference, device)
     model = _model(device)
-    if wrapper == "fsdp":
+    if wrapper in ("fsdp", "fsdp_hook"):
         from torch.distributed.fsdp import FullyShardedDataParallel
+
+        import dpa
 
         model = FullyShardedDataParallel(model, use_orig_params=True,
                                          device_id=device if device_type == "cuda" else None)
+        if wrapper == "fsdp_hook":
+            # K = N: the hook's AVG through the switch must train as FSDP's own division does.
+            dpa.register_fsdp_hook(model, k=world)
         _train(model, device)
         with FullyShardedDataParallel.summon_full_params(model):
             trained = [p.detach().clone() for p in model.parameters()]
@@ -119,7 +124,7 @@ def sharded_training_worker(rank, world, init_file, device_type, wrapper):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("wrapper", ["fsdp", "fsdp2", "ddp_compiled"])
+@pytest.mark.parametrize("wrapper", ["fsdp", "fsdp_hook", "fsdp2", "ddp_compiled"])
 def test_sharded_and_compiled_training_matches_a_single_process(wrapper, device):
     # Identical batches: every rank's gradient is the average, so training equals one process's
     # up to dpa's float error (protocol.md §10.4).

@@ -4,6 +4,7 @@
 // real UDP sockets on 127.0.0.1).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "dpa/switch.hpp"
@@ -1213,6 +1215,101 @@ TEST_F(SoftwareSwitchJoined, AnotherJobIsRefusedWhileThisOneIsActive) {
   rank0_.send(data_packet(kOpen, 0, 0, 1, {1, 1, 1, 1}, token_), switch_endpoint_);
   rank1_.send(data_packet(kOpen, 1, 0, 1, {2, 2, 2, 2}, token_), switch_endpoint_);
   ASSERT_TRUE(rank1_.receive().has_value());
+}
+
+
+// ---- Owned rounds (docs/protocol.md §13) ------------------------------------------------------
+
+Packet owned(Packet p, std::uint16_t mode, int owner) {
+  p.header.flags = static_cast<std::uint16_t>(p.header.flags | mode);
+  p.header.set_owner(static_cast<std::uint8_t>(owner));
+  return p;
+}
+
+TEST(OwnedRounds, ReduceScatterSumsLikeAnAllreduceAndRepliesCarryTheMode) {
+  SlotUnderTest slot(3, 3, 2);
+  run_steps(slot, {
+      {"rank 1 opens", owned(data(1, 1, {1, 2}), flag::kToOwner, 2), kT0, SlotAction::counted, 1},
+      {"rank 0 adds", owned(data(0, 1, {10, 20}), flag::kToOwner, 2), kT0, SlotAction::counted, 2},
+      {"rank 2 completes", owned(data(2, 1, {100, 200}), flag::kToOwner, 2), kT0, SlotAction::multicast_result, 3},
+  });
+  EXPECT_EQ(slot.values, (Values{111, 222}));
+  EXPECT_EQ(slot.state.mode, flag::kToOwner);
+  EXPECT_EQ(slot.state.owner, 2);
+  const Header result = slot.reply(SlotAction::multicast_result, owned(data(2, 1, {}), flag::kToOwner, 2));
+  EXPECT_EQ(result.flags, flag::kResult | flag::kToOwner);
+  EXPECT_EQ(result.count, 2) << "the header-only copies keep the block's count";
+  EXPECT_TRUE(Header::takes_values(flag::kToOwner, 2, 2));
+  EXPECT_FALSE(Header::takes_values(flag::kToOwner, 2, 0));
+  EXPECT_EQ(slot.reply(SlotAction::unicast_old, syn(0, 0)).flags & flag::kOwned, flag::kToOwner);
+}
+
+TEST(OwnedRounds, RelayedValuesReplaceTheAccumulatorsWhoeverOpensTheRound) {
+  SlotUnderTest slot(3, 1, 2);  // a session default K of 1 must not complete a relayed round
+  slot.values = {555, 666};     // a previous round's sums
+  Packet ready = owned(data(0, 1, {}), flag::kFromOwner, 1);
+  ready.header.count = 2;  // header only, with the block's count
+  run_steps(slot, {
+      {"rank 0 is ready (header only)", ready, kT0, SlotAction::counted, 1},
+      {"the owner's values", owned(data(1, 1, {7, -8}), flag::kFromOwner, 1), kT0, SlotAction::counted, 2},
+  });
+  EXPECT_EQ(slot.values, (Values{7, -8})) << "the owner's values replace, never add to, the old sums";
+  EXPECT_EQ(slot.state.k, 3) << "a relayed round's K is N";
+  EXPECT_EQ(slot.state.target, 3);
+  Packet last = ready;
+  last.header.rank = 2;
+  EXPECT_EQ(slot.step(last), SlotAction::multicast_result);
+  EXPECT_EQ(slot.values, (Values{7, -8})) << "a header-only request leaves the values alone";
+  EXPECT_TRUE(Header::takes_values(flag::kFromOwner, 1, 0));
+  EXPECT_FALSE(Header::takes_values(flag::kFromOwner, 1, 1));
+}
+
+TEST(OwnedRounds, ARelayedRoundIgnoresCountToKAndTheStragglerTimer) {
+  SlotUnderTest slot(3, 2, 1, /*straggler_timeout_ticks=*/10);
+  Packet opener = with_flags(owned(data(1, 1, {9}), flag::kFromOwner, 1), flag::kCountToK | flag::kFromOwner);
+  opener.header.k = 2;
+  EXPECT_EQ(slot.step(opener, kT0), SlotAction::counted);
+  Packet ready = owned(data(0, 1, {}), flag::kFromOwner, 1);
+  ready.header.count = 1;
+  EXPECT_EQ(slot.step(ready, kT0 + 100), SlotAction::counted) << "two of three: K = 2 does not apply";
+  EXPECT_EQ(slot.step(ready, kT0 + 200), SlotAction::duplicate) << "no reactive completion either";
+  EXPECT_FALSE(slot.state.complete);
+}
+
+TEST(OwnedRounds, AnotherModeOrOwnerPoisonsTheRoundWithModeMismatch) {
+  for (const auto& [mode, owner] : {std::pair<std::uint16_t, int>{flag::kToOwner, 0},
+                                    {flag::kFromOwner, 1}, {0, 0}}) {
+    SlotUnderTest slot(3, 3, 1);
+    EXPECT_EQ(slot.step(owned(data(0, 1, {1}), flag::kToOwner, 1)), SlotAction::counted);
+    Packet other = owned(data(2, 1, {mode == flag::kFromOwner ? 0 : 1}), mode, owner);
+    if (mode == flag::kFromOwner) other.payload.clear();
+    SCOPED_TRACE("mode " + std::to_string(mode) + ", owner " + std::to_string(owner));
+    EXPECT_EQ(slot.step(other), SlotAction::multicast_error);
+    EXPECT_EQ(slot.state.error, ErrorCode::mode_mismatch);
+    EXPECT_EQ(slot.state.error_expected, flag::kToOwner | 1u);
+    EXPECT_EQ(slot.state.error_offered, mode_value(mode, static_cast<std::uint8_t>(owner)));
+    EXPECT_EQ(slot.values, (Values{1})) << "the offender's values are not added";
+  }
+}
+
+TEST(OwnedRounds, TheHeaderOnlyFormsDecodeAndBothModesTogetherDoNot) {
+  Header h;
+  h.flags = flag::kResult | flag::kToOwner;
+  h.count = 64;
+  std::array<std::byte, protocol::kHeaderSize> bytes{};
+  protocol::encode(h, bytes.data());
+  Header decoded;
+  std::span<const std::byte> payload;
+  EXPECT_EQ(protocol::decode(bytes, decoded, payload), protocol::DecodeStatus::ok);
+  EXPECT_EQ(decoded.count, 64);
+  EXPECT_TRUE(payload.empty());
+  h.flags = flag::kResult;
+  protocol::encode(h, bytes.data());
+  EXPECT_EQ(protocol::decode(bytes, decoded, payload), protocol::DecodeStatus::count_exceeds_payload)
+      << "only owned rounds have header-only forms with a count";
+  h.flags = flag::kToOwner | flag::kFromOwner;
+  protocol::encode(h, bytes.data());
+  EXPECT_EQ(protocol::decode(bytes, decoded, payload), protocol::DecodeStatus::conflicting_modes);
 }
 
 }  // namespace

@@ -56,7 +56,10 @@ class Flag(enum.IntFlag):
     COMPLETE = 0x0080
     FLOAT = 0x0100
     LEAVE = 0x0200
+    AUTH = 0x0400
     KEEPALIVE = 0x0800
+    TO_OWNER = 0x1000
+    FROM_OWNER = 0x2000
 
 
 class Error(enum.IntEnum):
@@ -81,7 +84,9 @@ class Error(enum.IntEnum):
     SESSION_BUSY = 17
     SESSION_TAKEN_OVER = 18
     RANK_CONTENDED = 19
+    AUTH_MISMATCH = 20
     RANK_GONE = 21
+    MODE_MISMATCH = 22
 
 
 # JOIN payloads: fixed 32-bit words, then 16-bit ports padded to a whole word (docs/protocol.md §6).
@@ -157,9 +162,13 @@ def _decode(data: bytes):
     if len(data) < HEADER_SIZE:
         return None
     h = Header(**decode_header(data))
-    if (h.version != VERSION or h.flags & ~KNOWN_FLAGS or h.reserved != 0 or
+    owned = Flag.TO_OWNER | Flag.FROM_OWNER
+    body = len(data) - HEADER_SIZE
+    # An owned round's header-only forms keep the block's count (§13).
+    header_only_owned = body == 0 and h.flags & owned
+    if (h.version != VERSION or h.flags & ~KNOWN_FLAGS or h.flags & owned == owned or h.reserved != 0 or
             (h.error != 0) != bool(h.flags & Flag.ERROR) or h.rank >= MAX_RANKS or
-            (len(data) - HEADER_SIZE) % 4 or 4 * h.count > len(data) - HEADER_SIZE):
+            body % 4 or (4 * h.count > body and not header_only_owned)):
         return None
     return h
 
