@@ -97,6 +97,10 @@ control Delivery(inout headers_t hdr,
         hdr.dpa.contributors = md.contributors[7:0];
         hdr.dpa.bitmap_hi = 0;
         hdr.dpa.bitmap_lo = md.result_bitmap;
+        // Which copies of a result take its values (§13): the egress compares each copy's rank
+        // with the owner (egress_rewrite.p4).
+        hdr.bridged.mode = md.slot_round[13:12];
+        hdr.bridged.owner = md.slot_meta[12:8];
     }
     action result_view(bit<8> flags) {
         slot_view(flags, md.slot_meta);
@@ -110,7 +114,7 @@ control Delivery(inout headers_t hdr,
         hdr.dpa.seq = md.slot_seq;
     }
     // An ERROR echoes the request (§4): kind bits kept (the request's high flag byte is its FLOAT
-    // bit alone, §8.1 admits nothing else), count and contributors zero. The caller sets `count`
+    // and mode bits, §8.1 and §13.1 admit nothing else), count and contributors zero. The caller sets `count`
     // and the bitmap's low word (0, or the offender's value of a poisoned round), so no field is
     // written twice in one action.
     action error_view(bit<8> flags, bit<8> code, bit<32> expected) {
@@ -212,6 +216,10 @@ control Delivery(inout headers_t hdr,
         outcomes.count();
         poisoned_before(flags, ERR_LENGTH_MISMATCH);
     }
+    action poisoned_mode(bit<8> flags) {
+        outcomes.count();
+        poisoned_before(flags, ERR_MODE_MISMATCH);
+    }
     // Contributions, and every packet of a contributor that carries values: the chunks add
     // them where they lack them (chunk_state.p4 opens a chunk for a new round).
     action counted() {
@@ -242,6 +250,14 @@ control Delivery(inout headers_t hdr,
         outcomes.count();
         result_view(0x03);
         route_input(REDUCE_CONTRIBUTE, DELIVER_UNICAST, 1);
+        hdr.bridged.event = event;
+    }
+    // A FROM_OWNER request from a rank other than the owner has no values (§13.3): its copy
+    // fetches the result without input passes, as a probe's does.
+    action copy_relayed(bit<8> event) {
+        outcomes.count();
+        result_view(0x03);
+        route_input(REDUCE_SKIP, DELIVER_UNICAST, 1);
         hdr.bridged.event = event;
     }
     action copy_to_probe() {
@@ -301,11 +317,12 @@ control Delivery(inout headers_t hdr,
             md.op_x : ternary;
             md.full_x[7:0] : ternary;
             md.slot_round[31:16] : ternary;  // the round's count: 0 for a header-only round
+            md.relayed : ternary;            // a FROM_OWNER request without values (§13.3)
         }
         actions = {
             drop_packet; to_cpu; admission_error; seq_ahead; old_reply; syn_reply; poisoned_now;
-            poisoned_now_with_sender_copy; poisoned_op; poisoned_type; poisoned_length;
-            counted; completed_at_open; completed; completed_by_probe; copy_to_data; copy_to_probe;
+            poisoned_now_with_sender_copy; poisoned_op; poisoned_type; poisoned_length; poisoned_mode;
+            counted; completed_at_open; completed; completed_by_probe; copy_to_data; copy_relayed; copy_to_probe;
             counted_header_only; completed_at_open_header_only; completed_header_only; copy_header_only;
             duplicate; duplicate_header_only;
         }
@@ -316,70 +333,81 @@ control Delivery(inout headers_t hdr,
         // Each reply with values has a header-only twin first, for a round of count 0.
         const entries = {
             // Admission (§8.1).
-            (ADM_DROP, _, _, _, _, _, _, _, _, _, _, _) : drop_packet();
-            (ADM_CPU, _, _, _, _, _, _, _, _, _, _, _) : to_cpu();
-            (ADM_ERROR, 1, _, _, _, ERR_NOT_JOINED, _, _, _, _, _, _) : admission_error(0x14, ERR_NOT_JOINED);
-            (ADM_ERROR, 1, _, _, _, ERR_SESSION_TAKEN_OVER, _, _, _, _, _, _) : admission_error(0x14, ERR_SESSION_TAKEN_OVER);
-            (ADM_ERROR, 1, _, _, _, ERR_SLOT_OUT_OF_RANGE, _, _, _, _, _, _) : admission_error(0x14, ERR_SLOT_OUT_OF_RANGE);
-            (ADM_ERROR, 1, _, _, _, ERR_K_INVALID, _, _, _, _, _, _) : admission_error(0x14, ERR_K_INVALID);
-            (ADM_ERROR, 0, _, _, _, ERR_NOT_JOINED, _, _, _, _, _, _) : admission_error(0x10, ERR_NOT_JOINED);
-            (ADM_ERROR, 0, _, _, _, ERR_SESSION_TAKEN_OVER, _, _, _, _, _, _) : admission_error(0x10, ERR_SESSION_TAKEN_OVER);
-            (ADM_ERROR, 0, _, _, _, ERR_SLOT_OUT_OF_RANGE, _, _, _, _, _, _) : admission_error(0x10, ERR_SLOT_OUT_OF_RANGE);
-            (ADM_ERROR, 0, _, _, _, ERR_K_INVALID, _, _, _, _, _, _) : admission_error(0x10, ERR_K_INVALID);
+            (ADM_DROP, _, _, _, _, _, _, _, _, _, _, _, _) : drop_packet();
+            (ADM_CPU, _, _, _, _, _, _, _, _, _, _, _, _) : to_cpu();
+            (ADM_ERROR, 0, _, _, _, ERR_MODE_MISMATCH, _, _, _, _, _, _, _) : admission_error(0x10, ERR_MODE_MISMATCH);
+            (ADM_ERROR, 1, _, _, _, ERR_NOT_JOINED, _, _, _, _, _, _, _) : admission_error(0x14, ERR_NOT_JOINED);
+            (ADM_ERROR, 1, _, _, _, ERR_SESSION_TAKEN_OVER, _, _, _, _, _, _, _) : admission_error(0x14, ERR_SESSION_TAKEN_OVER);
+            (ADM_ERROR, 1, _, _, _, ERR_SLOT_OUT_OF_RANGE, _, _, _, _, _, _, _) : admission_error(0x14, ERR_SLOT_OUT_OF_RANGE);
+            (ADM_ERROR, 1, _, _, _, ERR_K_INVALID, _, _, _, _, _, _, _) : admission_error(0x14, ERR_K_INVALID);
+            (ADM_ERROR, 0, _, _, _, ERR_NOT_JOINED, _, _, _, _, _, _, _) : admission_error(0x10, ERR_NOT_JOINED);
+            (ADM_ERROR, 0, _, _, _, ERR_SESSION_TAKEN_OVER, _, _, _, _, _, _, _) : admission_error(0x10, ERR_SESSION_TAKEN_OVER);
+            (ADM_ERROR, 0, _, _, _, ERR_SLOT_OUT_OF_RANGE, _, _, _, _, _, _, _) : admission_error(0x10, ERR_SLOT_OUT_OF_RANGE);
+            (ADM_ERROR, 0, _, _, _, ERR_K_INVALID, _, _, _, _, _, _, _) : admission_error(0x10, ERR_K_INVALID);
 
             // SYN probes (§8.2, first rows).
-            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, _, _, 0x100 &&& 0x100, _, _, _, _) : syn_reply(0x84);
-            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, _, _, _, _, _, _, _) : syn_reply(0x04);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_OP_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_op(0x14);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_type(0x14);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_length(0x14);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, 0x100 &&& 0x100, _, _, _, 0) : copy_header_only(0x07, EV_SYN);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, 0x100 &&& 0x100, _, _, _, _) : copy_to_probe();
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, 0) : completed_header_only(EV_COMPLETED);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, _) : completed_by_probe(EV_COMPLETED);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, _, 0) : completed_header_only(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, _, _) : completed_by_probe(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _) : syn_reply(0x04);
+            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, _, _, 0x100 &&& 0x100, _, _, _, _, _) : syn_reply(0x84);
+            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, _, _, _, _, _, _, _, _) : syn_reply(0x04);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_OP_MISMATCH, _, _, _, _, _, _, _, _, _) : poisoned_op(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _, _, _) : poisoned_type(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _, _, _) : poisoned_length(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_MODE_MISMATCH, _, _, _, _, _, _, _, _, _) : poisoned_mode(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, 0x100 &&& 0x100, _, _, _, 0, _) : copy_header_only(0x07, EV_SYN);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, 0x100 &&& 0x100, _, _, _, _, _) : copy_to_probe();
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, 0, _) : completed_header_only(EV_COMPLETED);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, _, _) : completed_by_probe(EV_COMPLETED);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, _, 0, _) : completed_header_only(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, _, _, _) : completed_by_probe(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _) : syn_reply(0x04);
 
             // NEW (§8.2): opens the round; complete at once when the target is 1.
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, 0, 0) : completed_at_open_header_only(EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, 0, _) : completed_at_open(EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, _, 0) : completed_at_open_header_only(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, _, _) : completed_at_open(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _, _, _, _, 0) : counted_header_only();
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _, _, _, _, _) : counted();
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, 0, 0, _) : completed_at_open_header_only(EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, 0, _, _) : completed_at_open(EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, _, 0, _) : completed_at_open_header_only(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, _, _, _) : completed_at_open(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _, _, _, _, 0, _) : counted_header_only();
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _, _, _, _, _, 1) : counted_header_only();
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _, _, _, _, _, _) : counted();
             // OLD and ahead.
-            (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, 0x100 &&& 0x100, _, _, _, _) : old_reply(0x88);
-            (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, _, _, _, _, _) : old_reply(0x08);
-            (ADM_ACCEPT, 0, GATE_AHEAD, _, _, _, _, _, _, _, _, _) : seq_ahead();
+            (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, 0x100 &&& 0x100, _, _, _, _, _) : old_reply(0x88);
+            (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, _, _, _, _, _, _) : old_reply(0x08);
+            (ADM_ACCEPT, 0, GATE_AHEAD, _, _, _, _, _, _, _, _, _, _) : seq_ahead();
             // Poisoned earlier (the round's error again), or poisoned by this packet (§8.3).
-            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_OP_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_op(0x10);
-            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_type(0x10);
-            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_length(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_OP_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_op(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_type(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_length(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, ERR_DTYPE_MISMATCH, _, _, _, _, 0, _, _) : poisoned_now(ERR_DTYPE_MISMATCH);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, ERR_LENGTH_MISMATCH, _, _, _, _, 0, _, _) : poisoned_now(ERR_LENGTH_MISMATCH);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, _, _, _, _, _, _, _, _) : poisoned_now_with_sender_copy();
+            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_OP_MISMATCH, _, _, _, _, _, _, _, _, _) : poisoned_op(0x10);
+            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _, _, _) : poisoned_type(0x10);
+            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _, _, _) : poisoned_length(0x10);
+            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_MODE_MISMATCH, _, _, _, _, _, _, _, _, _) : poisoned_mode(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_OP_MISMATCH, _, _, _, _, _, _, _, _, _) : poisoned_op(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _, _, _) : poisoned_type(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _, _, _) : poisoned_length(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_MODE_MISMATCH, _, _, _, _, _, _, _, _, _) : poisoned_mode(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, ERR_DTYPE_MISMATCH, _, _, _, _, 0, _, _, _) : poisoned_now(ERR_DTYPE_MISMATCH);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, ERR_LENGTH_MISMATCH, _, _, _, _, 0, _, _, _) : poisoned_now(ERR_LENGTH_MISMATCH);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, ERR_MODE_MISMATCH, _, _, _, _, 0, _, _, _) : poisoned_now(ERR_MODE_MISMATCH);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, _, _, _, _, _, _, _, _, _) : poisoned_now_with_sender_copy();
             // A new contributor: late (copy), completing (multicast) or counted.
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, 0x100 &&& 0x100, _, _, _, 0) : copy_header_only(0x03, EV_LATE);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, 0x100 &&& 0x100, _, _, _, _) : copy_to_data(EV_LATE);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, 0, 0) : completed_header_only(EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, 0, _) : completed(EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, _, 0) : completed_header_only(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, _, _) : completed(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, _, _, _, 0) : counted_header_only();
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, _, _, _, _) : counted();
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, 0x100 &&& 0x100, _, _, _, 0, _) : copy_header_only(0x03, EV_LATE);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, 0x100 &&& 0x100, _, _, _, _, _) : copy_to_data(EV_LATE);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, 0, 0, _) : completed_header_only(EV_COMPLETED);
+            // §13.3: a relayed round completes only with all N, the owner's values among them.
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, 0, _, 1) : completed_by_probe(EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, 0, _, _) : completed(EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, _, 0, _) : completed_header_only(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, _, _, _) : completed(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, _, _, _, 0, _) : counted_header_only();
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, _, _, _, _, 1) : counted_header_only();
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, _, _, _, _, _) : counted();
             // A counted rank's retransmission: copy, reactive completion, or a duplicate.
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, 0x100 &&& 0x100, _, _, _, 0) : copy_header_only(0x03, EV_RETRANSMITTED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, 0x100 &&& 0x100, _, _, _, _) : copy_to_data(EV_RETRANSMITTED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, 0) : completed_header_only(EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, _) : completed(EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, _, 0) : completed_header_only(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, _, _) : completed(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, _, _, _, _, 0) : duplicate_header_only();
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, _, _, _, _, _) : duplicate();
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, 0x100 &&& 0x100, _, _, _, 0, _) : copy_header_only(0x03, EV_RETRANSMITTED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, 0x100 &&& 0x100, _, _, _, _, 1) : copy_relayed(EV_RETRANSMITTED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, 0x100 &&& 0x100, _, _, _, _, _) : copy_to_data(EV_RETRANSMITTED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, 0, _) : completed_header_only(EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, _, _) : completed(EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, _, 0, _) : completed_header_only(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, _, _, _) : completed(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, _, _, _, _, 0, _) : duplicate_header_only();
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, _, _, _, _, _, 1) : duplicate_header_only();
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, _, _, _, _, _, _) : duplicate();
         }
     }
 

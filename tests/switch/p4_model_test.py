@@ -38,7 +38,9 @@ DATA_LENGTH = 8 + 48 + 4 * PAYLOAD
 
 RESULT, RETRANSMIT, SYN, OLD, ERROR, COUNT_TO_K, COMPLETE, FLOAT = (
     0x1, 0x2, 0x4, 0x8, 0x10, 0x20, 0x80, 0x100)
-OP_MISMATCH, DTYPE_MISMATCH, LENGTH_MISMATCH, SEQ_AHEAD = 11, 15, 16, 10
+TO_OWNER, FROM_OWNER = 0x1000, 0x2000
+OWNED = TO_OWNER | FROM_OWNER
+OP_MISMATCH, DTYPE_MISMATCH, LENGTH_MISMATCH, SEQ_AHEAD, MODE_MISMATCH = 11, 15, 16, 10, 22
 
 
 def program(straggler_aware):
@@ -56,12 +58,26 @@ class Packet:
         self.flags = 0
         self.op_id = self.seq = self.offset = self.op_length = self.count = 0
         self.rank = self.k = 0
+        self.owner = 0  # byte 36 of a request: the owner of an owned round (§13)
         self.exp_used = self.exp_next = 0  # biased codes
         self.value = 0
         self.__dict__.update(fields)
 
     def probe(self):
         return bool(self.flags & SYN)
+
+    def carries_values(self):
+        """§5 and §13.3: P values unless count is 0 or a FROM_OWNER request is not the owner's."""
+        return not self.probe() and self.count != 0 and not (self.flags & FROM_OWNER and self.rank != self.owner)
+
+
+def takes_values(mode, owner, rank):
+    """§13: whether a result of a round with this mode and owner carries its values to `rank`."""
+    if mode == TO_OWNER:
+        return rank == owner
+    if mode == FROM_OWNER:
+        return rank != owner
+    return True
 
 
 # ---------------------------------------------------------------- the P4 program, interpreted
@@ -84,6 +100,7 @@ class P4Slot:
         """The state admission.p4 hands the state pass for an accepted request of session 0."""
         state = {"hdr.dpa." + name: getattr(p, name) for name in
                  ("flags", "op_id", "seq", "offset", "op_length", "count", "rank", "k", "exp_used", "exp_next")}
+        state["hdr.dpa.contributors"] = p.owner
         state.update({"hdr.dpa.version": CONST["DPA_VERSION"], "hdr.dpa.slot": 7,
                       "ig_intr_md.ingress_port": WORKER_PORT, "ig_prsr_md.global_tstamp": now << 16,
                       "hdr.ethernet.src_addr": 0x0A, "hdr.ipv4.src_addr": 0x0B, "hdr.udp.src_port": 0x0C})
@@ -92,11 +109,15 @@ class P4Slot:
         state["md.count_to_k"] = p.flags >> 5 & 1
         state["md.packet_meta"] = p.count << 16
         state["md.packet_round"] = p.count << 16 | (p.flags >> 8 & 0xFF) << 8
+        if p.rank == p.owner:
+            state["md.is_owner"] = 1
+        elif p.flags & FROM_OWNER:
+            state["md.relayed"] = 1
         # the sessions entry the controller writes (admission.py): index, N, K, timeout + 1,
         # pool base, multicast group, generation
         run_action(self.program, "Admission", "set_session",
                    [0, self.world, self.k_default, (self.timeout + 1) & MASK32, 0, 9, 1], state)
-        for table in ("rank_bits", "round_parameters"):
+        for table in ("rank_bits", "round_parameters", "owners"):
             apply_table(self.program, "Admission", table, state, trace=trace)
         state["md.admit"] = CONST["ADM_ACCEPT"]
         state["md.world_minus_one"] = (self.world - 1) & 0xFFFF
@@ -116,7 +137,26 @@ class P4Slot:
                         bindings={"op": (state.get("md.cell_op", 0), 8), "index": (7, 14),
                                   "lo_value": (p.value, 32), "hi_value": ((3 * p.value) & MASK32, 32)})
         cell = self.registers.get(("Reducer", "cells"), {"lo": 0, "hi": 0})
-        return self.reply(state) + ((cell["lo"], cell["hi"]),)
+        kind, header, _ = self.reply(state)
+        return kind, header, self.egress(state, kind, trace), (cell["lo"], cell["hi"])
+
+    def egress(self, state, kind, trace):
+        """Whether each copy leaves with P values (egress_rewrite.p4 sets its lengths): a tuple
+        over the ranks for a multicast (replication id = rank), a bool for a unicast reply."""
+        if not kind.startswith(("multicast", "unicast")):
+            return False
+        ranks = range(self.world) if kind.startswith("multicast") else [0]
+        copies = []
+        for rid in ranks:
+            copy = {k: v for k, v in state.items() if k.startswith("hdr.")}
+            copy["eg_intr_md.egress_rid"] = rid
+            run_control(self.program, "EgressRewrite", copy, {}, trace=trace)
+            if copy["hdr.udp.length"] not in (8 + 48, DATA_LENGTH) or \
+                    copy["hdr.ipv4.total_len"] != 20 + copy["hdr.udp.length"]:
+                raise AssertionError("a reply's lengths: UDP %d, IPv4 %d" % (copy["hdr.udp.length"],
+                                                                         copy["hdr.ipv4.total_len"]))
+            copies.append(copy["hdr.udp.length"] == DATA_LENGTH)
+        return tuple(copies) if kind.startswith("multicast") else copies[0]
 
     def reply(self, state):
         """(kind, header, with_values) of what the reply action made of the packet."""
@@ -163,7 +203,7 @@ class SoftwareSlot:
     @staticmethod
     def fresh():
         return dict(seq=0, op_id=0, offset=0, op_length=0, bitmap=0, first_arrival=0, count=0,
-                    flags=0, contributors=0, k=0, target=0, exp_used=0, exp_max=0, complete=False,
+                    flags=0, mode=0, owner=0, contributors=0, k=0, target=0, exp_used=0, exp_max=0, complete=False,
                     error=0, error_expected=0, error_offered=0, error_rank=0)
 
     def reactive(self, now):
@@ -195,11 +235,14 @@ class SoftwareSlot:
         elif diff == 1:
             self.s = s = self.fresh()
             s.update(seq=h.seq, op_id=h.op_id, offset=h.offset, op_length=h.op_length, count=h.count,
-                     flags=h.flags & FLOAT, bitmap=bit, contributors=1)
+                     flags=h.flags & FLOAT, mode=h.flags & OWNED, bitmap=bit, contributors=1)
+            s["owner"] = h.owner if s["mode"] else 0
             s["k"] = h.k if h.k else self.k_default
             s["target"] = s["k"] if h.flags & COUNT_TO_K else self.world
+            if s["mode"] == FROM_OWNER:  # §13.3: every rank needs the owner's values
+                s["k"] = s["target"] = self.world
             s.update(exp_used=h.exp_used, exp_max=h.exp_next, first_arrival=now)
-            if h.count:  # a header-only request (count 0) leaves the accumulators as they are
+            if h.carries_values():  # a header-only request leaves the accumulators as they are
                 self.acc = h.value
             s["complete"] = s["contributors"] >= s["target"]
             action = "multicast_result" if s["complete"] else "counted"
@@ -211,6 +254,8 @@ class SoftwareSlot:
             action = "unicast_error"
         elif h.op_id != s["op_id"]:
             action = poison(OP_MISMATCH, s["op_id"], h.op_id)
+        elif h.flags & OWNED != s["mode"] or (s["mode"] and h.owner != s["owner"]):
+            action = poison(MODE_MISMATCH, s["mode"] | s["owner"], h.flags & OWNED | (h.owner if h.flags & OWNED else 0))
         elif (h.flags & FLOAT) != s["flags"]:
             action = poison(DTYPE_MISMATCH, s["flags"], h.flags & FLOAT)
         elif h.op_length != s["op_length"]:
@@ -226,8 +271,8 @@ class SoftwareSlot:
             else:
                 action = "duplicate"
         else:
-            if h.count:
-                self.acc = (self.acc + h.value) & MASK32
+            if h.carries_values():  # the owner's values replace a FROM_OWNER round's (§13.3)
+                self.acc = h.value if s["mode"] == FROM_OWNER else (self.acc + h.value) & MASK32
             s["bitmap"] |= bit
             s["contributors"] += 1
             s["exp_max"] = max(s["exp_max"], h.exp_next)
@@ -246,7 +291,7 @@ class SoftwareSlot:
                     exp_used=s["exp_used"], exp_next=s["exp_max"], bitmap=s["bitmap"], count=0)
 
         def error_reply(code, expected):
-            return dict(flags=ERROR | (h.flags & (SYN | FLOAT)), error=code, op_id=h.op_id, seq=h.seq,
+            return dict(flags=ERROR | (h.flags & (SYN | FLOAT | OWNED)), error=code, op_id=h.op_id, seq=h.seq,
                         offset=expected, op_length=h.op_length, k=h.k, contributors=0,
                         exp_used=h.exp_used, exp_next=h.exp_next, bitmap=0, count=0, rank=h.rank)
 
@@ -255,24 +300,30 @@ class SoftwareSlot:
             e.update(op_id=s["op_id"], seq=s["seq"], rank=s["error_rank"], bitmap=s["error_offered"])
             return e
 
-        # §5: a result carries P values unless its round's count is 0; other replies none.
-        with_values = s["count"] != 0
+        # §5: a result carries P values unless its round's count is 0; other replies none. §13: an
+        # owned round's result carries them only to the ranks that take them.
+        def with_values(rank):
+            return s["count"] != 0 and takes_values(s["mode"], s["owner"], rank)
+
+        kind = s["flags"] | s["mode"]
+        no_copy_values = (False,) * self.world
         if action in ("counted", "duplicate"):
             return action, None, False, self.acc
         if action == "multicast_result":
-            return action, dict(view, flags=RESULT | s["flags"], count=s["count"]), with_values, self.acc
+            return action, dict(view, flags=RESULT | kind, count=s["count"]), \
+                tuple(with_values(r) for r in range(self.world)), self.acc
         if action == "unicast_result":
-            return action, dict(view, flags=RESULT | RETRANSMIT | s["flags"] | (h.flags & SYN),
-                                count=s["count"]), with_values, self.acc
+            return action, dict(view, flags=RESULT | RETRANSMIT | kind | (h.flags & SYN),
+                                count=s["count"]), with_values(h.rank), self.acc
         if action == "unicast_old":
-            return action, dict(view, flags=OLD | complete | s["flags"]), False, self.acc
+            return action, dict(view, flags=OLD | complete | kind), False, self.acc
         if action == "unicast_syn":
-            return action, dict(view, flags=SYN | complete | s["flags"]), False, self.acc
+            return action, dict(view, flags=SYN | complete | kind), False, self.acc
         if action == "error_seq_ahead":
             return action, error_reply(SEQ_AHEAD, s["seq"]), False, self.acc
         if action == "multicast_error":
-            kind = action + ("+sender" if h.op_id != s["op_id"] else "")
-            return kind, poisoned(), False, self.acc
+            name = action + ("+sender" if h.op_id != s["op_id"] else "")
+            return name, poisoned(), no_copy_values, self.acc
         e = poisoned()
         e["op_id"] = h.op_id
         return action, e, False, self.acc
@@ -298,7 +349,8 @@ def admission_oracle(canonical, count_fit, session, endpoint, host, token, pool,
 
 
 ERROR_VERDICTS = {"ERR_NOT_JOINED": ("error_not_joined", 0), "ERR_SESSION_TAKEN_OVER": ("error_taken_over", 77),
-                  "ERR_SLOT_OUT_OF_RANGE": ("error_slot_out_of_range", 88), "ERR_K_INVALID": ("error_k_invalid", 3)}
+                  "ERR_SLOT_OUT_OF_RANGE": ("error_slot_out_of_range", 88), "ERR_K_INVALID": ("error_k_invalid", 3),
+                  "ERR_MODE_MISMATCH": ("error_mode_mismatch", 3)}
 
 
 def verdict(state_by_key):
@@ -324,8 +376,8 @@ def verdict(state_by_key):
 
 
 class AdmissionTest(unittest.TestCase):
-    def verdict(self, flags, length, *hits):
-        return verdict((2, 0, 0, flags, 5, length) + hits)
+    def verdict(self, flags, length, *hits, is_owner=0, owner_ok=1):
+        return verdict((2, 0, 0, flags, 5, length) + hits + (is_owner, owner_ok))
 
     def test_every_combination_follows_section_8_1(self):
         fits = {name: CONST["COUNT_FIT_" + name] for name in ("MALFORMED", "CANONICAL", "OTHER_SIZE")}
@@ -342,7 +394,7 @@ class AdmissionTest(unittest.TestCase):
                                  admission_oracle(canonical, fits[fit], *hits), (kind, canonical, fit, hits))
 
     def test_join_leave_go_to_the_controller_and_bad_headers_are_dropped(self):
-        anything = (56, 1, 0, 0, 0, 0, 0, 0, 0)
+        anything = (56, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         self.assertEqual(self.verdict(0x0040, *anything), "to_cpu")
         self.assertEqual(self.verdict(0x0200, *anything), "to_cpu")
         for flags in (RESULT, RETRANSMIT, OLD, ERROR, COMPLETE, 0x8000):
@@ -353,12 +405,50 @@ class AdmissionTest(unittest.TestCase):
         self.assertEqual(verdict((2, 10, 0, 0, 0) + anything), ("drop", "EV_MALFORMED"))  # error code
         self.assertEqual(verdict((2, 0, 0, 0, 64) + anything), ("drop", "EV_MALFORMED"))  # rank 64
 
+    def test_owned_requests_follow_section_13_4(self):
+        """count_fits then the verdict, for a member's request that passes every other row: §2's
+        decoder (both modes: malformed; an owned header-only request may carry a count), §13.4's
+        sizes (a FROM_OWNER request has values from the owner only; a TO_OWNER one is a data
+        request) and row 12 (owner >= N: mode_mismatch, offset N, data only)."""
+        def outcome(flags, length, count, is_owner, owner_ok):
+            state = {"hdr.udp.length": length, "hdr.dpa.count": count, "hdr.dpa.flags": flags}
+            apply_table(PROGRAMS[True], "Admission", "count_fits", state)
+            return verdict((2, 0, 0, flags, 5, length, state["md.count_fit"], 1, 1, 1, 1, 1, 1, 1,
+                            is_owner, owner_ok))
+
+        def oracle(flags, length, count, is_owner, owner_ok):
+            mode, probe, header_only = flags & OWNED, bool(flags & SYN), length == 56
+            if mode == OWNED:
+                return "drop", "EV_MALFORMED"
+            if header_only and count > 0 and not mode:
+                return "drop", "EV_MALFORMED"  # count beyond the payload (§2)
+            if probe:
+                return "accept" if header_only else "to_cpu"
+            if mode == FROM_OWNER and count > 0:
+                fits = header_only != bool(is_owner) and count <= PAYLOAD
+            else:
+                fits = (count == 0) == header_only and count <= PAYLOAD
+            if not fits:
+                return "to_cpu"  # another size: the controller answers bad_length
+            return "error_mode_mismatch" if mode and not owner_ok else "accept"
+
+        for flags, length, count, is_owner, owner_ok in itertools.product(
+                (0, TO_OWNER, FROM_OWNER, OWNED, SYN | TO_OWNER, SYN | FROM_OWNER, FLOAT | TO_OWNER),
+                (56, DATA_LENGTH), (0, 1, PAYLOAD, PAYLOAD + 1), (0, 1), (0, 1)):
+            if flags & SYN and length == DATA_LENGTH and count > PAYLOAD:
+                continue  # count_fits' malformed: covered by test_count_fits_follow_section_5
+            with self.subTest(flags=hex(flags), length=length, count=count, is_owner=is_owner, owner_ok=owner_ok):
+                expected = oracle(flags, length, count, is_owner, owner_ok)
+                if length == DATA_LENGTH and count > PAYLOAD:
+                    expected = "drop", "EV_MALFORMED"  # 4 * count beyond the payload (§2)
+                self.assertEqual(outcome(flags, length, count, is_owner, owner_ok), expected)
+
     def test_count_fits_follow_section_5(self):
         """Header only (56 UDP bytes): count 0. Otherwise 1 <= count <= P, or 0: another size."""
         prog = PROGRAMS[True]
         for length in (56, 60, DATA_LENGTH, DATA_LENGTH + 4):
             for count in (0, 1, 2, PAYLOAD - 1, PAYLOAD, PAYLOAD + 1, 0xFFFF):
-                state = {"hdr.udp.length": length, "hdr.dpa.count": count}
+                state = {"hdr.udp.length": length, "hdr.dpa.count": count, "hdr.dpa.flags": 0}
                 apply_table(prog, "Admission", "count_fits", state)
                 if length == 56:
                     expected = "CANONICAL" if count == 0 else "MALFORMED"
@@ -392,16 +482,21 @@ def run_sequences(world, k_default, seed, sequences=300, length=40, straggler_aw
         sw = SoftwareSlot(world, k_default, timeout if straggler_aware else MASK32)
         now, round_seq, op_id = 0, 1, 1
         round_count = rng.choice([0, 3])  # 0: the header-only exponent-priming round (§5)
+        # §13: a round without a mode, a reduce-scatter's or an all-gather's, and its owner
+        round_mode, round_owner = rng.choice([0, 0, TO_OWNER, FROM_OWNER]), rng.randrange(world)
         for step in range(length):
             now = (now + rng.choice([0, 1, 2, 5])) & MASK32
             if rng.random() < 0.15:
                 round_seq += 1
                 op_id += rng.choice([0, 1])
                 round_count = rng.choice([0, 3])
+                round_mode, round_owner = rng.choice([0, 0, TO_OWNER, FROM_OWNER]), rng.randrange(world)
             seq = (round_seq + rng.choice([-2, -1, 0, 0, 0, 1, 2])) & MASK32
             flags = (SYN if rng.random() < 0.2 else 0) | (COUNT_TO_K if rng.random() < 0.3 else 0) | \
                 (FLOAT if rng.random() < 0.05 else 0)
+            flags |= round_mode if rng.random() < 0.95 else rng.choice([0, TO_OWNER, FROM_OWNER])
             packet = Packet(flags=flags, rank=rng.randrange(world), seq=seq,
+                            owner=round_owner if rng.random() < 0.95 else rng.randrange(world),
                             op_id=op_id + (1 if rng.random() < 0.05 else 0),
                             op_length=100 + (1 if rng.random() < 0.05 else 0), offset=rng.randrange(3),
                             count=round_count if rng.random() < 0.9 else rng.randrange(4),
@@ -428,7 +523,7 @@ CONFIGURATIONS = {
 }
 # The state pass's tables (the admission ones that shape a request included) and controls
 # whose RegisterActions the sequences run.
-STATE_PASS_TABLES = {"Admission": ("round_parameters",),
+STATE_PASS_TABLES = {"Admission": ("round_parameters", "owners"), "EgressRewrite": ("lengths",),
                      "SlotState": ("gate", "thresholds", "count_step"),
                      "Exponent": ("exp_used_step", "exp_max_step"), "ResultBitmap": ("bitmap_step",),
                      "Delivery": ("reply",), "Reducer": ("operate",)}

@@ -22,6 +22,9 @@ def setup_session(program, session, generation=0):
     sessions.add_with_set_session(session=session.id, **_session_data(session, generation))
     _table(program, "k_limits").add_with_k_valid(session=session.id, k_start=0, k_end=session.world_size,
                                                    MATCH_PRIORITY=PRIORITY)
+    _table(program, "owner_limits").add_with_owner_valid(session=session.id, owner_start=0,
+                                                         owner_end=session.world_size - 1,
+                                                         MATCH_PRIORITY=PRIORITY)
     hosts = _table(program, "hosts")
     if not session.workers:
         hosts.add_with_registered_host(session=session.id, src_addr=0, src_addr_mask=0,

@@ -29,7 +29,7 @@ class _Published:
 RESET_TABLES = (
     ("admission", "sessions"), ("admission", "tokens"), ("admission", "endpoints"),
     ("admission", "identities"), ("admission", "pools"), ("admission", "hosts"),
-    ("admission", "k_limits"), ("delivery", "pass_plan"), ("next_pass", "next_pass"),
+    ("admission", "k_limits"), ("admission", "owner_limits"), ("delivery", "pass_plan"), ("next_pass", "next_pass"),
     ("net", "forwarding"),
 )
 

@@ -57,6 +57,8 @@ class Flag(enum.IntFlag):
     FLOAT = 0x0100
     LEAVE = 0x0200
     KEEPALIVE = 0x0800
+    TO_OWNER = 0x1000
+    FROM_OWNER = 0x2000
 
 
 class Error(enum.IntEnum):
@@ -82,6 +84,7 @@ class Error(enum.IntEnum):
     SESSION_TAKEN_OVER = 18
     RANK_CONTENDED = 19
     RANK_GONE = 21
+    MODE_MISMATCH = 22
 
 
 # JOIN payloads: fixed 32-bit words, then 16-bit ports padded to a whole word (docs/protocol.md §6).
@@ -100,6 +103,8 @@ TICK_NS = 1 << 16
 KNOWN_FLAGS = int(sum(Flag))
 # Flags only a switch sets: a datagram carrying one is a reply, never a request.
 REPLY_ONLY = int(Flag.RESULT | Flag.RETRANSMIT | Flag.OLD | Flag.ERROR | Flag.COMPLETE)
+# An owned round's mode (§13): at most one of the two.
+OWNED = int(Flag.TO_OWNER | Flag.FROM_OWNER)
 _ERROR_NAMES = {code.name.lower(): code for code in Error}
 
 FIELD_NAMES = tuple(row[0] for row in HEADER)
@@ -157,9 +162,12 @@ def _decode(data: bytes):
     if len(data) < HEADER_SIZE:
         return None
     h = Header(**decode_header(data))
-    if (h.version != VERSION or h.flags & ~KNOWN_FLAGS or h.reserved != 0 or
+    payload = len(data) - HEADER_SIZE
+    # §2: an owned request may be header only whatever its count (§13's header-only forms).
+    header_only_owned = payload == 0 and h.flags & OWNED
+    if (h.version != VERSION or h.flags & ~KNOWN_FLAGS or h.flags & OWNED == OWNED or h.reserved != 0 or
             (h.error != 0) != bool(h.flags & Flag.ERROR) or h.rank >= MAX_RANKS or
-            (len(data) - HEADER_SIZE) % 4 or 4 * h.count > len(data) - HEADER_SIZE):
+            payload % 4 or (4 * h.count > payload and not header_only_owned)):
         return None
     return h
 
@@ -170,8 +178,8 @@ Header = make_dataclass("Header", [(name, int, default) for name, _, _, default,
 
 
 def error_reply(request, code: int, expected: int):
-    """§4: the request echoed with ERROR, its JOIN/SYN/FLOAT bits, the code and `expected`."""
-    return replace(request, flags=int(Flag.ERROR | (request.flags & (Flag.JOIN | Flag.SYN | Flag.FLOAT))),
+    """§4: the request echoed with ERROR, its JOIN/SYN/FLOAT and mode bits, the code and `expected`."""
+    return replace(request, flags=int(Flag.ERROR | (request.flags & (Flag.JOIN | Flag.SYN | Flag.FLOAT | OWNED))),
                    error=int(code), offset=expected, count=0, contributors=0, bitmap=0)
 
 
