@@ -15,8 +15,8 @@
 //   A FROM_OWNER round (§13.3) has one rank with values, its owner (admission sends the other
 //   ranks' requests, header only, to no input pass): the owner's input pass opens the chunk for
 //   the round, so its values replace whatever the chunk held, and an output pass reads once the
-//   chunk holds the round and any ranks (the result's bitmap lists every rank, the chunk the
-//   owner alone).
+//   chunk holds the round, which only the owner's values can have opened (the result's bitmap
+//   lists every rank, the chunk's ranks the owner alone, so they are not compared).
 //
 // A lost value pass thus means a missing result, never a wrong sum: the rank whose values are
 // missing gets no result, retransmits, and the state pass sends a counted rank's retransmission
@@ -83,15 +83,9 @@ control ChunkState(inout headers_t hdr,
         }
     }
 
-    // Nonzero once a FROM_OWNER round's owner's values are there.
-    RegisterAction<bit<32>, slot_index_t, bit<32>>(ranks) ranks_read = {
-        void apply(inout bit<32> value, out bit<32> rv) { rv = value; }
-    };
-
     action open_ranks() { md.chunk_ranks_x = ranks_open.execute(hdr.bridged.slot[DPA_SLOT_BITS - 1:0]); }
     action add_rank() { md.chunk_ranks_x = ranks_add.execute(hdr.bridged.slot[DPA_SLOT_BITS - 1:0]); }
     action check_ranks() { md.chunk_ranks_x = ranks_check.execute(hdr.bridged.slot[DPA_SLOT_BITS - 1:0]); }
-    action read_ranks() { md.chunk_ranks_x = ranks_read.execute(hdr.bridged.slot[DPA_SLOT_BITS - 1:0]); }
     // An output pass's header is the result's, whose flags carry the round's mode (§13.1).
     table ranks_step {
         key = {
@@ -100,15 +94,15 @@ control ChunkState(inout headers_t hdr,
             md.chunk_round_x : ternary;
             hdr.dpa.flags[13:13] : ternary @name("from_owner");
         }
-        actions = { open_ranks; add_rank; check_ranks; read_ranks; NoAction; }
+        actions = { open_ranks; add_rank; check_ranks; NoAction; }
         const default_action = NoAction;
         size = 7;
         const entries = {
             (REDUCE_CONTRIBUTE, 0, _, _) : NoAction();
             (REDUCE_CONTRIBUTE, _, 0, _) : add_rank();
             (REDUCE_CONTRIBUTE, _, _, _) : open_ranks();
-            (REDUCE_READ_LO, _, _, 1) : read_ranks();
-            (REDUCE_READ_HI, _, _, 1) : read_ranks();
+            (REDUCE_READ_LO, _, _, 1) : NoAction();
+            (REDUCE_READ_HI, _, _, 1) : NoAction();
             (REDUCE_READ_LO, _, _, _) : check_ranks();
             (REDUCE_READ_HI, _, _, _) : check_ranks();
         }
@@ -127,14 +121,12 @@ control ChunkState(inout headers_t hdr,
         }
         actions = { cell; withhold; }
         const default_action = cell(REDUCE_NONE);
-        size = 12;
+        size = 10;
         const entries = {
             (REDUCE_CONTRIBUTE, 0, _, _, _) : cell(REDUCE_NONE);
             (REDUCE_CONTRIBUTE, _, 0, 0, _) : cell(REDUCE_ADD);
             (REDUCE_CONTRIBUTE, _, 0, _, _) : cell(REDUCE_NONE);
             (REDUCE_CONTRIBUTE, _, _, _, _) : cell(REDUCE_WRITE);
-            (REDUCE_READ_LO, _, 0, 0, 1) : withhold();
-            (REDUCE_READ_HI, _, 0, 0, 1) : withhold();
             (REDUCE_READ_LO, _, 0, _, 1) : cell(REDUCE_READ_LO);
             (REDUCE_READ_HI, _, 0, _, 1) : cell(REDUCE_READ_HI);
             (REDUCE_READ_LO, _, 0, 0, 0) : cell(REDUCE_READ_LO);
