@@ -4,7 +4,8 @@
 // in the first stage; one ternary table then applies §8.1's order in its entry priorities.
 //
 // Tables the controller writes (p4/controller/dpa_controller/admission.py):
-//   sessions    session id -> index, N, default K, timeout ticks + 1, pool base, groups, generation
+//   sessions    session id -> index, N, default K, timeout ticks + 1, pool base, groups, generation,
+//               the generation's gone ranks (§6.7, rewritten as keepalives stop or ranks leave)
 //   tokens      (session, token) -> the generation's token, or the previous generation's
 //   endpoints   (session, ipv4.src, udp.src) -> a member endpoint of the generation
 //   identities  (session, ipv4.src, udp.src, rank, slot range of its thread, ingress dev port)
@@ -27,8 +28,9 @@ control Admission(inout headers_t hdr,
 
     action set_session(session_index_t index, bit<8> world, bit<8> k_default,
                        bit<32> timeout_plus_one, bit<32> pool_base, bit<16> mgid,
-                       bit<32> generation) {
+                       bit<32> generation, bit<32> gone) {
         md.session_hit = 1;
+        md.gone = gone;
         md.world = (bit<16>)world;
         md.world_target = world;
         md.world_expected = (bit<32>)world;
@@ -293,10 +295,11 @@ control Admission(inout headers_t hdr,
         const entries = {
             // §2: TO_OWNER and FROM_OWNER together do not decode.
             (DPA_WELL_FORMED(0x3000 &&& 0x3000), _, _, _, _, _, _, _, _, _, _, _) : drop(EV_MALFORMED);
-            // 3, 4: JOIN and LEAVE run on the control plane (§6.3, §6.5), which also answers a
-            // JOIN for an unknown session.
+            // 3, 4, 4½: JOIN, LEAVE and KEEPALIVE run on the control plane (§6.3, §6.5, §6.7),
+            // which also answers a JOIN for an unknown session.
             (DPA_WELL_FORMED(0x0040 &&& 0xFCDB), _, _, _, _, _, _, _, _, _, _, _) : to_cpu();
             (DPA_WELL_FORMED(0x0200 &&& 0xFE9B), _, _, _, _, _, _, _, _, _, _, _) : to_cpu();
+            (DPA_WELL_FORMED(0x0800 &&& 0xFE9B), _, _, _, _, _, _, _, _, _, _, _) : to_cpu();
             // §13.4: the owner's FROM_OWNER request without its values, or another rank's with
             // values, is another size (bad_length, from the controller).
             (DPA_FROM_OWNER_DATA, 56, COUNT_FIT_RELAYED, _, _, _, _, _, _, _, 1, _) : to_cpu();

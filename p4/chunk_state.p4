@@ -10,7 +10,7 @@
 //     lost opening write cannot leave the previous round's sums in it; a sender already among the
 //     ranks adds nothing (a repair that finds its values there); any other sender is added once;
 //   input pass of a non-contributor (a late rank's copy): nothing;
-//   output pass: reads only if the chunk holds the result's round (dpa.seq) and exactly its
+//   output pass: reads only if the chunk holds the result's round and exactly its
 //     contributors (dpa.bitmap_lo); otherwise the result or copy is withheld (dropped).
 //   A FROM_OWNER round (§13.3) has one rank with values, its owner (admission sends the other
 //   ranks' requests, header only, to no input pass): the owner's input pass opens the chunk for
@@ -35,18 +35,21 @@
 control ChunkState(inout headers_t hdr,
                    inout metadata_t md,
                    inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
-    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) rounds;  // the round (seq) the chunk's sums belong to
+    // The round the chunk's sums belong to, as a chunk round: its seq XOR its generation's token
+    // (bridged.op_id_or_round, delivery.p4's route_input).
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) rounds;
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) ranks;   // the ranks whose values they hold
 
-    // Both return the packet's round minus the chunk's (0: the same round).
+    // Both return the packet's chunk round minus the chunk's (0: the same round of the same
+    // generation).
     RegisterAction<bit<32>, slot_index_t, bit<32>>(rounds) rounds_open = {
         void apply(inout bit<32> value, out bit<32> rv) {
-            rv = hdr.dpa.seq - value;
-            value = hdr.dpa.seq;
+            rv = hdr.bridged.op_id_or_round - value;
+            value = hdr.bridged.op_id_or_round;
         }
     };
     RegisterAction<bit<32>, slot_index_t, bit<32>>(rounds) rounds_read = {
-        void apply(inout bit<32> value, out bit<32> rv) { rv = hdr.dpa.seq - value; }
+        void apply(inout bit<32> value, out bit<32> rv) { rv = hdr.bridged.op_id_or_round - value; }
     };
 
     RegisterAction<bit<32>, slot_index_t, bit<32>>(ranks) ranks_open = {

@@ -73,7 +73,7 @@ control EgressRewrite(inout headers_t hdr,
         }
         lengths.apply();
         if (eg_intr_md.egress_rid == RID_SENDER) {
-            hdr.dpa.op_id = hdr.bridged.request_op_id;
+            hdr.dpa.op_id = hdr.bridged.op_id_or_round;
         } else if (hdr.bridged.delivery == DELIVER_MULTICAST || hdr.bridged.delivery == DELIVER_POISONED) {
             destinations.apply();
         }

@@ -188,7 +188,11 @@ header bridged_h {
     bit<8>  thread;         // worker thread owning the slot: multicast copies go to its port
     bit<8>  with_values;    // 1: the reply carries P values, 0: header only
     bit<8>  event;          // counter index of what the state pass decided
-    bit<32> request_op_id;  // the sender's op_id, for its copy of a poisoned round's error
+    // From the state pass to the egress: the sender's op_id, for its copy of a poisoned round's
+    // error (delivered from the state pass). Through value passes, which a poisoned round's
+    // error never takes: the chunk round, the result's seq XOR the generation's token, so that a
+    // chunk's round names the generation too (chunk_state.p4).
+    bit<32> op_id_or_round;
     bit<32> slot;           // the request's slot (registers use its low DPA_SLOT_BITS)
     bit<32> sender_bit;     // the sender's bit if it is one of the round's contributors, else 0
                             // (chunk_state.p4: whose values an input pass may add)
@@ -237,6 +241,10 @@ struct metadata_t {
     bit<8>  world_target;
     bit<32> world_expected;
     bit<8>  k_default;
+    bit<32> gone;           // §6.7: the generation's ranks that left or went silent (the controller's)
+    bit<8>  k_x;            // the round's K XOR N: 0 when the round needs every rank
+    bit<1>  gone_hit;       // the reply is rank_gone for md.gone_rank
+    bit<8>  gone_rank;
     bit<16> open_count;     // of a NEW: the count register's first value
     bit<32> now;            // ticks: global timestamp bits 47..16 (§8.4)
     bit<32> timeout_plus_one;

@@ -30,6 +30,7 @@ const bit<16> FLAG_JOIN = 0x0040;
 const bit<16> FLAG_COMPLETE = 0x0080;
 const bit<16> FLAG_FLOAT = 0x0100;
 const bit<16> FLAG_LEAVE = 0x0200;
+const bit<16> FLAG_KEEPALIVE = 0x0800;  // §6.7: to the controller, like LEAVE
 const bit<16> FLAG_TO_OWNER = 0x1000;    // §13: an owned round's values go to its owner only
 const bit<16> FLAG_FROM_OWNER = 0x2000;  // §13: an owned round's values come from its owner only
 
@@ -47,6 +48,7 @@ const bit<8> ERR_K_INVALID = 13;
 const bit<8> ERR_DTYPE_MISMATCH = 15;
 const bit<8> ERR_LENGTH_MISMATCH = 16;
 const bit<8> ERR_SESSION_TAKEN_OVER = 18;
+const bit<8> ERR_RANK_GONE = 21;
 const bit<8> ERR_MODE_MISMATCH = 22;
 
 // Admission verdicts (admission.p4).

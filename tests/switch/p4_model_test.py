@@ -40,7 +40,8 @@ RESULT, RETRANSMIT, SYN, OLD, ERROR, COUNT_TO_K, COMPLETE, FLOAT = (
     0x1, 0x2, 0x4, 0x8, 0x10, 0x20, 0x80, 0x100)
 TO_OWNER, FROM_OWNER = 0x1000, 0x2000
 OWNED = TO_OWNER | FROM_OWNER
-OP_MISMATCH, DTYPE_MISMATCH, LENGTH_MISMATCH, SEQ_AHEAD, MODE_MISMATCH = 11, 15, 16, 10, 22
+OP_MISMATCH, DTYPE_MISMATCH, LENGTH_MISMATCH, SEQ_AHEAD, MODE_MISMATCH, RANK_GONE = 11, 15, 16, 10, 22, 21
+LEFT = 0xFFFFFFFF  # rank_gone's offset for a rank that sent LEAVE (§4)
 
 
 def program(straggler_aware):
@@ -59,6 +60,7 @@ class Packet:
         self.op_id = self.seq = self.offset = self.op_length = self.count = 0
         self.rank = self.k = 0
         self.owner = 0  # byte 36 of a request: the owner of an owned round (§13)
+        self.token = 0  # the generation's job token
         self.exp_used = self.exp_next = 0  # biased codes
         self.value = 0
         self.__dict__.update(fields)
@@ -91,15 +93,21 @@ WORKER_PORT, INPUT_PORT = 5, 0
 class P4Slot:
     """One slot of the program: its registers persist from packet to packet."""
 
-    def __init__(self, world, k_default, timeout, straggler_aware=True):
+    def __init__(self, world, k_default, timeout, straggler_aware=True, gone=0, silences=None):
         self.program = PROGRAMS[straggler_aware]
         self.world, self.k_default, self.timeout = world, k_default, timeout
         self.registers = {}
+        # §6.7 as the controller writes it (liveness.py): the gone ranks in the sessions entry,
+        # each one's silence in `silences`
+        self.gone = gone
+        self.entries = {"silences": [([("exact", 0), ("exact", rank)], ("set_silence", [ms]))
+                                     for rank, ms in (silences or {}).items()]}
 
     def admit(self, p, now, trace):
         """The state admission.p4 hands the state pass for an accepted request of session 0."""
         state = {"hdr.dpa." + name: getattr(p, name) for name in
-                 ("flags", "op_id", "seq", "offset", "op_length", "count", "rank", "k", "exp_used", "exp_next")}
+                 ("flags", "op_id", "seq", "offset", "op_length", "count", "rank", "k", "exp_used", "exp_next",
+                  "token")}
         state["hdr.dpa.contributors"] = p.owner
         state.update({"hdr.dpa.version": CONST["DPA_VERSION"], "hdr.dpa.slot": 7,
                       "ig_intr_md.ingress_port": WORKER_PORT, "ig_prsr_md.global_tstamp": now << 16,
@@ -114,9 +122,9 @@ class P4Slot:
         elif p.flags & FROM_OWNER:
             state["md.relayed"] = 1
         # the sessions entry the controller writes (admission.py): index, N, K, timeout + 1,
-        # pool base, multicast group, generation
+        # pool base, multicast group, generation, gone ranks
         run_action(self.program, "Admission", "set_session",
-                   [0, self.world, self.k_default, (self.timeout + 1) & MASK32, 0, 9, 1], state)
+                   [0, self.world, self.k_default, (self.timeout + 1) & MASK32, 0, 9, 1, self.gone], state)
         for table in ("rank_bits", "round_parameters", "owners"):
             apply_table(self.program, "Admission", table, state, trace=trace)
         state["md.admit"] = CONST["ADM_ACCEPT"]
@@ -126,9 +134,19 @@ class P4Slot:
 
     def step(self, p, now, trace=None):
         trace = [] if trace is None else trace
+        state = self.state_pass(p, now, trace)
+        return self.input_pass(state, p, trace)
+
+    def state_pass(self, p, now, trace):
         state = self.admit(p, now, trace)
+        # dpa.p4's Ingress before admission: the bridged words the state pass starts from
+        state["hdr.bridged.op_id_or_round"] = p.op_id
         for control in ("SlotState", "Exponent", "ResultBitmap", "Delivery"):
-            run_control(self.program, control, state, self.registers, trace=trace)
+            run_control(self.program, control, state, self.registers, trace=trace, entries=self.entries)
+        return state
+
+    def input_pass(self, state, p, trace):
+        """The lossless input pass of one chunk, then the packet's reply and the cell."""
         if state.get("hdr.bridged.reduce_op", 0) == CONST["REDUCE_CONTRIBUTE"]:
             # the input pass of one chunk, lossless: the chunk's state decides what one reducer
             # cell does with the lo and hi words (sums wrap)
@@ -195,8 +213,9 @@ class P4Slot:
 # ---------------------------------------------------------------- the oracle: src/switch/slot.cpp
 
 class SoftwareSlot:
-    def __init__(self, world, k_default, timeout):
+    def __init__(self, world, k_default, timeout, gone=0, silences=None):
         self.world, self.k_default, self.timeout = world, k_default, timeout
+        self.gone, self.silences = gone, silences or {}
         self.s = self.fresh()
         self.acc = 0
 
@@ -230,6 +249,8 @@ class SoftwareSlot:
             elif s["bitmap"] & bit and self.reactive(now):
                 s["complete"] = True
                 action = "multicast_result"
+            elif s["bitmap"] & bit and s["k"] == self.world and self.gone & ~s["bitmap"] & ((1 << self.world) - 1):
+                action = "rank_gone"  # §6.7: the pending round waits for a gone rank
             else:
                 action = "unicast_syn"
         elif diff == 1:
@@ -321,6 +342,13 @@ class SoftwareSlot:
             return action, dict(view, flags=SYN | complete | kind), False, self.acc
         if action == "error_seq_ahead":
             return action, error_reply(SEQ_AHEAD, s["seq"]), False, self.acc
+        if action == "rank_gone":
+            missing = self.gone & ~s["bitmap"] & ((1 << self.world) - 1)
+            lowest = (missing & -missing).bit_length() - 1
+            e = error_reply(RANK_GONE, self.silences[lowest])
+            # On Tofino the probe's exponent bytes are the round's (docs/switch.md, "Differences").
+            e.update(seq=s["seq"], rank=lowest, bitmap=missing, exp_used=s["exp_used"], exp_next=s["exp_max"])
+            return "unicast_error", e, False, self.acc
         if action == "multicast_error":
             name = action + ("+sender" if h.op_id != s["op_id"] else "")
             return name, poisoned(), no_copy_values, self.acc
@@ -397,6 +425,7 @@ class AdmissionTest(unittest.TestCase):
         anything = (56, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         self.assertEqual(self.verdict(0x0040, *anything), "to_cpu")
         self.assertEqual(self.verdict(0x0200, *anything), "to_cpu")
+        self.assertEqual(self.verdict(0x0800, *anything), "to_cpu")  # KEEPALIVE (§6.7)
         for flags in (RESULT, RETRANSMIT, OLD, ERROR, COMPLETE, 0x8000):
             self.assertEqual(self.verdict(flags, *anything), ("drop", "EV_MALFORMED"), flags)
             self.assertEqual(self.verdict(flags | 0x0040, *anything), ("drop", "EV_MALFORMED"), flags)
@@ -477,9 +506,13 @@ def run_sequences(world, k_default, seed, sequences=300, length=40, straggler_aw
     trace = []
     for sequence in range(sequences):
         timeout = rng.choice([0, 3, 1000])
-        p4 = P4Slot(world, k_default, timeout, straggler_aware)
+        # §6.7: no gone rank, or some (the prober among them or not), each silent for some time
+        # or left
+        gone = 0 if rng.random() < 0.4 else rng.randrange(1 << world)
+        silences = {rank: rng.choice([LEFT, rng.randrange(5000, 100000)]) for rank in range(world) if gone >> rank & 1}
+        p4 = P4Slot(world, k_default, timeout, straggler_aware, gone, silences)
         # The straggler-unaware build behaves as a switch whose straggler timeout never ends.
-        sw = SoftwareSlot(world, k_default, timeout if straggler_aware else MASK32)
+        sw = SoftwareSlot(world, k_default, timeout if straggler_aware else MASK32, gone, silences)
         now, round_seq, op_id = 0, 1, 1
         round_count = rng.choice([0, 3])  # 0: the header-only exponent-priming round (§5)
         # §13: a round without a mode, a reduce-scatter's or an all-gather's, and its owner
@@ -538,6 +571,8 @@ def unreachable_by_sequences(table, patterns, action):
                      .get(table, ("SlotState", "gate")))
     key = dict(zip(keys, patterns))
     if table == "reply":
+        if action == "rank_gone":  # the sequences have 3 ranks; GoneRankTest runs all 32
+            return key["md.gone"][2] >= 1 << 3
         return key["md.admit"] != ("exact", CONST["ADM_ACCEPT"]) or (
             key["md.count_op"] == ("exact", CONST["COUNT_OP_REACTIVE"]) and key["md.full_x[7:0]"] == ("exact", 0))
     return table == "operate" and action in ("read_lo_cell", "read_hi_cell")
@@ -598,6 +633,42 @@ class P4ModelTest(unittest.TestCase):
                         missing.append("RegisterAction %s.%s" % (control, register_action))
         self.maxDiff = None
         self.assertEqual(sorted(set(missing)), [])
+
+
+class GoneRankTest(unittest.TestCase):
+    """§6.7 on all 32 ranks: a counted rank's probe of a pending round whose K is N gets
+    rank_gone naming the lowest gone rank the round lacks (the reply table's entries in rank
+    order), and the pending SYN reply when no gone rank is missing, the prober is not counted,
+    or the round's K is below N."""
+
+    def reply(self, gone, contributors, dup=1, k_x=0):
+        state = {"md.admit": CONST["ADM_ACCEPT"], "md.is_probe": 1, "md.gate": CONST["GATE_PROBE_CURRENT"],
+                 "md.count": 2, "md.count_op": CONST["COUNT_OP_READ"], "md.short": 1, "md.dup": dup,
+                 "md.k_x": k_x, "md.gone": gone, "md.result_bitmap": contributors, "md.slot_round": 0x30000,
+                 "ig_intr_md.ingress_port": WORKER_PORT}
+        (action, args), _ = apply_table(PROGRAMS[True], "Delivery", "reply", state, registers={})
+        return action, args, state
+
+    def test_the_lowest_gone_rank_the_round_lacks(self):
+        rng = random.Random(5)
+        for _ in range(2000):
+            gone, contributors = rng.randrange(1 << 32), rng.randrange(1 << 32)
+            if rng.random() < 0.3:
+                gone = 1 << rng.randrange(32)
+            missing = gone & ~contributors & MASK32
+            action, args, state = self.reply(gone, contributors)
+            if missing:
+                lowest = (missing & -missing).bit_length() - 1
+                self.assertEqual((action, args), ("rank_gone", [lowest]), (hex(gone), hex(contributors)))
+                self.assertEqual((state["hdr.dpa.rank"], state["hdr.dpa.bitmap_lo"], state["md.gone_rank"]),
+                                 (lowest, missing, lowest))
+            else:
+                self.assertEqual(action, "syn_reply", (hex(gone), hex(contributors)))
+
+    def test_only_a_counted_rank_of_a_round_that_needs_every_rank(self):
+        self.assertEqual(self.reply(0b100, 0b011, dup=0)[0], "syn_reply")
+        self.assertEqual(self.reply(0b100, 0b011, k_x=1)[0], "syn_reply")
+        self.assertEqual(self.reply(0b100, 0b011)[:2], ("rank_gone", [2]))
 
 
 class _RecordedTable:
@@ -697,10 +768,11 @@ class ChunkOutputPassTest(unittest.TestCase):
 
     RESULT_SEQ, CONTRIBUTORS = 5, 0b011
 
-    def output_pass(self, half, chunk_round, chunk_ranks):
-        registers = {("ChunkState", "rounds"): chunk_round, ("ChunkState", "ranks"): chunk_ranks}
+    def output_pass(self, half, chunk_round, chunk_ranks, token=0x7E57):
+        registers = {("ChunkState", "rounds"): chunk_round ^ token, ("ChunkState", "ranks"): chunk_ranks}
         state = {"hdr.bridged.reduce_op": CONST[half], "hdr.bridged.sender_bit": 0, "hdr.bridged.slot": 0,
-                 "hdr.dpa.seq": self.RESULT_SEQ, "hdr.dpa.bitmap_lo": self.CONTRIBUTORS}
+                 "hdr.bridged.op_id_or_round": self.RESULT_SEQ ^ token, "hdr.dpa.flags": RESULT,
+                 "hdr.dpa.bitmap_lo": self.CONTRIBUTORS}
         run_control(PROGRAMS[True], "ChunkState", state, registers)
         return state.get("ig_dprsr_md.drop_ctl", 0), state.get("md.cell_op", 0)
 
@@ -720,6 +792,40 @@ class ChunkOutputPassTest(unittest.TestCase):
                         self.assertEqual((withheld, cell), (0, CONST[half]))
                     else:
                         self.assertEqual(withheld, 1, "the output pass read a chunk holding " + what)
+
+
+class StaleGenerationTest(unittest.TestCase):
+    """Issue 50: a value pass of the old generation still in flight when the controller clears the
+    new generation's slots (slot_state.clear_generation) reaches the chunk after the clear and
+    opens it for its round. The new generation's same round (same seq, another token) must not
+    take it for its own: a chunk's round is seq XOR the generation's token (delivery.p4's
+    route_input), so the new round's first contribution writes the chunk and the result is the
+    new ranks' sum, not one that holds the stale rank's values."""
+    OLD, NEW = 0x1111, 0x2222
+
+    def test_a_stale_pass_after_the_clear_does_not_hold_a_new_rank_s_values(self):
+        slot = P4Slot(world=2, k_default=2, timeout=1000)
+        data = dict(op_id=1, seq=1, op_length=100, count=3)
+        slot.step(Packet(rank=0, value=5, token=self.OLD, **data), 0)
+        stale = Packet(rank=1, value=7, token=self.OLD, **data)
+        in_flight = slot.state_pass(stale, 1, [])  # completes the round; its input pass is delayed
+        self.assertEqual(in_flight["hdr.bridged.reduce_op"], CONST["REDUCE_CONTRIBUTE"])
+        # the controller clears every slot register and the chunks' round and ranks (not the cells)
+        for key in [key for key in slot.registers if key[0] in ("SlotState", "Exponent", "ResultBitmap")]:
+            del slot.registers[key]
+        slot.registers[("ChunkState", "rounds")] = 0
+        slot.registers[("ChunkState", "ranks")] = 0
+        slot.input_pass(in_flight, stale, [])  # the stale pass arrives after the clear
+        slot.step(Packet(rank=1, value=100, token=self.NEW, **data), 2)
+        kind, header, _, (lo, _) = slot.step(Packet(rank=0, value=1000, token=self.NEW, **data), 3)
+        self.assertEqual((kind, header["bitmap"]), ("multicast_result", 0b11))
+        self.assertEqual(lo, 1100, "the new round's sum holds the old generation's values")
+        # and its output passes read the chunk: it holds the new round and its contributors
+        for half in ("REDUCE_READ_LO", "REDUCE_READ_HI"):
+            state = {"hdr.bridged.reduce_op": CONST[half], "hdr.bridged.sender_bit": 0, "hdr.bridged.slot": 7,
+                     "hdr.bridged.op_id_or_round": 1 ^ self.NEW, "hdr.dpa.flags": RESULT, "hdr.dpa.bitmap_lo": 0b11}
+            run_control(PROGRAMS[True], "ChunkState", state, slot.registers)
+            self.assertEqual((state.get("ig_dprsr_md.drop_ctl", 0), state["md.cell_op"]), (0, CONST[half]))
 
 
 class ReducerTest(unittest.TestCase):

@@ -178,7 +178,7 @@ class Switch:
         state.update({"hdr.bridged.pass_index": 0, "hdr.bridged.reduce_op": CONST["REDUCE_NONE"],
                       "hdr.bridged.delivery": CONST["DELIVER_DROP"], "hdr.bridged.worker_port": port,
                       "hdr.bridged.with_values": 0, "hdr.bridged.event": CONST["EV_NONE"],
-                      "hdr.bridged.request_op_id": packet.op_id, "hdr.bridged.slot": packet.slot,
+                      "hdr.bridged.op_id_or_round": packet.op_id, "hdr.bridged.slot": packet.slot,
                       "hdr.bridged.sender_bit": 0})
         for control in ("SlotState", "Exponent", "ResultBitmap", "Delivery"):
             run_control(self.program, control, state, slot.registers, trace=self.trace)
