@@ -350,7 +350,7 @@ control Delivery(inout headers_t hdr,
         }
         const default_action = drop_packet;
         counters = outcomes;
-        size = 144;
+        size = 128;
         // md.count is the count register before the packet (after it for a NEW); 0x100: complete.
         // Each reply with values has a header-only twin first, for a round of count 0.
         const entries = {
