@@ -768,10 +768,10 @@ class ChunkOutputPassTest(unittest.TestCase):
 
     RESULT_SEQ, CONTRIBUTORS = 5, 0b011
 
-    def output_pass(self, half, chunk_round, chunk_ranks, token=0x7E57):
+    def output_pass(self, half, chunk_round, chunk_ranks, token=0x7E57, flags=RESULT):
         registers = {("ChunkState", "rounds"): chunk_round ^ token, ("ChunkState", "ranks"): chunk_ranks}
         state = {"hdr.bridged.reduce_op": CONST[half], "hdr.bridged.sender_bit": 0, "hdr.bridged.slot": 0,
-                 "hdr.bridged.op_id_or_round": self.RESULT_SEQ ^ token, "hdr.dpa.flags": RESULT,
+                 "hdr.bridged.op_id_or_round": self.RESULT_SEQ ^ token, "hdr.dpa.flags": flags,
                  "hdr.dpa.bitmap_lo": self.CONTRIBUTORS}
         run_control(PROGRAMS[True], "ChunkState", state, registers)
         return state.get("ig_dprsr_md.drop_ctl", 0), state.get("md.cell_op", 0)
@@ -792,6 +792,20 @@ class ChunkOutputPassTest(unittest.TestCase):
                         self.assertEqual((withheld, cell), (0, CONST[half]))
                     else:
                         self.assertEqual(withheld, 1, "the output pass read a chunk holding " + what)
+
+    def test_each_half_of_a_relayed_result_checks_the_round(self):
+        """A FROM_OWNER result (§13.3) lists every rank, the chunk holds the owner's values alone:
+        each half reads a chunk of the result's round, whatever its ranks, and no other round."""
+        chunks = {
+            "the result's round, the owner's values": (self.RESULT_SEQ, 0b100, True),
+            "the next round": (self.RESULT_SEQ + 1, 0b100, False),
+            "an older round": (self.RESULT_SEQ - 1, 0b100, False),
+        }
+        for half in ("REDUCE_READ_LO", "REDUCE_READ_HI"):
+            for what, (chunk_round, chunk_ranks, reads) in chunks.items():
+                with self.subTest(half=half, chunk=what):
+                    withheld, cell = self.output_pass(half, chunk_round, chunk_ranks, flags=RESULT | FROM_OWNER)
+                    self.assertEqual((withheld, cell), (0, CONST[half]) if reads else (1, 0), what)
 
 
 class StaleGenerationTest(unittest.TestCase):
