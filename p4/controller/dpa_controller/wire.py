@@ -56,6 +56,7 @@ class Flag(enum.IntFlag):
     COMPLETE = 0x0080
     FLOAT = 0x0100
     LEAVE = 0x0200
+    AUTH = 0x0400
     KEEPALIVE = 0x0800
     TO_OWNER = 0x1000
     FROM_OWNER = 0x2000
@@ -83,6 +84,7 @@ class Error(enum.IntEnum):
     SESSION_BUSY = 17
     SESSION_TAKEN_OVER = 18
     RANK_CONTENDED = 19
+    AUTH_MISMATCH = 20
     RANK_GONE = 21
     MODE_MISMATCH = 22
 
@@ -103,8 +105,6 @@ TICK_NS = 1 << 16
 KNOWN_FLAGS = int(sum(Flag))
 # Flags only a switch sets: a datagram carrying one is a reply, never a request.
 REPLY_ONLY = int(Flag.RESULT | Flag.RETRANSMIT | Flag.OLD | Flag.ERROR | Flag.COMPLETE)
-# An owned round's mode (§13): at most one of the two.
-OWNED = int(Flag.TO_OWNER | Flag.FROM_OWNER)
 _ERROR_NAMES = {code.name.lower(): code for code in Error}
 
 FIELD_NAMES = tuple(row[0] for row in HEADER)
@@ -162,12 +162,13 @@ def _decode(data: bytes):
     if len(data) < HEADER_SIZE:
         return None
     h = Header(**decode_header(data))
-    payload = len(data) - HEADER_SIZE
-    # §2: an owned request may be header only whatever its count (§13's header-only forms).
-    header_only_owned = payload == 0 and h.flags & OWNED
-    if (h.version != VERSION or h.flags & ~KNOWN_FLAGS or h.flags & OWNED == OWNED or h.reserved != 0 or
+    owned = Flag.TO_OWNER | Flag.FROM_OWNER
+    body = len(data) - HEADER_SIZE
+    # An owned round's header-only forms keep the block's count (§13).
+    header_only_owned = body == 0 and h.flags & owned
+    if (h.version != VERSION or h.flags & ~KNOWN_FLAGS or h.flags & owned == owned or h.reserved != 0 or
             (h.error != 0) != bool(h.flags & Flag.ERROR) or h.rank >= MAX_RANKS or
-            payload % 4 or (4 * h.count > payload and not header_only_owned)):
+            body % 4 or (4 * h.count > body and not header_only_owned)):
         return None
     return h
 
@@ -178,8 +179,10 @@ Header = make_dataclass("Header", [(name, int, default) for name, _, _, default,
 
 
 def error_reply(request, code: int, expected: int):
-    """§4: the request echoed with ERROR, its JOIN/SYN/FLOAT and mode bits, the code and `expected`."""
-    return replace(request, flags=int(Flag.ERROR | (request.flags & (Flag.JOIN | Flag.SYN | Flag.FLOAT | OWNED))),
+    """§4: the request echoed with ERROR, its JOIN/SYN/FLOAT bits and its mode (§13.1), the code
+    and `expected`."""
+    kind = Flag.JOIN | Flag.SYN | Flag.FLOAT | Flag.TO_OWNER | Flag.FROM_OWNER
+    return replace(request, flags=int(Flag.ERROR | (request.flags & kind)),
                    error=int(code), offset=expected, count=0, contributors=0, bitmap=0)
 
 
