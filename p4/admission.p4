@@ -4,7 +4,8 @@
 // in the first stage; one ternary table then applies §8.1's order in its entry priorities.
 //
 // Tables the controller writes (p4/controller/dpa_controller/admission.py):
-//   sessions    session id -> index, N, default K, timeout ticks + 1, pool base, groups, generation
+//   sessions    session id -> index, N, default K, timeout ticks + 1, pool base, groups, generation,
+//               the generation's gone ranks (§6.7, rewritten as keepalives stop or ranks leave)
 //   tokens      (session, token) -> the generation's token, or the previous generation's
 //   endpoints   (session, ipv4.src, udp.src) -> a member endpoint of the generation
 //   identities  (session, ipv4.src, udp.src, rank, slot range of its thread, ingress dev port)
@@ -12,6 +13,7 @@
 //   pools       (session, slot range [base, base + T*2W)) -> slot in the generation's slots
 //   hosts       (session, ipv4.src ternary) -> a registered worker host (mask 0: any host)
 //   k_limits    (session, k range [0, N]) -> k is valid
+//   owner_limits (session, owner range [0, N - 1]) -> an owned round's owner is valid (§13.4)
 #ifndef DPA_ADMISSION_P4
 #define DPA_ADMISSION_P4
 
@@ -26,8 +28,9 @@ control Admission(inout headers_t hdr,
 
     action set_session(session_index_t index, bit<8> world, bit<8> k_default,
                        bit<32> timeout_plus_one, bit<32> pool_base, bit<16> mgid,
-                       bit<32> generation) {
+                       bit<32> generation, bit<32> gone) {
         md.session_hit = 1;
+        md.gone = gone;
         md.world = (bit<16>)world;
         md.world_target = world;
         md.world_expected = (bit<32>)world;
@@ -112,6 +115,29 @@ control Admission(inout headers_t hdr,
         size = DPA_SESSIONS;
     }
 
+    // Byte 36 is the owner in a request of an owned round (§13.1).
+    action owner_valid() { md.owner_ok = 1; }
+    table owner_limits {
+        key = { hdr.dpa.session : exact; hdr.dpa.contributors : range @name("owner"); }
+        actions = { owner_valid; NoAction; }
+        const default_action = NoAction;
+        size = DPA_SESSIONS;
+    }
+
+    // The owner a NEW stores (§13.1), in the byte of the meta word the slot keeps it in: the
+    // request's owner in an owned round, 0 otherwise (a round without a mode has no owner).
+    action owned_round() { md.packet_meta[15:8] = hdr.dpa.contributors; }
+    table owners {
+        key = { hdr.dpa.flags[13:12] : exact @name("mode"); }
+        actions = { owned_round; NoAction; }
+        const default_action = NoAction;
+        size = 2;
+        const entries = {
+            MODE_TO_OWNER : owned_round();
+            MODE_FROM_OWNER : owned_round();
+        }
+    }
+
     // 1 << rank without a variable shift (ranks >= 32 are never members on Tofino, §12).
     action rank_bit(bit<32> bit_value) { md.sender_bit = bit_value; }
     table rank_bits {
@@ -135,40 +161,51 @@ control Admission(inout headers_t hdr,
     }
 
     // The round's K and target if this packet opens it (§8.2 NEW): k, or the session default
-    // when k = 0; the target is K with COUNT_TO_K, else N. Each goes into the byte of the word
-    // the slot's registers store (headers.p4), whose other bytes are written apart.
+    // when k = 0; the target is K with COUNT_TO_K, else N; a FROM_OWNER round's both are N
+    // (§13.3: every rank needs the owner's values). Each goes into the byte of the word the
+    // slot's registers store (headers.p4), whose other bytes are written apart.
+    action round_relayed() { md.packet_round[7:0] = md.world_target; md.packet_meta[7:0] = md.world_target; }
     action round_default_n() { md.packet_round[7:0] = md.k_default; md.packet_meta[7:0] = md.world_target; }
     action round_default_k() { md.packet_round[7:0] = md.k_default; md.packet_meta[7:0] = md.k_default; }
     action round_packet_n() { md.packet_round[7:0] = hdr.dpa.k; md.packet_meta[7:0] = md.world_target; }
     action round_packet_k() { md.packet_round[7:0] = hdr.dpa.k; md.packet_meta[7:0] = hdr.dpa.k; }
     table round_parameters {
-        key = { hdr.dpa.k : ternary; md.count_to_k : exact; }
-        actions = { round_default_n; round_default_k; round_packet_n; round_packet_k; }
+        key = { hdr.dpa.k : ternary; md.count_to_k : ternary; hdr.dpa.flags[13:12] : ternary @name("mode"); }
+        actions = { round_relayed; round_default_n; round_default_k; round_packet_n; round_packet_k; }
         const default_action = round_packet_n;
-        size = 4;
+        size = 5;
         const entries = {
-            (0, 0) : round_default_n();
-            (0, 1) : round_default_k();
-            (_, 0) : round_packet_n();
-            (_, 1) : round_packet_k();
+            (_, _, MODE_FROM_OWNER) : round_relayed();
+            (0, 0, _) : round_default_n();
+            (0, 1, _) : round_default_k();
+            (_, 0, _) : round_packet_n();
+            (_, 1, _) : round_packet_k();
         }
     }
 
     // §2's decoder and §5's sizes: a header-only request (a SYN probe, or data with count 0: the
     // exponent-priming request) must have count 0; a request with P values count <= P, and count
-    // 0 there is a request of another size (bad_length). A table: the comparisons are too wide
-    // for one gateway.
+    // 0 there is a request of another size (bad_length). An owned request (§13) may be header
+    // only with any count: a probe of an owned round and a FROM_OWNER request with count <= P
+    // (RELAYED: canonical from a rank other than the owner, the verdict decides) are canonical,
+    // other data of that shape is another size (bad_length). A table: the comparisons are too
+    // wide for one gateway.
     action count_fit(bit<2> fit) { md.count_fit = fit; }
     table count_fits {
-        key = { hdr.udp.length : ternary; hdr.dpa.count : range; }
+        key = { hdr.udp.length : ternary; hdr.dpa.count : range; hdr.dpa.flags : ternary; }
         actions = { count_fit; }
         const default_action = count_fit(COUNT_FIT_MALFORMED);
-        size = 4;
+        size = 10;
         const entries = {
-            (8 + DPA_HEADER_BYTES, 0 .. 0) : count_fit(COUNT_FIT_CANONICAL);
-            (8 + DPA_HEADER_BYTES, _) : count_fit(COUNT_FIT_MALFORMED);
-            (_, 0 .. 0) : count_fit(COUNT_FIT_OTHER_SIZE);
-            (_, 1 .. DPA_PAYLOAD) : count_fit(COUNT_FIT_CANONICAL);
+            (8 + DPA_HEADER_BYTES, 0 .. 0, _) : count_fit(COUNT_FIT_CANONICAL);
+            (8 + DPA_HEADER_BYTES, _, (FLAG_TO_OWNER | FLAG_SYN) &&& (FLAG_TO_OWNER | FLAG_SYN)) : count_fit(COUNT_FIT_CANONICAL);
+            (8 + DPA_HEADER_BYTES, _, (FLAG_FROM_OWNER | FLAG_SYN) &&& (FLAG_FROM_OWNER | FLAG_SYN)) : count_fit(COUNT_FIT_CANONICAL);
+            (8 + DPA_HEADER_BYTES, 1 .. DPA_PAYLOAD, FLAG_FROM_OWNER &&& FLAG_FROM_OWNER) : count_fit(COUNT_FIT_RELAYED);
+            (8 + DPA_HEADER_BYTES, _, FLAG_TO_OWNER &&& FLAG_TO_OWNER) : count_fit(COUNT_FIT_OTHER_SIZE);
+            (8 + DPA_HEADER_BYTES, _, FLAG_FROM_OWNER &&& FLAG_FROM_OWNER) : count_fit(COUNT_FIT_OTHER_SIZE);
+            (8 + DPA_HEADER_BYTES, _, _) : count_fit(COUNT_FIT_MALFORMED);
+            (_, 0 .. 0, _) : count_fit(COUNT_FIT_OTHER_SIZE);
+            (_, 1 .. DPA_PAYLOAD, _) : count_fit(COUNT_FIT_CANONICAL);
         }
     }
 
@@ -206,18 +243,29 @@ control Admission(inout headers_t hdr,
         verdicts.count();
         md.admit = ADM_ERROR; md.error_code = ERR_K_INVALID; md.error_expected = md.world_expected;
     }
+    action error_owner_invalid() {
+        verdicts.count();
+        md.admit = ADM_ERROR; md.error_code = ERR_MODE_MISMATCH; md.error_expected = md.world_expected;
+    }
 
     // §8.1 in priority order, for requests of a canonical size (§5: header only for a SYN probe
-    // and for data with count 0, header + P values for other data). Every entry requires a
-    // well-formed request (§2): version 2, error 0, reserved 0, rank < 64, no reply-only or
-    // unknown flag (0xFC9B = ~0x03ff | RESULT | RETRANSMIT | OLD | ERROR | COMPLETE), `count`
-    // within the payload (count_fit). A well-formed request of another size goes to the
-    // controller, which applies §8.1 to it in the same order (its decode check needs the payload
-    // size the pipeline cannot compare with `count`, and it ends in bad_length or a drop).
-    // Anything else misses every entry: dropped as malformed.
+    // and for data with count 0, header + P values for other data; §13.4: a FROM_OWNER request
+    // is header only from a rank other than the owner, with values from the owner). Every entry
+    // requires a well-formed request (§2): version 2, error 0, reserved 0, rank < 64, no
+    // reply-only or unknown flag (0xCC9B = ~0x3fff | RESULT | RETRANSMIT | OLD | ERROR |
+    // COMPLETE, plus KEEPALIVE and AUTH, which the program does not take), not both TO_OWNER and
+    // FROM_OWNER, `count` within the payload (count_fit). A well-formed request of another size
+    // goes to the controller, which applies §8.1 to it in the same order (its decode check needs
+    // the payload size the pipeline cannot compare with `count`, and it ends in bad_length or a
+    // drop). Anything else misses every entry: dropped as malformed. An owned data request whose
+    // owner is not below N gets mode_mismatch (§13.4, after k_invalid); probes are not checked.
 #define DPA_WELL_FORMED(flags) DPA_VERSION, 0, 0, flags, 0 &&& 0xC0
-#define DPA_HEADER_ONLY DPA_WELL_FORMED(0 &&& 0xFC9B)
-#define DPA_DATA DPA_WELL_FORMED(0 &&& 0xFC9F)
+#define DPA_HEADER_ONLY DPA_WELL_FORMED(0 &&& 0xCC9B)
+#define DPA_DATA DPA_WELL_FORMED(0 &&& 0xCC9F)
+#define DPA_TO_OWNER_DATA DPA_WELL_FORMED(0x1000 &&& 0xDC9F)
+#define DPA_FROM_OWNER_DATA DPA_WELL_FORMED(0x2000 &&& 0xEC9F)
+// Header-only rows take CANONICAL and RELAYED (bit 0 set) alike.
+#define DPA_FITS_HEADER_ONLY COUNT_FIT_CANONICAL &&& 1
     table verdict {
         key = {
             hdr.dpa.version : exact;
@@ -234,53 +282,70 @@ control Admission(inout headers_t hdr,
             md.pool_hit : ternary;
             md.identity_hit : ternary;
             md.k_ok : ternary;
+            md.is_owner : ternary;
+            md.owner_ok : ternary;
         }
         actions = {
             accept; drop; to_cpu; error_not_joined; error_taken_over; error_slot_out_of_range;
-            error_k_invalid;
+            error_k_invalid; error_owner_invalid;
         }
         const default_action = drop(EV_MALFORMED);
         counters = verdicts;
         size = 48;
         const entries = {
-            // 3, 4: JOIN and LEAVE run on the control plane (§6.3, §6.5), which also answers a
-            // JOIN for an unknown session.
-            (DPA_WELL_FORMED(0x0040 &&& 0xFCDB), _, _, _, _, _, _, _, _, _) : to_cpu();
-            (DPA_WELL_FORMED(0x0200 &&& 0xFE9B), _, _, _, _, _, _, _, _, _) : to_cpu();
+            // §2: TO_OWNER and FROM_OWNER together do not decode.
+            (DPA_WELL_FORMED(0x3000 &&& 0x3000), _, _, _, _, _, _, _, _, _, _, _) : drop(EV_MALFORMED);
+            // 3, 4, 4½: JOIN, LEAVE and KEEPALIVE run on the control plane (§6.3, §6.5, §6.7),
+            // which also answers a JOIN for an unknown session.
+            (DPA_WELL_FORMED(0x0040 &&& 0xFCDB), _, _, _, _, _, _, _, _, _, _, _) : to_cpu();
+            (DPA_WELL_FORMED(0x0200 &&& 0xFE9B), _, _, _, _, _, _, _, _, _, _, _) : to_cpu();
+            (DPA_WELL_FORMED(0x0800 &&& 0xFE9B), _, _, _, _, _, _, _, _, _, _, _) : to_cpu();
+            // §13.4: the owner's FROM_OWNER request without its values, or another rank's with
+            // values, is another size (bad_length, from the controller).
+            (DPA_FROM_OWNER_DATA, 56, COUNT_FIT_RELAYED, _, _, _, _, _, _, _, 1, _) : to_cpu();
+            (DPA_FROM_OWNER_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, _, _, _, _, _, _, _, 0, _) : to_cpu();
 
-            // Header only: SYN probes and data with count 0. 1: count beyond the (empty) payload.
-            (DPA_HEADER_ONLY, 56, COUNT_FIT_MALFORMED, _, _, _, _, _, _, _) : drop(EV_MALFORMED);
+            // Header only: SYN probes and data with count 0 (and §13's header-only forms). 1:
+            // count beyond the (empty) payload.
+            (DPA_HEADER_ONLY, 56, COUNT_FIT_MALFORMED, _, _, _, _, _, _, _, _, _) : drop(EV_MALFORMED);
             // 2: unknown session. 5: not a member endpoint (a registered host learns it).
-            (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 0, _, _, _, _, _, _) : drop(EV_UNKNOWN_SESSION);
-            (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 0, 1, _, _, _, _) : error_not_joined();
-            (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 0, 0, _, _, _, _) : drop(EV_UNREGISTERED);
+            (DPA_HEADER_ONLY, 56, DPA_FITS_HEADER_ONLY, 0, _, _, _, _, _, _, _, _) : drop(EV_UNKNOWN_SESSION);
+            (DPA_HEADER_ONLY, 56, DPA_FITS_HEADER_ONLY, 1, 0, 1, _, _, _, _, _, _) : error_not_joined();
+            (DPA_HEADER_ONLY, 56, DPA_FITS_HEADER_ONLY, 1, 0, 0, _, _, _, _, _, _) : drop(EV_UNREGISTERED);
             // 6: token. 7: slot outside the generation's T*2W slots.
-            (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 1, _, 2, _, _, _) : error_taken_over();
-            (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 1, _, 0, _, _, _) : drop(EV_BAD_TOKEN);
-            (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 1, _, 1, 0, _, _) : error_slot_out_of_range();
+            (DPA_HEADER_ONLY, 56, DPA_FITS_HEADER_ONLY, 1, 1, _, 2, _, _, _, _, _) : error_taken_over();
+            (DPA_HEADER_ONLY, 56, DPA_FITS_HEADER_ONLY, 1, 1, _, 0, _, _, _, _, _) : drop(EV_BAD_TOKEN);
+            (DPA_HEADER_ONLY, 56, DPA_FITS_HEADER_ONLY, 1, 1, _, 1, 0, _, _, _, _) : error_slot_out_of_range();
             // 8: the header's rank, or the slot's thread, is not this endpoint's, or the packet
-            // did not enter on the member's port. 11: k > N.
-            (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 1, _, 1, 1, 0, _) : drop(EV_UNREGISTERED);
-            (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 1, _, 1, 1, 1, 0) : error_k_invalid();
-            (DPA_HEADER_ONLY, 56, COUNT_FIT_CANONICAL, 1, 1, _, 1, 1, 1, 1) : accept();
+            // did not enter on the member's port. 11: k > N. 12: an owned round's owner >= N.
+            (DPA_HEADER_ONLY, 56, DPA_FITS_HEADER_ONLY, 1, 1, _, 1, 1, 0, _, _, _) : drop(EV_UNREGISTERED);
+            (DPA_HEADER_ONLY, 56, DPA_FITS_HEADER_ONLY, 1, 1, _, 1, 1, 1, 0, _, _) : error_k_invalid();
+            (DPA_TO_OWNER_DATA, 56, DPA_FITS_HEADER_ONLY, 1, 1, _, 1, 1, 1, 1, _, 0) : error_owner_invalid();
+            (DPA_FROM_OWNER_DATA, 56, DPA_FITS_HEADER_ONLY, 1, 1, _, 1, 1, 1, 1, _, 0) : error_owner_invalid();
+            (DPA_HEADER_ONLY, 56, DPA_FITS_HEADER_ONLY, 1, 1, _, 1, 1, 1, 1, _, _) : accept();
 
             // Data with exactly P values: the same rows. Count 0 there (COUNT_FIT_OTHER_SIZE)
             // matches none of them: another size.
-            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_MALFORMED, _, _, _, _, _, _, _) : drop(EV_MALFORMED);
-            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 0, _, _, _, _, _, _) : drop(EV_UNKNOWN_SESSION);
-            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 0, 1, _, _, _, _) : error_not_joined();
-            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 0, 0, _, _, _, _) : drop(EV_UNREGISTERED);
-            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 1, _, 2, _, _, _) : error_taken_over();
-            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 1, _, 0, _, _, _) : drop(EV_BAD_TOKEN);
-            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 1, _, 1, 0, _, _) : error_slot_out_of_range();
-            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 1, _, 1, 1, 0, _) : drop(EV_UNREGISTERED);
-            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 1, _, 1, 1, 1, 0) : error_k_invalid();
-            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 1, _, 1, 1, 1, 1) : accept();
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_MALFORMED, _, _, _, _, _, _, _, _, _) : drop(EV_MALFORMED);
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 0, _, _, _, _, _, _, _, _) : drop(EV_UNKNOWN_SESSION);
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 0, 1, _, _, _, _, _, _) : error_not_joined();
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 0, 0, _, _, _, _, _, _) : drop(EV_UNREGISTERED);
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 1, _, 2, _, _, _, _, _) : error_taken_over();
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 1, _, 0, _, _, _, _, _) : drop(EV_BAD_TOKEN);
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 1, _, 1, 0, _, _, _, _) : error_slot_out_of_range();
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 1, _, 1, 1, 0, _, _, _) : drop(EV_UNREGISTERED);
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 1, _, 1, 1, 1, 0, _, _) : error_k_invalid();
+            (DPA_TO_OWNER_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 1, _, 1, 1, 1, 1, _, 0) : error_owner_invalid();
+            (DPA_FROM_OWNER_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 1, _, 1, 1, 1, 1, _, 0) : error_owner_invalid();
+            (DPA_DATA, DPA_DATA_UDP_LENGTH, COUNT_FIT_CANONICAL, 1, 1, _, 1, 1, 1, 1, _, _) : accept();
 
             // Another size (a probe with values, data of the wrong length, P values with count 0).
-            (DPA_WELL_FORMED(0 &&& 0xFC9B), _, _, _, _, _, _, _, _, _) : to_cpu();
+            (DPA_WELL_FORMED(0 &&& 0xCC9B), _, _, _, _, _, _, _, _, _, _, _) : to_cpu();
         }
     }
+#undef DPA_FITS_HEADER_ONLY
+#undef DPA_FROM_OWNER_DATA
+#undef DPA_TO_OWNER_DATA
 #undef DPA_DATA
 #undef DPA_HEADER_ONLY
 #undef DPA_WELL_FORMED
@@ -304,6 +369,13 @@ control Admission(inout headers_t hdr,
             }
             hosts.apply();
             k_limits.apply();
+            owner_limits.apply();
+            owners.apply();
+            if (hdr.dpa.rank == hdr.dpa.contributors) {
+                md.is_owner = 1;
+            } else if (hdr.dpa.flags[13:13] == 1) {
+                md.relayed = 1;
+            }
             rank_bits.apply();
             round_parameters.apply();
             verdict.apply();

@@ -10,8 +10,13 @@
 //     lost opening write cannot leave the previous round's sums in it; a sender already among the
 //     ranks adds nothing (a repair that finds its values there); any other sender is added once;
 //   input pass of a non-contributor (a late rank's copy): nothing;
-//   output pass: reads only if the chunk holds the result's round (dpa.seq) and exactly its
+//   output pass: reads only if the chunk holds the result's round and exactly its
 //     contributors (dpa.bitmap_lo); otherwise the result or copy is withheld (dropped).
+//   A FROM_OWNER round (§13.3) has one rank with values, its owner (admission sends the other
+//   ranks' requests, header only, to no input pass): the owner's input pass opens the chunk for
+//   the round, so its values replace whatever the chunk held, and an output pass reads once the
+//   chunk holds the round, which only the owner's values can have opened (the result's bitmap
+//   lists every rank, the chunk's ranks the owner alone, so they are not compared).
 //
 // A lost value pass thus means a missing result, never a wrong sum: the rank whose values are
 // missing gets no result, retransmits, and the state pass sends a counted rank's retransmission
@@ -30,18 +35,21 @@
 control ChunkState(inout headers_t hdr,
                    inout metadata_t md,
                    inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
-    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) rounds;  // the round (seq) the chunk's sums belong to
+    // The round the chunk's sums belong to, as a chunk round: its seq XOR its generation's token
+    // (bridged.op_id_or_round, delivery.p4's route_input).
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) rounds;
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) ranks;   // the ranks whose values they hold
 
-    // Both return the packet's round minus the chunk's (0: the same round).
+    // Both return the packet's chunk round minus the chunk's (0: the same round of the same
+    // generation).
     RegisterAction<bit<32>, slot_index_t, bit<32>>(rounds) rounds_open = {
         void apply(inout bit<32> value, out bit<32> rv) {
-            rv = hdr.dpa.seq - value;
-            value = hdr.dpa.seq;
+            rv = hdr.bridged.op_id_or_round - value;
+            value = hdr.bridged.op_id_or_round;
         }
     };
     RegisterAction<bit<32>, slot_index_t, bit<32>>(rounds) rounds_read = {
-        void apply(inout bit<32> value, out bit<32> rv) { rv = hdr.dpa.seq - value; }
+        void apply(inout bit<32> value, out bit<32> rv) { rv = hdr.bridged.op_id_or_round - value; }
     };
 
     RegisterAction<bit<32>, slot_index_t, bit<32>>(ranks) ranks_open = {
@@ -81,21 +89,25 @@ control ChunkState(inout headers_t hdr,
     action open_ranks() { md.chunk_ranks_x = ranks_open.execute(hdr.bridged.slot[DPA_SLOT_BITS - 1:0]); }
     action add_rank() { md.chunk_ranks_x = ranks_add.execute(hdr.bridged.slot[DPA_SLOT_BITS - 1:0]); }
     action check_ranks() { md.chunk_ranks_x = ranks_check.execute(hdr.bridged.slot[DPA_SLOT_BITS - 1:0]); }
+    // An output pass's header is the result's, whose flags carry the round's mode (§13.1).
     table ranks_step {
         key = {
             hdr.bridged.reduce_op : exact;
             hdr.bridged.sender_bit : ternary;
             md.chunk_round_x : ternary;
+            hdr.dpa.flags[13:13] : ternary @name("from_owner");
         }
         actions = { open_ranks; add_rank; check_ranks; NoAction; }
         const default_action = NoAction;
-        size = 5;
+        size = 7;
         const entries = {
-            (REDUCE_CONTRIBUTE, 0, _) : NoAction();
-            (REDUCE_CONTRIBUTE, _, 0) : add_rank();
-            (REDUCE_CONTRIBUTE, _, _) : open_ranks();
-            (REDUCE_READ_LO, _, _) : check_ranks();
-            (REDUCE_READ_HI, _, _) : check_ranks();
+            (REDUCE_CONTRIBUTE, 0, _, _) : NoAction();
+            (REDUCE_CONTRIBUTE, _, 0, _) : add_rank();
+            (REDUCE_CONTRIBUTE, _, _, _) : open_ranks();
+            (REDUCE_READ_LO, _, _, 1) : NoAction();
+            (REDUCE_READ_HI, _, _, 1) : NoAction();
+            (REDUCE_READ_LO, _, _, _) : check_ranks();
+            (REDUCE_READ_HI, _, _, _) : check_ranks();
         }
     }
 
@@ -108,19 +120,22 @@ control ChunkState(inout headers_t hdr,
             hdr.bridged.sender_bit : ternary;
             md.chunk_round_x : ternary;
             md.chunk_ranks_x : ternary;
+            hdr.dpa.flags[13:13] : ternary @name("from_owner");
         }
         actions = { cell; withhold; }
         const default_action = cell(REDUCE_NONE);
-        size = 8;
+        size = 10;
         const entries = {
-            (REDUCE_CONTRIBUTE, 0, _, _) : cell(REDUCE_NONE);
-            (REDUCE_CONTRIBUTE, _, 0, 0) : cell(REDUCE_ADD);
-            (REDUCE_CONTRIBUTE, _, 0, _) : cell(REDUCE_NONE);
-            (REDUCE_CONTRIBUTE, _, _, _) : cell(REDUCE_WRITE);
-            (REDUCE_READ_LO, _, 0, 0) : cell(REDUCE_READ_LO);
-            (REDUCE_READ_HI, _, 0, 0) : cell(REDUCE_READ_HI);
-            (REDUCE_READ_LO, _, _, _) : withhold();
-            (REDUCE_READ_HI, _, _, _) : withhold();
+            (REDUCE_CONTRIBUTE, 0, _, _, _) : cell(REDUCE_NONE);
+            (REDUCE_CONTRIBUTE, _, 0, 0, _) : cell(REDUCE_ADD);
+            (REDUCE_CONTRIBUTE, _, 0, _, _) : cell(REDUCE_NONE);
+            (REDUCE_CONTRIBUTE, _, _, _, _) : cell(REDUCE_WRITE);
+            (REDUCE_READ_LO, _, 0, _, 1) : cell(REDUCE_READ_LO);
+            (REDUCE_READ_HI, _, 0, _, 1) : cell(REDUCE_READ_HI);
+            (REDUCE_READ_LO, _, 0, 0, 0) : cell(REDUCE_READ_LO);
+            (REDUCE_READ_HI, _, 0, 0, 0) : cell(REDUCE_READ_HI);
+            (REDUCE_READ_LO, _, _, _, _) : withhold();
+            (REDUCE_READ_HI, _, _, _, _) : withhold();
         }
     }
 

@@ -55,6 +55,9 @@ control Delivery(inout headers_t hdr,
         hdr.bridged.delivery = delivery;
         hdr.bridged.with_values = with_values;
         hdr.bridged.sender_bit = md.result_bitmap & md.sender_bit;
+        // The chunk round the value passes compare (chunk_state.p4): the round (the reply's seq
+        // where the action rewrote it) in the generation of its token.
+        hdr.bridged.op_id_or_round = hdr.dpa.seq ^ hdr.dpa.token;
     }
     // A header-only result to every rank of the generation (rank = RID, egress_rewrite.p4).
     action route_multicast_now() {
@@ -97,6 +100,10 @@ control Delivery(inout headers_t hdr,
         hdr.dpa.contributors = md.contributors[7:0];
         hdr.dpa.bitmap_hi = 0;
         hdr.dpa.bitmap_lo = md.result_bitmap;
+        // Which copies of a result take its values (§13): the egress compares each copy's rank
+        // with the owner (egress_rewrite.p4).
+        hdr.bridged.mode = md.slot_round[13:12];
+        hdr.bridged.owner = md.slot_meta[12:8];
     }
     action result_view(bit<8> flags) {
         slot_view(flags, md.slot_meta);
@@ -110,7 +117,7 @@ control Delivery(inout headers_t hdr,
         hdr.dpa.seq = md.slot_seq;
     }
     // An ERROR echoes the request (§4): kind bits kept (the request's high flag byte is its FLOAT
-    // bit alone, §8.1 admits nothing else), count and contributors zero. The caller sets `count`
+    // and mode bits, §8.1 and §13.1 admit nothing else), count and contributors zero. The caller sets `count`
     // and the bitmap's low word (0, or the offender's value of a poisoned round), so no field is
     // written twice in one action.
     action error_view(bit<8> flags, bit<8> code, bit<32> expected) {
@@ -212,6 +219,25 @@ control Delivery(inout headers_t hdr,
         outcomes.count();
         poisoned_before(flags, ERR_LENGTH_MISMATCH);
     }
+    action poisoned_mode(bit<8> flags) {
+        outcomes.count();
+        poisoned_before(flags, ERR_MODE_MISMATCH);
+    }
+    // §6.7: a counted rank's probe of a round whose K is N, which waits for `rank` (the lowest
+    // rank of the session's gone ranks the round lacks): ERROR rank_gone, unicast, instead of
+    // the pending reply. `bitmap` lists every such rank; the `silences` table then puts the
+    // milliseconds the controller last measured for `rank` in `offset`.
+    action rank_gone(bit<8> rank) {
+        outcomes.count();
+        error_view(0x14, ERR_RANK_GONE, 0xFFFFFFFF);
+        hdr.dpa.count = 0;
+        hdr.dpa.rank = rank;
+        hdr.dpa.bitmap_lo = md.gone & ~md.result_bitmap;
+        md.gone_hit = 1;
+        md.gone_rank = rank;
+        route_now();
+        hdr.bridged.event = EV_ERROR;
+    }
     // Contributions, and every packet of a contributor that carries values: the chunks add
     // them where they lack them (chunk_state.p4 opens a chunk for a new round).
     action counted() {
@@ -242,6 +268,14 @@ control Delivery(inout headers_t hdr,
         outcomes.count();
         result_view(0x03);
         route_input(REDUCE_CONTRIBUTE, DELIVER_UNICAST, 1);
+        hdr.bridged.event = event;
+    }
+    // A FROM_OWNER request from a rank other than the owner has no values (§13.3): its copy
+    // fetches the result without input passes, as a probe's does.
+    action copy_relayed(bit<8> event) {
+        outcomes.count();
+        result_view(0x03);
+        route_input(REDUCE_SKIP, DELIVER_UNICAST, 1);
         hdr.bridged.event = event;
     }
     action copy_to_probe() {
@@ -301,90 +335,151 @@ control Delivery(inout headers_t hdr,
             md.op_x : ternary;
             md.full_x[7:0] : ternary;
             md.slot_round[31:16] : ternary;  // the round's count: 0 for a header-only round
+            md.relayed : ternary;            // a FROM_OWNER request without values (§13.3)
+            md.dup : ternary;                // the sender's bit among the round's arrivals
+            md.k_x : ternary;                // 0: the round's K is N
+            md.gone : ternary;               // the session's gone ranks (§6.7)
+            md.result_bitmap : ternary;      // the round's contributors
         }
         actions = {
             drop_packet; to_cpu; admission_error; seq_ahead; old_reply; syn_reply; poisoned_now;
-            poisoned_now_with_sender_copy; poisoned_op; poisoned_type; poisoned_length;
-            counted; completed_at_open; completed; completed_by_probe; copy_to_data; copy_to_probe;
-            counted_header_only; completed_at_open_header_only; completed_header_only; copy_header_only;
+            poisoned_now_with_sender_copy; poisoned_op; poisoned_type; poisoned_length; poisoned_mode;
+            counted; completed_at_open; completed; completed_by_probe; copy_to_data; copy_relayed; copy_to_probe;
+            rank_gone; counted_header_only; completed_at_open_header_only; completed_header_only; copy_header_only;
             duplicate; duplicate_header_only;
         }
         const default_action = drop_packet;
         counters = outcomes;
-        size = 96;
+        size = 128;
         // md.count is the count register before the packet (after it for a NEW); 0x100: complete.
         // Each reply with values has a header-only twin first, for a round of count 0.
         const entries = {
             // Admission (§8.1).
-            (ADM_DROP, _, _, _, _, _, _, _, _, _, _, _) : drop_packet();
-            (ADM_CPU, _, _, _, _, _, _, _, _, _, _, _) : to_cpu();
-            (ADM_ERROR, 1, _, _, _, ERR_NOT_JOINED, _, _, _, _, _, _) : admission_error(0x14, ERR_NOT_JOINED);
-            (ADM_ERROR, 1, _, _, _, ERR_SESSION_TAKEN_OVER, _, _, _, _, _, _) : admission_error(0x14, ERR_SESSION_TAKEN_OVER);
-            (ADM_ERROR, 1, _, _, _, ERR_SLOT_OUT_OF_RANGE, _, _, _, _, _, _) : admission_error(0x14, ERR_SLOT_OUT_OF_RANGE);
-            (ADM_ERROR, 1, _, _, _, ERR_K_INVALID, _, _, _, _, _, _) : admission_error(0x14, ERR_K_INVALID);
-            (ADM_ERROR, 0, _, _, _, ERR_NOT_JOINED, _, _, _, _, _, _) : admission_error(0x10, ERR_NOT_JOINED);
-            (ADM_ERROR, 0, _, _, _, ERR_SESSION_TAKEN_OVER, _, _, _, _, _, _) : admission_error(0x10, ERR_SESSION_TAKEN_OVER);
-            (ADM_ERROR, 0, _, _, _, ERR_SLOT_OUT_OF_RANGE, _, _, _, _, _, _) : admission_error(0x10, ERR_SLOT_OUT_OF_RANGE);
-            (ADM_ERROR, 0, _, _, _, ERR_K_INVALID, _, _, _, _, _, _) : admission_error(0x10, ERR_K_INVALID);
+            (ADM_DROP, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _) : drop_packet();
+            (ADM_CPU, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _) : to_cpu();
+            (ADM_ERROR, 0, _, _, _, ERR_MODE_MISMATCH, _, _, _, _, _, _, _, _, _, _, _) : admission_error(0x10, ERR_MODE_MISMATCH);
+            (ADM_ERROR, 1, _, _, _, ERR_NOT_JOINED, _, _, _, _, _, _, _, _, _, _, _) : admission_error(0x14, ERR_NOT_JOINED);
+            (ADM_ERROR, 1, _, _, _, ERR_SESSION_TAKEN_OVER, _, _, _, _, _, _, _, _, _, _, _) : admission_error(0x14, ERR_SESSION_TAKEN_OVER);
+            (ADM_ERROR, 1, _, _, _, ERR_SLOT_OUT_OF_RANGE, _, _, _, _, _, _, _, _, _, _, _) : admission_error(0x14, ERR_SLOT_OUT_OF_RANGE);
+            (ADM_ERROR, 1, _, _, _, ERR_K_INVALID, _, _, _, _, _, _, _, _, _, _, _) : admission_error(0x14, ERR_K_INVALID);
+            (ADM_ERROR, 0, _, _, _, ERR_NOT_JOINED, _, _, _, _, _, _, _, _, _, _, _) : admission_error(0x10, ERR_NOT_JOINED);
+            (ADM_ERROR, 0, _, _, _, ERR_SESSION_TAKEN_OVER, _, _, _, _, _, _, _, _, _, _, _) : admission_error(0x10, ERR_SESSION_TAKEN_OVER);
+            (ADM_ERROR, 0, _, _, _, ERR_SLOT_OUT_OF_RANGE, _, _, _, _, _, _, _, _, _, _, _) : admission_error(0x10, ERR_SLOT_OUT_OF_RANGE);
+            (ADM_ERROR, 0, _, _, _, ERR_K_INVALID, _, _, _, _, _, _, _, _, _, _, _) : admission_error(0x10, ERR_K_INVALID);
 
             // SYN probes (§8.2, first rows).
-            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, _, _, 0x100 &&& 0x100, _, _, _, _) : syn_reply(0x84);
-            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, _, _, _, _, _, _, _) : syn_reply(0x04);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_OP_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_op(0x14);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_type(0x14);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_length(0x14);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, 0x100 &&& 0x100, _, _, _, 0) : copy_header_only(0x07, EV_SYN);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, 0x100 &&& 0x100, _, _, _, _) : copy_to_probe();
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, 0) : completed_header_only(EV_COMPLETED);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, _) : completed_by_probe(EV_COMPLETED);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, _, 0) : completed_header_only(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, _, _) : completed_by_probe(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _) : syn_reply(0x04);
+            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, _, _, 0x100 &&& 0x100, _, _, _, _, _, _, _, _, _) : syn_reply(0x84);
+            (ADM_ACCEPT, 1, GATE_PROBE_OTHER, _, _, _, _, _, _, _, _, _, _, _, _, _, _) : syn_reply(0x04);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_OP_MISMATCH, _, _, _, _, _, _, _, _, _, _, _, _, _) : poisoned_op(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _, _, _, _, _, _, _) : poisoned_type(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _, _, _, _, _, _, _) : poisoned_length(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, ERR_MODE_MISMATCH, _, _, _, _, _, _, _, _, _, _, _, _, _) : poisoned_mode(0x14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, 0x100 &&& 0x100, _, _, _, 0, _, _, _, _, _) : copy_header_only(0x07, EV_SYN);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, 0x100 &&& 0x100, _, _, _, _, _, _, _, _, _) : copy_to_probe();
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, 0, _, _, _, _, _) : completed_header_only(EV_COMPLETED);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, _, _, _, _, _, _) : completed_by_probe(EV_COMPLETED);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, _, 0, _, _, _, _, _) : completed_header_only(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, COUNT_OP_REACTIVE, _, 0, _, _, _, _, _, _, _, _) : completed_by_probe(EV_COMPLETED_PARTIAL);
+            // §6.7: a counted rank's probe of a pending round whose K is N, lowest gone rank first.
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, 0, _, _, _) : syn_reply(0x04);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00000001 &&& 0x00000001, 0 &&& 0x00000001) : rank_gone(0);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00000002 &&& 0x00000002, 0 &&& 0x00000002) : rank_gone(1);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00000004 &&& 0x00000004, 0 &&& 0x00000004) : rank_gone(2);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00000008 &&& 0x00000008, 0 &&& 0x00000008) : rank_gone(3);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00000010 &&& 0x00000010, 0 &&& 0x00000010) : rank_gone(4);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00000020 &&& 0x00000020, 0 &&& 0x00000020) : rank_gone(5);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00000040 &&& 0x00000040, 0 &&& 0x00000040) : rank_gone(6);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00000080 &&& 0x00000080, 0 &&& 0x00000080) : rank_gone(7);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00000100 &&& 0x00000100, 0 &&& 0x00000100) : rank_gone(8);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00000200 &&& 0x00000200, 0 &&& 0x00000200) : rank_gone(9);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00000400 &&& 0x00000400, 0 &&& 0x00000400) : rank_gone(10);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00000800 &&& 0x00000800, 0 &&& 0x00000800) : rank_gone(11);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00001000 &&& 0x00001000, 0 &&& 0x00001000) : rank_gone(12);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00002000 &&& 0x00002000, 0 &&& 0x00002000) : rank_gone(13);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00004000 &&& 0x00004000, 0 &&& 0x00004000) : rank_gone(14);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00008000 &&& 0x00008000, 0 &&& 0x00008000) : rank_gone(15);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00010000 &&& 0x00010000, 0 &&& 0x00010000) : rank_gone(16);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00020000 &&& 0x00020000, 0 &&& 0x00020000) : rank_gone(17);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00040000 &&& 0x00040000, 0 &&& 0x00040000) : rank_gone(18);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00080000 &&& 0x00080000, 0 &&& 0x00080000) : rank_gone(19);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00100000 &&& 0x00100000, 0 &&& 0x00100000) : rank_gone(20);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00200000 &&& 0x00200000, 0 &&& 0x00200000) : rank_gone(21);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00400000 &&& 0x00400000, 0 &&& 0x00400000) : rank_gone(22);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x00800000 &&& 0x00800000, 0 &&& 0x00800000) : rank_gone(23);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x01000000 &&& 0x01000000, 0 &&& 0x01000000) : rank_gone(24);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x02000000 &&& 0x02000000, 0 &&& 0x02000000) : rank_gone(25);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x04000000 &&& 0x04000000, 0 &&& 0x04000000) : rank_gone(26);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x08000000 &&& 0x08000000, 0 &&& 0x08000000) : rank_gone(27);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x10000000 &&& 0x10000000, 0 &&& 0x10000000) : rank_gone(28);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x20000000 &&& 0x20000000, 0 &&& 0x20000000) : rank_gone(29);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x40000000 &&& 0x40000000, 0 &&& 0x40000000) : rank_gone(30);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, 0, 0x80000000 &&& 0x80000000, 0 &&& 0x80000000) : rank_gone(31);
+            (ADM_ACCEPT, 1, GATE_PROBE_CURRENT, _, _, _, _, _, _, _, _, _, _, _, _, _, _) : syn_reply(0x04);
 
             // NEW (§8.2): opens the round; complete at once when the target is 1.
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, 0, 0) : completed_at_open_header_only(EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, 0, _) : completed_at_open(EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, _, 0) : completed_at_open_header_only(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, _, _) : completed_at_open(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _, _, _, _, 0) : counted_header_only();
-            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _, _, _, _, _) : counted();
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, 0, 0, _, _, _, _, _) : completed_at_open_header_only(EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, 0, _, _, _, _, _, _) : completed_at_open(EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, _, 0, _, _, _, _, _) : completed_at_open_header_only(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, 0x100 &&& 0x100, _, _, _, _, _, _, _, _, _) : completed_at_open(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _, _, _, _, 0, _, _, _, _, _) : counted_header_only();
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _, _, _, _, _, 1, _, _, _, _) : counted_header_only();
+            (ADM_ACCEPT, 0, GATE_NEW, _, _, _, _, _, _, _, _, _, _, _, _, _, _) : counted();
             // OLD and ahead.
-            (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, 0x100 &&& 0x100, _, _, _, _) : old_reply(0x88);
-            (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, _, _, _, _, _) : old_reply(0x08);
-            (ADM_ACCEPT, 0, GATE_AHEAD, _, _, _, _, _, _, _, _, _) : seq_ahead();
+            (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, 0x100 &&& 0x100, _, _, _, _, _, _, _, _, _) : old_reply(0x88);
+            (ADM_ACCEPT, 0, GATE_OLD, _, _, _, _, _, _, _, _, _, _, _, _, _, _) : old_reply(0x08);
+            (ADM_ACCEPT, 0, GATE_AHEAD, _, _, _, _, _, _, _, _, _, _, _, _, _, _) : seq_ahead();
             // Poisoned earlier (the round's error again), or poisoned by this packet (§8.3).
-            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_OP_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_op(0x10);
-            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_type(0x10);
-            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_length(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_OP_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_op(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_type(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _, _) : poisoned_length(0x10);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, ERR_DTYPE_MISMATCH, _, _, _, _, 0, _, _) : poisoned_now(ERR_DTYPE_MISMATCH);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, ERR_LENGTH_MISMATCH, _, _, _, _, 0, _, _) : poisoned_now(ERR_LENGTH_MISMATCH);
-            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, _, _, _, _, _, _, _, _) : poisoned_now_with_sender_copy();
+            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_OP_MISMATCH, _, _, _, _, _, _, _, _, _, _, _, _, _) : poisoned_op(0x10);
+            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _, _, _, _, _, _, _) : poisoned_type(0x10);
+            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _, _, _, _, _, _, _) : poisoned_length(0x10);
+            (ADM_ACCEPT, 0, GATE_CURRENT, ERR_MODE_MISMATCH, _, _, _, _, _, _, _, _, _, _, _, _, _) : poisoned_mode(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_OP_MISMATCH, _, _, _, _, _, _, _, _, _, _, _, _, _) : poisoned_op(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_DTYPE_MISMATCH, _, _, _, _, _, _, _, _, _, _, _, _, _) : poisoned_type(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_LENGTH_MISMATCH, _, _, _, _, _, _, _, _, _, _, _, _, _) : poisoned_length(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, ERR_MODE_MISMATCH, _, _, _, _, _, _, _, _, _, _, _, _, _) : poisoned_mode(0x10);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, ERR_DTYPE_MISMATCH, _, _, _, _, 0, _, _, _, _, _, _, _) : poisoned_now(ERR_DTYPE_MISMATCH);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, ERR_LENGTH_MISMATCH, _, _, _, _, 0, _, _, _, _, _, _, _) : poisoned_now(ERR_LENGTH_MISMATCH);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, ERR_MODE_MISMATCH, _, _, _, _, 0, _, _, _, _, _, _, _) : poisoned_now(ERR_MODE_MISMATCH);
+            (ADM_ACCEPT, 0, GATE_MISMATCH, 0, _, _, _, _, _, _, _, _, _, _, _, _, _) : poisoned_now_with_sender_copy();
             // A new contributor: late (copy), completing (multicast) or counted.
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, 0x100 &&& 0x100, _, _, _, 0) : copy_header_only(0x03, EV_LATE);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, 0x100 &&& 0x100, _, _, _, _) : copy_to_data(EV_LATE);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, 0, 0) : completed_header_only(EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, 0, _) : completed(EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, _, 0) : completed_header_only(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, _, _) : completed(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, _, _, _, 0) : counted_header_only();
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, _, _, _, _) : counted();
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, 0x100 &&& 0x100, _, _, _, 0, _, _, _, _, _) : copy_header_only(0x03, EV_LATE);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, 0x100 &&& 0x100, _, _, _, _, _, _, _, _, _) : copy_to_data(EV_LATE);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, 0, 0, _, _, _, _, _) : completed_header_only(EV_COMPLETED);
+            // §13.3: a relayed round completes only with all N, the owner's values among them.
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, 0, _, 1, _, _, _, _) : completed_by_probe(EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, 0, _, _, _, _, _, _) : completed(EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, _, 0, _, _, _, _, _) : completed_header_only(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, 0 &&& 0xFE, _, _, _, _, _, _, _, _) : completed(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, _, _, _, 0, _, _, _, _, _) : counted_header_only();
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, _, _, _, _, 1, _, _, _, _) : counted_header_only();
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_ADD, _, _, _, _, _, _, _, _, _, _) : counted();
             // A counted rank's retransmission: copy, reactive completion, or a duplicate.
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, 0x100 &&& 0x100, _, _, _, 0) : copy_header_only(0x03, EV_RETRANSMITTED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, 0x100 &&& 0x100, _, _, _, _) : copy_to_data(EV_RETRANSMITTED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, 0) : completed_header_only(EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, _) : completed(EV_COMPLETED);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, _, 0) : completed_header_only(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, _, _) : completed(EV_COMPLETED_PARTIAL);
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, _, _, _, _, 0) : duplicate_header_only();
-            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, _, _, _, _, _) : duplicate();
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, 0x100 &&& 0x100, _, _, _, 0, _, _, _, _, _) : copy_header_only(0x03, EV_RETRANSMITTED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, 0x100 &&& 0x100, _, _, _, _, 1, _, _, _, _) : copy_relayed(EV_RETRANSMITTED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, 0x100 &&& 0x100, _, _, _, _, _, _, _, _, _) : copy_to_data(EV_RETRANSMITTED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, 0, _, _, _, _, _) : completed_header_only(EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, 0, _, _, _, _, _, _) : completed(EV_COMPLETED);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, _, 0, _, _, _, _, _) : completed_header_only(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, COUNT_OP_REACTIVE, _, 0, _, _, _, _, _, _, _, _) : completed(EV_COMPLETED_PARTIAL);
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, _, _, _, _, 0, _, _, _, _, _) : duplicate_header_only();
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, _, _, _, _, _, 1, _, _, _, _) : duplicate_header_only();
+            (ADM_ACCEPT, 0, GATE_CURRENT, 0, _, _, _, _, _, _, _, _, _, _, _, _, _) : duplicate();
         }
+    }
+
+    // The milliseconds since the controller last heard a gone rank (0xffffffff: it left), as of
+    // its last refresh (p4/controller/dpa_controller/liveness.py).
+    action set_silence(bit<32> ms) { hdr.dpa.offset = ms; }
+    table silences {
+        key = { hdr.bridged.session_index : exact; md.gone_rank : exact; }
+        actions = { set_silence; NoAction; }
+        const default_action = NoAction;
+        size = 32 * DPA_SESSIONS;
     }
 
     apply {
         pass_plan.apply();
+        md.k_x = md.slot_round[7:0] ^ md.world_target;
         // The count RegisterActions return the register as the packet found it (slot_state.p4).
         // An ADD completes the round when threshold - 1 <= that (short 0 or 1), a reactive one
         // when threshold <= that (short 0); a counted ADD is one more contributor.
@@ -397,6 +492,9 @@ control Delivery(inout headers_t hdr,
             md.full_x = md.count ^ md.world;
         }
         reply.apply();
+        if (md.gone_hit == 1) {
+            silences.apply();
+        }
     }
 }
 

@@ -64,7 +64,9 @@ DPA_STATE_ONLY("md.count") DPA_STATE_ONLY("md.count_op") DPA_STATE_ONLY("md.shor
 DPA_STATE_ONLY("md.contributors") DPA_STATE_ONLY("md.full_x") DPA_STATE_ONLY("md.input_port")
 DPA_STATE_ONLY("md.result_bitmap") DPA_STATE_ONLY("md.session_hit") DPA_STATE_ONLY("md.count_fit")
 DPA_STATE_ONLY("md.random") DPA_STATE_ONLY("md.switch_mac") DPA_STATE_ONLY("md.switch_ip") DPA_STATE_ONLY("md.address_x")
-DPA_STATE_ONLY("md.packet_round")
+DPA_STATE_ONLY("md.packet_round") DPA_STATE_ONLY("md.is_owner") DPA_STATE_ONLY("md.owner_ok")
+DPA_STATE_ONLY("md.relayed") DPA_STATE_ONLY("md.meta_x") DPA_STATE_ONLY("md.gone") DPA_STATE_ONLY("md.k_x")
+DPA_STATE_ONLY("md.gone_hit") DPA_STATE_ONLY("md.gone_rank")
 #if __TARGET_TOFINO__ == 1
 // Tofino2's allocator overlaid md.packet_meta with a value and, by liveness, with
 // md.mismatch_expected in one container, then rejected its own allocation ("Container H38
@@ -123,12 +125,13 @@ control Ingress(inout headers_t hdr,
                 hdr.bridged.pass_index = 0;
                 hdr.bridged.reduce_op = REDUCE_NONE;
                 hdr.bridged.delivery = DELIVER_DROP;
-                hdr.bridged.pad0 = 0;
+                hdr.bridged.mode = MODE_NONE;
+                hdr.bridged.owner = 0;
                 hdr.bridged.worker_port = ig_intr_md.ingress_port;
                 hdr.bridged.sender_mgid = DPA_SENDER_MGID_BASE + (bit<16>)ig_intr_md.ingress_port;
                 hdr.bridged.with_values = 0;
                 hdr.bridged.event = EV_NONE;
-                hdr.bridged.request_op_id = hdr.dpa.op_id;
+                hdr.bridged.op_id_or_round = hdr.dpa.op_id;
                 hdr.bridged.slot = hdr.dpa.slot;
                 hdr.bridged.sender_bit = 0;
                 admission.apply(hdr, md, ig_intr_md, ig_prsr_md);
@@ -169,7 +172,7 @@ control Egress(inout headers_t hdr,
 
     apply {
         if (hdr.dpa.isValid()) {
-            rewrite.apply(hdr, eg_intr_md);
+            rewrite.apply(hdr, md, eg_intr_md, eg_dprsr_md);
             counters.apply(hdr);
         }
     }

@@ -179,7 +179,8 @@ header bridged_h {
     bit<8>  pass_index;     // the pass the packet is about to take (0: the state pass)
     bit<8>  reduce_op;      // REDUCE_* for that pass
     bit<8>  delivery;       // DELIVER_* after the last pass
-    bit<7>  pad0;
+    bit<2>  mode;           // the round's MODE_* (§13): which copies of a result take its values
+    bit<5>  owner;          // the round's owner (ranks < 32, §12)
     bit<9>  worker_port;    // ingress port of the request: unicast replies leave here
     bit<16> mgid;           // the session's multicast group
     bit<16> sender_mgid;    // the group that reaches only worker_port (poisoned rounds)
@@ -187,7 +188,11 @@ header bridged_h {
     bit<8>  thread;         // worker thread owning the slot: multicast copies go to its port
     bit<8>  with_values;    // 1: the reply carries P values, 0: header only
     bit<8>  event;          // counter index of what the state pass decided
-    bit<32> request_op_id;  // the sender's op_id, for its copy of a poisoned round's error
+    // From the state pass to the egress: the sender's op_id, for its copy of a poisoned round's
+    // error (delivered from the state pass). Through value passes, which a poisoned round's
+    // error never takes: the chunk round, the result's seq XOR the generation's token, so that a
+    // chunk's round names the generation too (chunk_state.p4).
+    bit<32> op_id_or_round;
     bit<32> slot;           // the request's slot (registers use its low DPA_SLOT_BITS)
     bit<32> sender_bit;     // the sender's bit if it is one of the round's contributors, else 0
                             // (chunk_state.p4: whose values an input pass may add)
@@ -219,6 +224,9 @@ struct metadata_t {
     bit<1>  host_hit;       // ipv4.src is a registered host of the session
     bit<1>  k_ok;           // k <= N
     bit<2>  token_state;    // 0 unknown, 1 the generation's, 2 the previous generation's
+    bit<1>  is_owner;       // rank == the owner byte (§13; meaningful in owned rounds only)
+    bit<1>  owner_ok;       // owner < N (owner_limits)
+    bit<1>  relayed;        // a FROM_OWNER request from a rank other than the owner: no values
     bit<8>  admit;          // ADM_*
     bit<8>  error_code;
     bit<32> error_expected;
@@ -233,6 +241,10 @@ struct metadata_t {
     bit<8>  world_target;
     bit<32> world_expected;
     bit<8>  k_default;
+    bit<32> gone;           // §6.7: the generation's ranks that left or went silent (the controller's)
+    bit<8>  k_x;            // the round's K XOR N: 0 when the round needs every rank
+    bit<1>  gone_hit;       // the reply is rank_gone for md.gone_rank
+    bit<8>  gone_rank;
     bit<16> open_count;     // of a NEW: the count register's first value
     bit<32> now;            // ticks: global timestamp bits 47..16 (§8.4)
     bit<32> timeout_plus_one;
@@ -248,6 +260,7 @@ struct metadata_t {
     bit<32> op_x;           // packet XOR slot: zero when they agree
     bit<32> round_x;        // bits 31..16: the packet's count differs from the round's; bit 8: its type
     bit<32> length_x;
+    bit<32> meta_x;         // bits 15..8: the packet's owner differs from the round's (§13)
     bit<8>  gate;           // GATE_*
     bit<32> elapsed;        // now - first arrival of the round (0 for a NEW)
     bit<32> not_late;       // (timeout + 1) -sat elapsed: zero once the round timed out
@@ -278,7 +291,7 @@ struct metadata_t {
     // sits in the first (delivery.p4 then copies each word from one source), and the count again
     // above the round's type and K, where the gate compares it (§8.2). Whole bytes: a
     // single-bit slice would make bf-p4c slice every word tied to it.
-    bit<32> packet_meta;    // count << 16 | target (K with COUNT_TO_K, else N)
+    bit<32> packet_meta;    // count << 16 | owner << 8 (owned rounds, else 0) | target (K with COUNT_TO_K, else N; N for FROM_OWNER)
     bit<32> packet_round;   // count << 16 | flags' high byte (FLOAT, §2) << 8 | K (the packet's k, or the session default)
 
     // The value pass's (chunk_state.p4), beside the values.
@@ -288,7 +301,9 @@ struct metadata_t {
     bit<8>  cell_op;        // REDUCE_*: what the accumulators of this pass do
 }
 
-// The egress reads only headers and its intrinsic metadata: no user metadata to carry there.
-struct egress_metadata_t {}
+// The egress reads only headers and its intrinsic metadata, and keeps one scratch field.
+struct egress_metadata_t {
+    bit<5> owner_x;         // the copy's rank XOR the round's owner: 0 for the owner's copy
+}
 
 #endif

@@ -29,8 +29,8 @@ control SlotState(inout headers_t hdr,
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) op_id;
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) offset;
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) op_length;
-    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) meta;        // count << 16 | target; target 0: never opened
-    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) round;       // count << 16 | flags' high byte (FLOAT) << 8 | K
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) meta;        // count << 16 | owner << 8 | target; target 0: never opened
+    Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) round;       // count << 16 | flags' high byte (FLOAT, TO_OWNER, FROM_OWNER) << 8 | K
 #if DPA_STRAGGLER_AWARE
     Register<bit<32>, slot_index_t>(DPA_SLOTS, 0) first_arrival;
 #endif
@@ -201,8 +201,16 @@ control SlotState(inout headers_t hdr,
     action gate_type_mismatch() {
         md.gate = GATE_MISMATCH;
         md.mismatch_info = 16w0 ++ hdr.dpa.rank ++ ERR_DTYPE_MISMATCH;
-        md.mismatch_value = 16w0 ++ md.packet_round[15:8] ++ 8w0;
-        md.mismatch_expected = 16w0 ++ md.slot_round[15:8] ++ 8w0;
+        // The FLOAT bit alone: the high flag byte also holds the mode (§13), equal here.
+        md.mismatch_value = 16w0 ++ 7w0 ++ md.packet_round[8:8] ++ 8w0;
+        md.mismatch_expected = 16w0 ++ 7w0 ++ md.slot_round[8:8] ++ 8w0;
+    }
+    // §13.1: another mode, or another owner of an owned round; the values are `mode | owner`.
+    action gate_mode_mismatch() {
+        md.gate = GATE_MISMATCH;
+        md.mismatch_info = 16w0 ++ hdr.dpa.rank ++ ERR_MODE_MISMATCH;
+        md.mismatch_value = 16w0 ++ 2w0 ++ md.packet_round[13:12] ++ 4w0 ++ md.packet_meta[15:8];
+        md.mismatch_expected = 16w0 ++ 2w0 ++ md.slot_round[13:12] ++ 4w0 ++ md.slot_meta[15:8];
     }
     action gate_length_mismatch() {
         md.gate = GATE_MISMATCH;
@@ -226,29 +234,34 @@ control SlotState(inout headers_t hdr,
             md.op_x : ternary;
             md.round_x : ternary;
             md.length_x : ternary;
+            md.meta_x : ternary;
         }
         actions = {
             gate_new; gate_current; gate_old; gate_ahead; gate_probe_current; gate_probe_other;
-            gate_op_mismatch; gate_type_mismatch; gate_length_mismatch; gate_count_mismatch;
+            gate_op_mismatch; gate_mode_mismatch; gate_type_mismatch; gate_length_mismatch;
+            gate_count_mismatch;
         }
         const default_action = gate_ahead;
         size = 16;
         const entries = {
             // SYN probes: only d == 0 on an opened round looks any further (§8.2).
-            (1, 0, 0 &&& 0xFF, _, _, _) : gate_probe_other();
-            (1, 0, _, _, _, _) : gate_probe_current();
-            (1, _, _, _, _, _) : gate_probe_other();
-            (0, 1, _, _, _, _) : gate_new();
-            (0, 0x80000000 &&& 0x80000000, _, _, _, _) : gate_old();
+            (1, 0, 0 &&& 0xFF, _, _, _, _) : gate_probe_other();
+            (1, 0, _, _, _, _, _) : gate_probe_current();
+            (1, _, _, _, _, _, _) : gate_probe_other();
+            (0, 1, _, _, _, _, _) : gate_new();
+            (0, 0x80000000 &&& 0x80000000, _, _, _, _, _) : gate_old();
             // d == 0 on a slot never opened in this generation (target 0) is "ahead". round_x
-            // bit 8: the packet's FLOAT bit differs from the round's; bits 31..16: its count.
-            (0, 0, 0 &&& 0xFF, _, _, _) : gate_ahead();
-            (0, 0, _, 0, 0 &&& 0xFFFF0100, 0) : gate_current();
-            // Disagreements, checked in §8.2's order: op_id, type, op_length, then count.
-            (0, 0, _, 0, 0 &&& 0x100, 0) : gate_count_mismatch();
-            (0, 0, _, 0, 0 &&& 0x100, _) : gate_length_mismatch();
-            (0, 0, _, 0, _, _) : gate_type_mismatch();
-            (0, 0, _, _, _, _) : gate_op_mismatch();
+            // bit 8: the packet's FLOAT bit differs from the round's; bits 13..12: its mode;
+            // bits 31..16: its count. meta_x bits 15..8: its owner (0 outside owned rounds).
+            (0, 0, 0 &&& 0xFF, _, _, _, _) : gate_ahead();
+            (0, 0, _, 0, 0 &&& 0xFFFF3100, 0, 0 &&& 0xFF00) : gate_current();
+            // Disagreements, checked in §8.2's and §13.1's order: op_id, mode and owner, type,
+            // op_length, then count.
+            (0, 0, _, 0, 0 &&& 0x3100, 0, 0 &&& 0xFF00) : gate_count_mismatch();
+            (0, 0, _, 0, 0 &&& 0x3100, _, 0 &&& 0xFF00) : gate_length_mismatch();
+            (0, 0, _, 0, 0 &&& 0x3000, _, 0 &&& 0xFF00) : gate_type_mismatch();
+            (0, 0, _, 0, _, _, _) : gate_mode_mismatch();
+            (0, 0, _, _, _, _, _) : gate_op_mismatch();
         }
     }
 
@@ -326,6 +339,7 @@ control SlotState(inout headers_t hdr,
         md.op_x = hdr.dpa.op_id ^ md.slot_op_id;
         md.length_x = hdr.dpa.op_length ^ md.slot_op_length;
         md.round_x = md.packet_round ^ md.slot_round;
+        md.meta_x = md.packet_meta ^ md.slot_meta;
     }
 
     apply {

@@ -30,6 +30,14 @@ const bit<16> FLAG_JOIN = 0x0040;
 const bit<16> FLAG_COMPLETE = 0x0080;
 const bit<16> FLAG_FLOAT = 0x0100;
 const bit<16> FLAG_LEAVE = 0x0200;
+const bit<16> FLAG_KEEPALIVE = 0x0800;  // §6.7: to the controller, like LEAVE
+const bit<16> FLAG_TO_OWNER = 0x1000;    // §13: an owned round's values go to its owner only
+const bit<16> FLAG_FROM_OWNER = 0x2000;  // §13: an owned round's values come from its owner only
+
+// An owned round's mode (§13), as flags[13:12] hold it and the bridged header carries it.
+const bit<2> MODE_NONE = 0;
+const bit<2> MODE_TO_OWNER = 1;
+const bit<2> MODE_FROM_OWNER = 2;
 
 // docs/protocol.md §4 (the codes the data path sends; JOIN errors come from the controller).
 const bit<8> ERR_SLOT_OUT_OF_RANGE = 9;
@@ -40,6 +48,8 @@ const bit<8> ERR_K_INVALID = 13;
 const bit<8> ERR_DTYPE_MISMATCH = 15;
 const bit<8> ERR_LENGTH_MISMATCH = 16;
 const bit<8> ERR_SESSION_TAKEN_OVER = 18;
+const bit<8> ERR_RANK_GONE = 21;
+const bit<8> ERR_MODE_MISMATCH = 22;
 
 // Admission verdicts (admission.p4).
 const bit<8> ADM_NONE = 0;            // not a dpa data packet (or not yet decided)
@@ -52,6 +62,8 @@ const bit<8> ADM_CPU = 4;             // JOIN, LEAVE, a request of another size:
 const bit<2> COUNT_FIT_MALFORMED = 0;   // 4 * count exceeds the payload
 const bit<2> COUNT_FIT_CANONICAL = 1;   // header only with count 0, or P values with 1 <= count <= P
 const bit<2> COUNT_FIT_OTHER_SIZE = 2;  // P values with count 0: the controller answers bad_length
+const bit<2> COUNT_FIT_RELAYED = 3;     // FROM_OWNER header only with 1 <= count <= P: canonical from a
+                                        // rank other than the owner (§13.4); bit 0 as CANONICAL's
 
 // Slot gates (slot_state.p4): what the packet may do once the round's registers are read.
 const bit<8> GATE_NONE = 0;

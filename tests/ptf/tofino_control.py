@@ -82,7 +82,7 @@ class Control(SwitchControl):
                                           "host": name}
         sessions = [{"id": s.id, "world_size": s.world_size, "k": s.k, "pool_base": s.pool_base,
                      "pool_size": s.pool_size, "straggler_timeout_us": s.straggler_timeout_us,
-                     "idle_timeout_ms": 1000, "mgid": self._mgid(i),
+                     "liveness_timeout_ms": s.liveness_timeout_ms, "idle_timeout_ms": 1000, "mgid": self._mgid(i),
                      "workers": [worker.split(":", 1)[0] for worker in s.workers]}
                     for i, s in enumerate(setup.sessions)]
         return {"switch": self.switch, "hosts": hosts, "ports": ports, "sessions": sessions}
@@ -114,10 +114,10 @@ class Control(SwitchControl):
     def _serve(self) -> None:
         while not self._stop.is_set():
             frame = self.cpu_port.receive(0.05)
-            if frame is None:
-                continue
             try:
-                self.controller.handle_frame(frame)
+                if frame is not None:
+                    self.controller.handle_frame(frame)
+                self.controller.poll()  # the gone ranks (§6.7), as bfshell_entry's loop
             except Exception as error:  # noqa: BLE001  (reported by counters(), which every step reads)
                 self._server_error = error
                 return

@@ -285,7 +285,8 @@ class Program:
         self.pre = Preprocessor(defines)
         sources = {}
         for name in ("types.p4", "headers.p4", "admission.p4", "slot_state.p4", "exponent.p4",
-                     "result_bitmap.p4", "delivery.p4", "chunk_state.p4", "reduce.p4", "next_pass.p4"):
+                     "result_bitmap.p4", "delivery.p4", "chunk_state.p4", "reduce.p4", "next_pass.p4",
+                     "egress_rewrite.p4"):
             with open(os.path.join(directory, name)) as f:
                 sources[name] = self.pre.run(f.read())
         self.constants = {name: Value(int(self._const(value)), int(width)) for width, name, value in
@@ -313,9 +314,9 @@ class Program:
         return types
 
     def field_width(self, dotted):
-        """bit width of hdr.a.b / md.x, from headers.p4."""
+        """bit width of hdr.a.b / md.x / eg_md.x (the egress metadata), from headers.p4."""
         head, *path = dotted.split(".")
-        current = {"hdr": "headers_t", "md": "metadata_t"}.get(head)
+        current = {"hdr": "headers_t", "md": "metadata_t", "eg_md": "egress_metadata_t"}.get(head)
         if current is None:
             return None
         for part in path:

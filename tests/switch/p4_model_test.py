@@ -38,7 +38,10 @@ DATA_LENGTH = 8 + 48 + 4 * PAYLOAD
 
 RESULT, RETRANSMIT, SYN, OLD, ERROR, COUNT_TO_K, COMPLETE, FLOAT = (
     0x1, 0x2, 0x4, 0x8, 0x10, 0x20, 0x80, 0x100)
-OP_MISMATCH, DTYPE_MISMATCH, LENGTH_MISMATCH, SEQ_AHEAD = 11, 15, 16, 10
+TO_OWNER, FROM_OWNER = 0x1000, 0x2000
+OWNED = TO_OWNER | FROM_OWNER
+OP_MISMATCH, DTYPE_MISMATCH, LENGTH_MISMATCH, SEQ_AHEAD, MODE_MISMATCH, RANK_GONE = 11, 15, 16, 10, 22, 21
+LEFT = 0xFFFFFFFF  # rank_gone's offset for a rank that sent LEAVE (§4)
 
 
 def program(straggler_aware):
@@ -56,12 +59,27 @@ class Packet:
         self.flags = 0
         self.op_id = self.seq = self.offset = self.op_length = self.count = 0
         self.rank = self.k = 0
+        self.owner = 0  # byte 36 of a request: the owner of an owned round (§13)
+        self.token = 0  # the generation's job token
         self.exp_used = self.exp_next = 0  # biased codes
         self.value = 0
         self.__dict__.update(fields)
 
     def probe(self):
         return bool(self.flags & SYN)
+
+    def carries_values(self):
+        """§5 and §13.3: P values unless count is 0 or a FROM_OWNER request is not the owner's."""
+        return not self.probe() and self.count != 0 and not (self.flags & FROM_OWNER and self.rank != self.owner)
+
+
+def takes_values(mode, owner, rank):
+    """§13: whether a result of a round with this mode and owner carries its values to `rank`."""
+    if mode == TO_OWNER:
+        return rank == owner
+    if mode == FROM_OWNER:
+        return rank != owner
+    return True
 
 
 # ---------------------------------------------------------------- the P4 program, interpreted
@@ -75,15 +93,22 @@ WORKER_PORT, INPUT_PORT = 5, 0
 class P4Slot:
     """One slot of the program: its registers persist from packet to packet."""
 
-    def __init__(self, world, k_default, timeout, straggler_aware=True):
+    def __init__(self, world, k_default, timeout, straggler_aware=True, gone=0, silences=None):
         self.program = PROGRAMS[straggler_aware]
         self.world, self.k_default, self.timeout = world, k_default, timeout
         self.registers = {}
+        # §6.7 as the controller writes it (liveness.py): the gone ranks in the sessions entry,
+        # each one's silence in `silences`
+        self.gone = gone
+        self.entries = {"silences": [([("exact", 0), ("exact", rank)], ("set_silence", [ms]))
+                                     for rank, ms in (silences or {}).items()]}
 
     def admit(self, p, now, trace):
         """The state admission.p4 hands the state pass for an accepted request of session 0."""
         state = {"hdr.dpa." + name: getattr(p, name) for name in
-                 ("flags", "op_id", "seq", "offset", "op_length", "count", "rank", "k", "exp_used", "exp_next")}
+                 ("flags", "op_id", "seq", "offset", "op_length", "count", "rank", "k", "exp_used", "exp_next",
+                  "token")}
+        state["hdr.dpa.contributors"] = p.owner
         state.update({"hdr.dpa.version": CONST["DPA_VERSION"], "hdr.dpa.slot": 7,
                       "ig_intr_md.ingress_port": WORKER_PORT, "ig_prsr_md.global_tstamp": now << 16,
                       "hdr.ethernet.src_addr": 0x0A, "hdr.ipv4.src_addr": 0x0B, "hdr.udp.src_port": 0x0C})
@@ -92,11 +117,15 @@ class P4Slot:
         state["md.count_to_k"] = p.flags >> 5 & 1
         state["md.packet_meta"] = p.count << 16
         state["md.packet_round"] = p.count << 16 | (p.flags >> 8 & 0xFF) << 8
+        if p.rank == p.owner:
+            state["md.is_owner"] = 1
+        elif p.flags & FROM_OWNER:
+            state["md.relayed"] = 1
         # the sessions entry the controller writes (admission.py): index, N, K, timeout + 1,
-        # pool base, multicast group, generation
+        # pool base, multicast group, generation, gone ranks
         run_action(self.program, "Admission", "set_session",
-                   [0, self.world, self.k_default, (self.timeout + 1) & MASK32, 0, 9, 1], state)
-        for table in ("rank_bits", "round_parameters"):
+                   [0, self.world, self.k_default, (self.timeout + 1) & MASK32, 0, 9, 1, self.gone], state)
+        for table in ("rank_bits", "round_parameters", "owners"):
             apply_table(self.program, "Admission", table, state, trace=trace)
         state["md.admit"] = CONST["ADM_ACCEPT"]
         state["md.world_minus_one"] = (self.world - 1) & 0xFFFF
@@ -105,9 +134,19 @@ class P4Slot:
 
     def step(self, p, now, trace=None):
         trace = [] if trace is None else trace
+        state = self.state_pass(p, now, trace)
+        return self.input_pass(state, p, trace)
+
+    def state_pass(self, p, now, trace):
         state = self.admit(p, now, trace)
+        # dpa.p4's Ingress before admission: the bridged words the state pass starts from
+        state["hdr.bridged.op_id_or_round"] = p.op_id
         for control in ("SlotState", "Exponent", "ResultBitmap", "Delivery"):
-            run_control(self.program, control, state, self.registers, trace=trace)
+            run_control(self.program, control, state, self.registers, trace=trace, entries=self.entries)
+        return state
+
+    def input_pass(self, state, p, trace):
+        """The lossless input pass of one chunk, then the packet's reply and the cell."""
         if state.get("hdr.bridged.reduce_op", 0) == CONST["REDUCE_CONTRIBUTE"]:
             # the input pass of one chunk, lossless: the chunk's state decides what one reducer
             # cell does with the lo and hi words (sums wrap)
@@ -116,7 +155,26 @@ class P4Slot:
                         bindings={"op": (state.get("md.cell_op", 0), 8), "index": (7, 14),
                                   "lo_value": (p.value, 32), "hi_value": ((3 * p.value) & MASK32, 32)})
         cell = self.registers.get(("Reducer", "cells"), {"lo": 0, "hi": 0})
-        return self.reply(state) + ((cell["lo"], cell["hi"]),)
+        kind, header, _ = self.reply(state)
+        return kind, header, self.egress(state, kind, trace), (cell["lo"], cell["hi"])
+
+    def egress(self, state, kind, trace):
+        """Whether each copy leaves with P values (egress_rewrite.p4 sets its lengths): a tuple
+        over the ranks for a multicast (replication id = rank), a bool for a unicast reply."""
+        if not kind.startswith(("multicast", "unicast")):
+            return False
+        ranks = range(self.world) if kind.startswith("multicast") else [0]
+        copies = []
+        for rid in ranks:
+            copy = {k: v for k, v in state.items() if k.startswith("hdr.")}
+            copy["eg_intr_md.egress_rid"] = rid
+            run_control(self.program, "EgressRewrite", copy, {}, trace=trace)
+            if copy["hdr.udp.length"] not in (8 + 48, DATA_LENGTH) or \
+                    copy["hdr.ipv4.total_len"] != 20 + copy["hdr.udp.length"]:
+                raise AssertionError("a reply's lengths: UDP %d, IPv4 %d" % (copy["hdr.udp.length"],
+                                                                         copy["hdr.ipv4.total_len"]))
+            copies.append(copy["hdr.udp.length"] == DATA_LENGTH)
+        return tuple(copies) if kind.startswith("multicast") else copies[0]
 
     def reply(self, state):
         """(kind, header, with_values) of what the reply action made of the packet."""
@@ -155,15 +213,16 @@ class P4Slot:
 # ---------------------------------------------------------------- the oracle: src/switch/slot.cpp
 
 class SoftwareSlot:
-    def __init__(self, world, k_default, timeout):
+    def __init__(self, world, k_default, timeout, gone=0, silences=None):
         self.world, self.k_default, self.timeout = world, k_default, timeout
+        self.gone, self.silences = gone, silences or {}
         self.s = self.fresh()
         self.acc = 0
 
     @staticmethod
     def fresh():
         return dict(seq=0, op_id=0, offset=0, op_length=0, bitmap=0, first_arrival=0, count=0,
-                    flags=0, contributors=0, k=0, target=0, exp_used=0, exp_max=0, complete=False,
+                    flags=0, mode=0, owner=0, contributors=0, k=0, target=0, exp_used=0, exp_max=0, complete=False,
                     error=0, error_expected=0, error_offered=0, error_rank=0)
 
     def reactive(self, now):
@@ -190,16 +249,21 @@ class SoftwareSlot:
             elif s["bitmap"] & bit and self.reactive(now):
                 s["complete"] = True
                 action = "multicast_result"
+            elif s["bitmap"] & bit and s["k"] == self.world and self.gone & ~s["bitmap"] & ((1 << self.world) - 1):
+                action = "rank_gone"  # §6.7: the pending round waits for a gone rank
             else:
                 action = "unicast_syn"
         elif diff == 1:
             self.s = s = self.fresh()
             s.update(seq=h.seq, op_id=h.op_id, offset=h.offset, op_length=h.op_length, count=h.count,
-                     flags=h.flags & FLOAT, bitmap=bit, contributors=1)
+                     flags=h.flags & FLOAT, mode=h.flags & OWNED, bitmap=bit, contributors=1)
+            s["owner"] = h.owner if s["mode"] else 0
             s["k"] = h.k if h.k else self.k_default
             s["target"] = s["k"] if h.flags & COUNT_TO_K else self.world
+            if s["mode"] == FROM_OWNER:  # §13.3: every rank needs the owner's values
+                s["k"] = s["target"] = self.world
             s.update(exp_used=h.exp_used, exp_max=h.exp_next, first_arrival=now)
-            if h.count:  # a header-only request (count 0) leaves the accumulators as they are
+            if h.carries_values():  # a header-only request leaves the accumulators as they are
                 self.acc = h.value
             s["complete"] = s["contributors"] >= s["target"]
             action = "multicast_result" if s["complete"] else "counted"
@@ -211,6 +275,8 @@ class SoftwareSlot:
             action = "unicast_error"
         elif h.op_id != s["op_id"]:
             action = poison(OP_MISMATCH, s["op_id"], h.op_id)
+        elif h.flags & OWNED != s["mode"] or (s["mode"] and h.owner != s["owner"]):
+            action = poison(MODE_MISMATCH, s["mode"] | s["owner"], h.flags & OWNED | (h.owner if h.flags & OWNED else 0))
         elif (h.flags & FLOAT) != s["flags"]:
             action = poison(DTYPE_MISMATCH, s["flags"], h.flags & FLOAT)
         elif h.op_length != s["op_length"]:
@@ -226,8 +292,8 @@ class SoftwareSlot:
             else:
                 action = "duplicate"
         else:
-            if h.count:
-                self.acc = (self.acc + h.value) & MASK32
+            if h.carries_values():  # the owner's values replace a FROM_OWNER round's (§13.3)
+                self.acc = h.value if s["mode"] == FROM_OWNER else (self.acc + h.value) & MASK32
             s["bitmap"] |= bit
             s["contributors"] += 1
             s["exp_max"] = max(s["exp_max"], h.exp_next)
@@ -246,7 +312,7 @@ class SoftwareSlot:
                     exp_used=s["exp_used"], exp_next=s["exp_max"], bitmap=s["bitmap"], count=0)
 
         def error_reply(code, expected):
-            return dict(flags=ERROR | (h.flags & (SYN | FLOAT)), error=code, op_id=h.op_id, seq=h.seq,
+            return dict(flags=ERROR | (h.flags & (SYN | FLOAT | OWNED)), error=code, op_id=h.op_id, seq=h.seq,
                         offset=expected, op_length=h.op_length, k=h.k, contributors=0,
                         exp_used=h.exp_used, exp_next=h.exp_next, bitmap=0, count=0, rank=h.rank)
 
@@ -255,24 +321,37 @@ class SoftwareSlot:
             e.update(op_id=s["op_id"], seq=s["seq"], rank=s["error_rank"], bitmap=s["error_offered"])
             return e
 
-        # §5: a result carries P values unless its round's count is 0; other replies none.
-        with_values = s["count"] != 0
+        # §5: a result carries P values unless its round's count is 0; other replies none. §13: an
+        # owned round's result carries them only to the ranks that take them.
+        def with_values(rank):
+            return s["count"] != 0 and takes_values(s["mode"], s["owner"], rank)
+
+        kind = s["flags"] | s["mode"]
+        no_copy_values = (False,) * self.world
         if action in ("counted", "duplicate"):
             return action, None, False, self.acc
         if action == "multicast_result":
-            return action, dict(view, flags=RESULT | s["flags"], count=s["count"]), with_values, self.acc
+            return action, dict(view, flags=RESULT | kind, count=s["count"]), \
+                tuple(with_values(r) for r in range(self.world)), self.acc
         if action == "unicast_result":
-            return action, dict(view, flags=RESULT | RETRANSMIT | s["flags"] | (h.flags & SYN),
-                                count=s["count"]), with_values, self.acc
+            return action, dict(view, flags=RESULT | RETRANSMIT | kind | (h.flags & SYN),
+                                count=s["count"]), with_values(h.rank), self.acc
         if action == "unicast_old":
-            return action, dict(view, flags=OLD | complete | s["flags"]), False, self.acc
+            return action, dict(view, flags=OLD | complete | kind), False, self.acc
         if action == "unicast_syn":
-            return action, dict(view, flags=SYN | complete | s["flags"]), False, self.acc
+            return action, dict(view, flags=SYN | complete | kind), False, self.acc
         if action == "error_seq_ahead":
             return action, error_reply(SEQ_AHEAD, s["seq"]), False, self.acc
+        if action == "rank_gone":
+            missing = self.gone & ~s["bitmap"] & ((1 << self.world) - 1)
+            lowest = (missing & -missing).bit_length() - 1
+            e = error_reply(RANK_GONE, self.silences[lowest])
+            # On Tofino the probe's exponent bytes are the round's (docs/switch.md, "Differences").
+            e.update(seq=s["seq"], rank=lowest, bitmap=missing, exp_used=s["exp_used"], exp_next=s["exp_max"])
+            return "unicast_error", e, False, self.acc
         if action == "multicast_error":
-            kind = action + ("+sender" if h.op_id != s["op_id"] else "")
-            return kind, poisoned(), False, self.acc
+            name = action + ("+sender" if h.op_id != s["op_id"] else "")
+            return name, poisoned(), no_copy_values, self.acc
         e = poisoned()
         e["op_id"] = h.op_id
         return action, e, False, self.acc
@@ -298,7 +377,8 @@ def admission_oracle(canonical, count_fit, session, endpoint, host, token, pool,
 
 
 ERROR_VERDICTS = {"ERR_NOT_JOINED": ("error_not_joined", 0), "ERR_SESSION_TAKEN_OVER": ("error_taken_over", 77),
-                  "ERR_SLOT_OUT_OF_RANGE": ("error_slot_out_of_range", 88), "ERR_K_INVALID": ("error_k_invalid", 3)}
+                  "ERR_SLOT_OUT_OF_RANGE": ("error_slot_out_of_range", 88), "ERR_K_INVALID": ("error_k_invalid", 3),
+                  "ERR_MODE_MISMATCH": ("error_mode_mismatch", 3)}
 
 
 def verdict(state_by_key):
@@ -324,8 +404,8 @@ def verdict(state_by_key):
 
 
 class AdmissionTest(unittest.TestCase):
-    def verdict(self, flags, length, *hits):
-        return verdict((2, 0, 0, flags, 5, length) + hits)
+    def verdict(self, flags, length, *hits, is_owner=0, owner_ok=1):
+        return verdict((2, 0, 0, flags, 5, length) + hits + (is_owner, owner_ok))
 
     def test_every_combination_follows_section_8_1(self):
         fits = {name: CONST["COUNT_FIT_" + name] for name in ("MALFORMED", "CANONICAL", "OTHER_SIZE")}
@@ -342,9 +422,10 @@ class AdmissionTest(unittest.TestCase):
                                  admission_oracle(canonical, fits[fit], *hits), (kind, canonical, fit, hits))
 
     def test_join_leave_go_to_the_controller_and_bad_headers_are_dropped(self):
-        anything = (56, 1, 0, 0, 0, 0, 0, 0, 0)
+        anything = (56, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         self.assertEqual(self.verdict(0x0040, *anything), "to_cpu")
         self.assertEqual(self.verdict(0x0200, *anything), "to_cpu")
+        self.assertEqual(self.verdict(0x0800, *anything), "to_cpu")  # KEEPALIVE (§6.7)
         for flags in (RESULT, RETRANSMIT, OLD, ERROR, COMPLETE, 0x8000):
             self.assertEqual(self.verdict(flags, *anything), ("drop", "EV_MALFORMED"), flags)
             self.assertEqual(self.verdict(flags | 0x0040, *anything), ("drop", "EV_MALFORMED"), flags)
@@ -353,12 +434,50 @@ class AdmissionTest(unittest.TestCase):
         self.assertEqual(verdict((2, 10, 0, 0, 0) + anything), ("drop", "EV_MALFORMED"))  # error code
         self.assertEqual(verdict((2, 0, 0, 0, 64) + anything), ("drop", "EV_MALFORMED"))  # rank 64
 
+    def test_owned_requests_follow_section_13_4(self):
+        """count_fits then the verdict, for a member's request that passes every other row: §2's
+        decoder (both modes: malformed; an owned header-only request may carry a count), §13.4's
+        sizes (a FROM_OWNER request has values from the owner only; a TO_OWNER one is a data
+        request) and row 12 (owner >= N: mode_mismatch, offset N, data only)."""
+        def outcome(flags, length, count, is_owner, owner_ok):
+            state = {"hdr.udp.length": length, "hdr.dpa.count": count, "hdr.dpa.flags": flags}
+            apply_table(PROGRAMS[True], "Admission", "count_fits", state)
+            return verdict((2, 0, 0, flags, 5, length, state["md.count_fit"], 1, 1, 1, 1, 1, 1, 1,
+                            is_owner, owner_ok))
+
+        def oracle(flags, length, count, is_owner, owner_ok):
+            mode, probe, header_only = flags & OWNED, bool(flags & SYN), length == 56
+            if mode == OWNED:
+                return "drop", "EV_MALFORMED"
+            if header_only and count > 0 and not mode:
+                return "drop", "EV_MALFORMED"  # count beyond the payload (§2)
+            if probe:
+                return "accept" if header_only else "to_cpu"
+            if mode == FROM_OWNER and count > 0:
+                fits = header_only != bool(is_owner) and count <= PAYLOAD
+            else:
+                fits = (count == 0) == header_only and count <= PAYLOAD
+            if not fits:
+                return "to_cpu"  # another size: the controller answers bad_length
+            return "error_mode_mismatch" if mode and not owner_ok else "accept"
+
+        for flags, length, count, is_owner, owner_ok in itertools.product(
+                (0, TO_OWNER, FROM_OWNER, OWNED, SYN | TO_OWNER, SYN | FROM_OWNER, FLOAT | TO_OWNER),
+                (56, DATA_LENGTH), (0, 1, PAYLOAD, PAYLOAD + 1), (0, 1), (0, 1)):
+            if flags & SYN and length == DATA_LENGTH and count > PAYLOAD:
+                continue  # count_fits' malformed: covered by test_count_fits_follow_section_5
+            with self.subTest(flags=hex(flags), length=length, count=count, is_owner=is_owner, owner_ok=owner_ok):
+                expected = oracle(flags, length, count, is_owner, owner_ok)
+                if length == DATA_LENGTH and count > PAYLOAD:
+                    expected = "drop", "EV_MALFORMED"  # 4 * count beyond the payload (§2)
+                self.assertEqual(outcome(flags, length, count, is_owner, owner_ok), expected)
+
     def test_count_fits_follow_section_5(self):
         """Header only (56 UDP bytes): count 0. Otherwise 1 <= count <= P, or 0: another size."""
         prog = PROGRAMS[True]
         for length in (56, 60, DATA_LENGTH, DATA_LENGTH + 4):
             for count in (0, 1, 2, PAYLOAD - 1, PAYLOAD, PAYLOAD + 1, 0xFFFF):
-                state = {"hdr.udp.length": length, "hdr.dpa.count": count}
+                state = {"hdr.udp.length": length, "hdr.dpa.count": count, "hdr.dpa.flags": 0}
                 apply_table(prog, "Admission", "count_fits", state)
                 if length == 56:
                     expected = "CANONICAL" if count == 0 else "MALFORMED"
@@ -387,21 +506,30 @@ def run_sequences(world, k_default, seed, sequences=300, length=40, straggler_aw
     trace = []
     for sequence in range(sequences):
         timeout = rng.choice([0, 3, 1000])
-        p4 = P4Slot(world, k_default, timeout, straggler_aware)
+        # §6.7: no gone rank, or some (the prober among them or not), each silent for some time
+        # or left
+        gone = 0 if rng.random() < 0.4 else rng.randrange(1 << world)
+        silences = {rank: rng.choice([LEFT, rng.randrange(5000, 100000)]) for rank in range(world) if gone >> rank & 1}
+        p4 = P4Slot(world, k_default, timeout, straggler_aware, gone, silences)
         # The straggler-unaware build behaves as a switch whose straggler timeout never ends.
-        sw = SoftwareSlot(world, k_default, timeout if straggler_aware else MASK32)
+        sw = SoftwareSlot(world, k_default, timeout if straggler_aware else MASK32, gone, silences)
         now, round_seq, op_id = 0, 1, 1
         round_count = rng.choice([0, 3])  # 0: the header-only exponent-priming round (§5)
+        # §13: a round without a mode, a reduce-scatter's or an all-gather's, and its owner
+        round_mode, round_owner = rng.choice([0, 0, TO_OWNER, FROM_OWNER]), rng.randrange(world)
         for step in range(length):
             now = (now + rng.choice([0, 1, 2, 5])) & MASK32
             if rng.random() < 0.15:
                 round_seq += 1
                 op_id += rng.choice([0, 1])
                 round_count = rng.choice([0, 3])
+                round_mode, round_owner = rng.choice([0, 0, TO_OWNER, FROM_OWNER]), rng.randrange(world)
             seq = (round_seq + rng.choice([-2, -1, 0, 0, 0, 1, 2])) & MASK32
             flags = (SYN if rng.random() < 0.2 else 0) | (COUNT_TO_K if rng.random() < 0.3 else 0) | \
                 (FLOAT if rng.random() < 0.05 else 0)
+            flags |= round_mode if rng.random() < 0.95 else rng.choice([0, TO_OWNER, FROM_OWNER])
             packet = Packet(flags=flags, rank=rng.randrange(world), seq=seq,
+                            owner=round_owner if rng.random() < 0.95 else rng.randrange(world),
                             op_id=op_id + (1 if rng.random() < 0.05 else 0),
                             op_length=100 + (1 if rng.random() < 0.05 else 0), offset=rng.randrange(3),
                             count=round_count if rng.random() < 0.9 else rng.randrange(4),
@@ -428,7 +556,7 @@ CONFIGURATIONS = {
 }
 # The state pass's tables (the admission ones that shape a request included) and controls
 # whose RegisterActions the sequences run.
-STATE_PASS_TABLES = {"Admission": ("round_parameters",),
+STATE_PASS_TABLES = {"Admission": ("round_parameters", "owners"), "EgressRewrite": ("lengths",),
                      "SlotState": ("gate", "thresholds", "count_step"),
                      "Exponent": ("exp_used_step", "exp_max_step"), "ResultBitmap": ("bitmap_step",),
                      "Delivery": ("reply",), "Reducer": ("operate",)}
@@ -443,6 +571,8 @@ def unreachable_by_sequences(table, patterns, action):
                      .get(table, ("SlotState", "gate")))
     key = dict(zip(keys, patterns))
     if table == "reply":
+        if action == "rank_gone":  # the sequences have 3 ranks; GoneRankTest runs all 32
+            return key["md.gone"][2] >= 1 << 3
         return key["md.admit"] != ("exact", CONST["ADM_ACCEPT"]) or (
             key["md.count_op"] == ("exact", CONST["COUNT_OP_REACTIVE"]) and key["md.full_x[7:0]"] == ("exact", 0))
     return table == "operate" and action in ("read_lo_cell", "read_hi_cell")
@@ -503,6 +633,42 @@ class P4ModelTest(unittest.TestCase):
                         missing.append("RegisterAction %s.%s" % (control, register_action))
         self.maxDiff = None
         self.assertEqual(sorted(set(missing)), [])
+
+
+class GoneRankTest(unittest.TestCase):
+    """§6.7 on all 32 ranks: a counted rank's probe of a pending round whose K is N gets
+    rank_gone naming the lowest gone rank the round lacks (the reply table's entries in rank
+    order), and the pending SYN reply when no gone rank is missing, the prober is not counted,
+    or the round's K is below N."""
+
+    def reply(self, gone, contributors, dup=1, k_x=0):
+        state = {"md.admit": CONST["ADM_ACCEPT"], "md.is_probe": 1, "md.gate": CONST["GATE_PROBE_CURRENT"],
+                 "md.count": 2, "md.count_op": CONST["COUNT_OP_READ"], "md.short": 1, "md.dup": dup,
+                 "md.k_x": k_x, "md.gone": gone, "md.result_bitmap": contributors, "md.slot_round": 0x30000,
+                 "ig_intr_md.ingress_port": WORKER_PORT}
+        (action, args), _ = apply_table(PROGRAMS[True], "Delivery", "reply", state, registers={})
+        return action, args, state
+
+    def test_the_lowest_gone_rank_the_round_lacks(self):
+        rng = random.Random(5)
+        for _ in range(2000):
+            gone, contributors = rng.randrange(1 << 32), rng.randrange(1 << 32)
+            if rng.random() < 0.3:
+                gone = 1 << rng.randrange(32)
+            missing = gone & ~contributors & MASK32
+            action, args, state = self.reply(gone, contributors)
+            if missing:
+                lowest = (missing & -missing).bit_length() - 1
+                self.assertEqual((action, args), ("rank_gone", [lowest]), (hex(gone), hex(contributors)))
+                self.assertEqual((state["hdr.dpa.rank"], state["hdr.dpa.bitmap_lo"], state["md.gone_rank"]),
+                                 (lowest, missing, lowest))
+            else:
+                self.assertEqual(action, "syn_reply", (hex(gone), hex(contributors)))
+
+    def test_only_a_counted_rank_of_a_round_that_needs_every_rank(self):
+        self.assertEqual(self.reply(0b100, 0b011, dup=0)[0], "syn_reply")
+        self.assertEqual(self.reply(0b100, 0b011, k_x=1)[0], "syn_reply")
+        self.assertEqual(self.reply(0b100, 0b011)[:2], ("rank_gone", [2]))
 
 
 class _RecordedTable:
@@ -602,10 +768,11 @@ class ChunkOutputPassTest(unittest.TestCase):
 
     RESULT_SEQ, CONTRIBUTORS = 5, 0b011
 
-    def output_pass(self, half, chunk_round, chunk_ranks):
-        registers = {("ChunkState", "rounds"): chunk_round, ("ChunkState", "ranks"): chunk_ranks}
+    def output_pass(self, half, chunk_round, chunk_ranks, token=0x7E57, flags=RESULT):
+        registers = {("ChunkState", "rounds"): chunk_round ^ token, ("ChunkState", "ranks"): chunk_ranks}
         state = {"hdr.bridged.reduce_op": CONST[half], "hdr.bridged.sender_bit": 0, "hdr.bridged.slot": 0,
-                 "hdr.dpa.seq": self.RESULT_SEQ, "hdr.dpa.bitmap_lo": self.CONTRIBUTORS}
+                 "hdr.bridged.op_id_or_round": self.RESULT_SEQ ^ token, "hdr.dpa.flags": flags,
+                 "hdr.dpa.bitmap_lo": self.CONTRIBUTORS}
         run_control(PROGRAMS[True], "ChunkState", state, registers)
         return state.get("ig_dprsr_md.drop_ctl", 0), state.get("md.cell_op", 0)
 
@@ -625,6 +792,54 @@ class ChunkOutputPassTest(unittest.TestCase):
                         self.assertEqual((withheld, cell), (0, CONST[half]))
                     else:
                         self.assertEqual(withheld, 1, "the output pass read a chunk holding " + what)
+
+    def test_each_half_of_a_relayed_result_checks_the_round(self):
+        """A FROM_OWNER result (§13.3) lists every rank, the chunk holds the owner's values alone:
+        each half reads a chunk of the result's round, whatever its ranks, and no other round."""
+        chunks = {
+            "the result's round, the owner's values": (self.RESULT_SEQ, 0b100, True),
+            "the next round": (self.RESULT_SEQ + 1, 0b100, False),
+            "an older round": (self.RESULT_SEQ - 1, 0b100, False),
+        }
+        for half in ("REDUCE_READ_LO", "REDUCE_READ_HI"):
+            for what, (chunk_round, chunk_ranks, reads) in chunks.items():
+                with self.subTest(half=half, chunk=what):
+                    withheld, cell = self.output_pass(half, chunk_round, chunk_ranks, flags=RESULT | FROM_OWNER)
+                    self.assertEqual((withheld, cell), (0, CONST[half]) if reads else (1, 0), what)
+
+
+class StaleGenerationTest(unittest.TestCase):
+    """Issue 50: a value pass of the old generation still in flight when the controller clears the
+    new generation's slots (slot_state.clear_generation) reaches the chunk after the clear and
+    opens it for its round. The new generation's same round (same seq, another token) must not
+    take it for its own: a chunk's round is seq XOR the generation's token (delivery.p4's
+    route_input), so the new round's first contribution writes the chunk and the result is the
+    new ranks' sum, not one that holds the stale rank's values."""
+    OLD, NEW = 0x1111, 0x2222
+
+    def test_a_stale_pass_after_the_clear_does_not_hold_a_new_rank_s_values(self):
+        slot = P4Slot(world=2, k_default=2, timeout=1000)
+        data = dict(op_id=1, seq=1, op_length=100, count=3)
+        slot.step(Packet(rank=0, value=5, token=self.OLD, **data), 0)
+        stale = Packet(rank=1, value=7, token=self.OLD, **data)
+        in_flight = slot.state_pass(stale, 1, [])  # completes the round; its input pass is delayed
+        self.assertEqual(in_flight["hdr.bridged.reduce_op"], CONST["REDUCE_CONTRIBUTE"])
+        # the controller clears every slot register and the chunks' round and ranks (not the cells)
+        for key in [key for key in slot.registers if key[0] in ("SlotState", "Exponent", "ResultBitmap")]:
+            del slot.registers[key]
+        slot.registers[("ChunkState", "rounds")] = 0
+        slot.registers[("ChunkState", "ranks")] = 0
+        slot.input_pass(in_flight, stale, [])  # the stale pass arrives after the clear
+        slot.step(Packet(rank=1, value=100, token=self.NEW, **data), 2)
+        kind, header, _, (lo, _) = slot.step(Packet(rank=0, value=1000, token=self.NEW, **data), 3)
+        self.assertEqual((kind, header["bitmap"]), ("multicast_result", 0b11))
+        self.assertEqual(lo, 1100, "the new round's sum holds the old generation's values")
+        # and its output passes read the chunk: it holds the new round and its contributors
+        for half in ("REDUCE_READ_LO", "REDUCE_READ_HI"):
+            state = {"hdr.bridged.reduce_op": CONST[half], "hdr.bridged.sender_bit": 0, "hdr.bridged.slot": 7,
+                     "hdr.bridged.op_id_or_round": 1 ^ self.NEW, "hdr.dpa.flags": RESULT, "hdr.dpa.bitmap_lo": 0b11}
+            run_control(PROGRAMS[True], "ChunkState", state, slot.registers)
+            self.assertEqual((state.get("ig_dprsr_md.drop_ctl", 0), state["md.cell_op"]), (0, CONST[half]))
 
 
 class ReducerTest(unittest.TestCase):

@@ -40,7 +40,7 @@ from p4_model_test import CONST, P4, Packet, P4Slot
 from dpa_controller import delivery, next_pass  # (the entries the controller writes)
 
 MASK32 = 0xFFFFFFFF
-RESULT, OLD, ERROR, COUNT_TO_K = 0x1, 0x8, 0x10, 0x20
+RESULT, OLD, ERROR, COUNT_TO_K, FROM_OWNER = 0x1, 0x8, 0x10, 0x20, 0x2000
 WORKER_PORT_BASE = 8
 ROUNDS = 60
 LOSSLESS_ROUNDS = 10      # the last rounds run without losses: they must all complete
@@ -133,11 +133,20 @@ class Worker:
         rng = random.Random(self.seed * 1000003 + self.rank * 1009 + round_number)
         return [rng.randrange(1 << 32) for _ in range(2 * self.config["chunks"])]
 
+    def owner(self, round_number):
+        return round_number % self.config["world"]
+
     def packet(self):
         t = self.round
-        return Packet(flags=COUNT_TO_K if self.config.get("count_to_k") else 0, op_id=t + 1, seq=t // 2 + 1,
+        flags = COUNT_TO_K if self.config.get("count_to_k") else 0
+        values = self.values(t)
+        if self.config.get("from_owner"):
+            # an all-gather's round (§13.3): the owner's values, every other rank's header alone
+            flags |= FROM_OWNER
+            values = values if self.rank == self.owner(t) else []
+        return Packet(flags=flags, op_id=t + 1, seq=t // 2 + 1, owner=self.owner(t),
                       slot=t % 2, offset=0, op_length=2 * self.config["chunks"], count=2 * self.config["chunks"],
-                      rank=self.rank, k=self.config["k"], values=self.values(t))
+                      rank=self.rank, k=self.config["k"], values=values)
 
     def done(self):
         return self.round >= ROUNDS
@@ -169,7 +178,7 @@ class Switch:
         state.update({"hdr.bridged.pass_index": 0, "hdr.bridged.reduce_op": CONST["REDUCE_NONE"],
                       "hdr.bridged.delivery": CONST["DELIVER_DROP"], "hdr.bridged.worker_port": port,
                       "hdr.bridged.with_values": 0, "hdr.bridged.event": CONST["EV_NONE"],
-                      "hdr.bridged.request_op_id": packet.op_id, "hdr.bridged.slot": packet.slot,
+                      "hdr.bridged.op_id_or_round": packet.op_id, "hdr.bridged.slot": packet.slot,
                       "hdr.bridged.sender_bit": 0})
         for control in ("SlotState", "Exponent", "ResultBitmap", "Delivery"):
             run_control(self.program, control, state, slot.registers, trace=self.trace)
@@ -260,6 +269,11 @@ def simulate(prog, config, seed, trace):
             if not ranks or max(ranks) >= config["world"] or len(ranks) != header["contributors"]:
                 return "rank %d: a result of round %d reports %d contributors, bitmap %#x" % (
                     worker.rank, round_number, header["contributors"], bitmap)
+            if flags & FROM_OWNER:
+                if len(ranks) != config["world"]:
+                    return "rank %d: a relayed round %d completed without every rank (%#x)" % (
+                        worker.rank, round_number, bitmap)
+                ranks = [workers[0].owner(round_number)]  # the owner's values, unchanged
             expected = [sum(column) & MASK32 for column in zip(*(workers[r].values(round_number) for r in ranks))]
             if values != expected:
                 return ("rank %d: a WRONG SUM for round %d (contributors %#x, flags %#x):\n got      %r\n"
@@ -340,6 +354,9 @@ CONFIGURATIONS = {
                                    seed=15, loopback=True, slow_rank=0),
     "loopback_reactive_k2": dict(world=3, k=2, chunks=2, timeout=40, drop_rate=0.15, seed=16,
                                  send_rates=[0.3, 0.3, 0.03], loopback=True),
+    # all-gather rounds (FROM_OWNER, §13.3): the owner's values only, header-only requests from
+    # the others, results fetched by the others' packets without input passes; K is N
+    "relayed": dict(world=3, k=2, chunks=2, timeout=40, drop_rate=0.15, seed=17, from_owner=True),
 }
 
 
@@ -390,6 +407,9 @@ class PassesTest(unittest.TestCase):
     def test_reactive_fastest_k(self):
         self.check("reactive_k2")
         self.check_repairs_before_completion("reactive_k2")
+
+    def test_relayed_rounds_deliver_the_owners_values(self):
+        self.check("relayed")
 
     def test_loopback_ports_per_worker_port(self):
         """Each worker port's passes cross only its own loopback ports (every pass is checked as

@@ -19,9 +19,12 @@ def _table(program, name):
 
 def setup_session(program, session, generation=0):
     sessions = _table(program, "sessions")
-    sessions.add_with_set_session(session=session.id, **_session_data(session, generation))
+    sessions.add_with_set_session(session=session.id, **session_data(session, generation))
     _table(program, "k_limits").add_with_k_valid(session=session.id, k_start=0, k_end=session.world_size,
                                                    MATCH_PRIORITY=PRIORITY)
+    _table(program, "owner_limits").add_with_owner_valid(session=session.id, owner_start=0,
+                                                         owner_end=session.world_size - 1,
+                                                         MATCH_PRIORITY=PRIORITY)
     hosts = _table(program, "hosts")
     if not session.workers:
         hosts.add_with_registered_host(session=session.id, src_addr=0, src_addr_mask=0,
@@ -31,10 +34,11 @@ def setup_session(program, session, generation=0):
                                        MATCH_PRIORITY=PRIORITY)
 
 
-def _session_data(session, generation):
+def session_data(session, generation, gone=0):
+    """The `sessions` entry's action data; `gone` the generation's gone ranks (liveness.py)."""
     return dict(index=session.index, world=session.world_size, k_default=session.k,
                 timeout_plus_one=session.timeout_ticks + 1, pool_base=session.pool_base,
-                mgid=session.mgid, generation=generation)
+                mgid=session.mgid, generation=generation, gone=gone)
 
 
 def _member_keys(session, generation, rank_ports):
@@ -68,7 +72,7 @@ def publish(program, session, generation, rank_ports):
     """The new generation's token, member endpoints, identities (rank r bound to dev port
     rank_ports[r]) and slot range."""
     _table(program, "sessions").mod_with_set_session(session=session.id,
-                                                     **_session_data(session, generation.generation))
+                                                     **session_data(session, generation.generation))
     _table(program, "tokens").add_with_token_current(session=session.id, token=generation.token)
     for rank, thread, address, port, first, last, dev_port in _member_keys(session, generation,
                                                                            rank_ports):

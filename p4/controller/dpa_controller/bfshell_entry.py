@@ -53,6 +53,7 @@ def main(bfrt):
             frame = cpu.receive(timeout_s=1.0)
             if frame is not None:
                 controller.handle_frame(frame)
+            controller.poll()
     except KeyboardInterrupt:
         pass
     finally:

@@ -70,6 +70,7 @@ class Session:
     workers: list           # Worker per rank, one for all, or none
     worker_hosts: list      # host names, in rank order
     drop_rate: float = 0.0
+    liveness_timeout_ms: int = 5000  # §6.7: a rank silent this long (or that left) is gone
 
     @property
     def timeout_ticks(self):
@@ -313,6 +314,8 @@ def load(config_text, defines_text):
                          path + ".straggler_timeout_us", 1, 3_600_000_000)
         idle = _range(_optional(spec, "idle_timeout_ms", path + ".idle_timeout_ms", int, 10000),
                       path + ".idle_timeout_ms", 1, 86_400_000)
+        liveness = _range(_optional(spec, "liveness_timeout_ms", path + ".liveness_timeout_ms", int, 5000),
+                          path + ".liveness_timeout_ms", 1, 86_400_000)
         mgid = _range(_require(spec, "mgid", path + ".mgid", int), path + ".mgid", 1, program["DPA_SENDER_MGID_BASE"] - 1)
         if mgid == result.flood_mgid:
             raise ConfigError("%s.mgid: %d is switch.flood_mgid" % (path, mgid))
@@ -337,5 +340,5 @@ def load(config_text, defines_text):
             payload=program["DPA_PAYLOAD"], pool_base=base, pool_size=size,
             straggler_timeout_us=timeout, idle_timeout_ms=idle, mgid=mgid,
             workers=[Worker(hosts[n].ip) for n in names], worker_hosts=list(names),
-            drop_rate=drop_rate)
+            drop_rate=drop_rate, liveness_timeout_ms=liveness)
     return result

@@ -10,7 +10,7 @@ port), token, destinations and multicast group are written, and only then are th
 import logging
 from dataclasses import dataclass
 
-from . import (admission, counters, delivery, drop_simulator, egress_rewrite, join, net,
+from . import (admission, counters, delivery, drop_simulator, egress_rewrite, join, liveness, net,
                next_pass, ports, pre, slot_state, wire)
 from .join_rate_limiter import JoinRateLimiter
 from .bfrt_program import BfrtProgram
@@ -29,7 +29,7 @@ class _Published:
 RESET_TABLES = (
     ("admission", "sessions"), ("admission", "tokens"), ("admission", "endpoints"),
     ("admission", "identities"), ("admission", "pools"), ("admission", "hosts"),
-    ("admission", "k_limits"), ("delivery", "pass_plan"), ("next_pass", "next_pass"),
+    ("admission", "k_limits"), ("admission", "owner_limits"), ("delivery", "pass_plan"), ("delivery", "silences"), ("next_pass", "next_pass"),
     ("net", "forwarding"),
 )
 
@@ -54,6 +54,7 @@ class Controller:
         self.join_limiter = JoinRateLimiter()
         self._activity = {}  # session id -> last sampled activity counter
         self._published = {}  # session id -> _Published
+        self._liveness = {}  # session id -> liveness.SessionLiveness of its published generation
         self.ports_up = ports_up if ports_up is not None else set()
 
     # ---- start ----
@@ -89,6 +90,7 @@ class Controller:
             self.program.bfrt.port.port.clear()
             self.ports_up.clear()
         self._published.clear()
+        self._liveness.clear()
         self.joins = {sid: join.SessionJoin(s, self._token_source)
                       for sid, s in self.config.sessions.items()}
 
@@ -116,10 +118,31 @@ class Controller:
             if len(frame.payload) == wire.HEADER_SIZE and \
                     self.joins[session.id].leave(header, frame.src_ip, frame.src_port):
                 self.counts["leaves"] += 1
+                if session.id in self._liveness:
+                    self._liveness[session.id].leave(header.rank)
             else:
                 self.counts["dropped_unregistered"] += 1
+        elif header.flags & wire.Flag.KEEPALIVE:
+            self._keepalive(session, frame, header)
         else:
             self._missized(session, frame, header)
+
+    def _keepalive(self, session, frame, header):
+        """§6.7 and §8.1 row 4½: a member's KEEPALIVE records that its rank was heard; no reply."""
+        tracker = self._liveness.get(session.id)
+        outcome = "dropped_unregistered" if tracker is None else tracker.keepalive(
+            header, frame.src_ip, frame.src_port, len(frame.payload) - wire.HEADER_SIZE, self.clock_ns())
+        if outcome is not None:
+            self.counts[outcome] += 1
+
+    def poll(self):
+        """Periodic work between frames (at least once a second): the generations' gone ranks
+        (§6.7) where they changed."""
+        now = self.clock_ns()
+        for tracker in self._liveness.values():
+            generation = tracker.generation.generation
+            tracker.publish(self.program, now, lambda gone, s=tracker.session, g=generation:
+                              admission.session_data(s, g, gone))
 
     def _missized(self, session, frame, header):
         """§8.1 for a request whose size is not the canonical one (a probe with values, data of
@@ -223,6 +246,10 @@ class Controller:
         shared = any(other != session.id for other in self._published)
         slot_state.clear_generation(self.program, session, generation, self.config, shared)
         admission.publish(self.program, session, generation, rank_ports)
+        if session.id in self._liveness:
+            self._liveness[session.id].retire(self.program)
+        # A JOIN that forms a generation hears every rank (§6.7).
+        self._liveness[session.id] = liveness.SessionLiveness(session, generation, self.clock_ns())
         egress_rewrite.publish(self.program, session, generation, macs)
         pre.publish_session(self.program, session, rank_ports, had_group=old is not None)
         self._published[session.id] = _Published(generation, rank_ports)

@@ -179,8 +179,10 @@ Header = make_dataclass("Header", [(name, int, default) for name, _, _, default,
 
 
 def error_reply(request, code: int, expected: int):
-    """§4: the request echoed with ERROR, its JOIN/SYN/FLOAT bits, the code and `expected`."""
-    return replace(request, flags=int(Flag.ERROR | (request.flags & (Flag.JOIN | Flag.SYN | Flag.FLOAT))),
+    """§4: the request echoed with ERROR, its JOIN/SYN/FLOAT bits and its mode (§13.1), the code
+    and `expected`."""
+    kind = Flag.JOIN | Flag.SYN | Flag.FLOAT | Flag.TO_OWNER | Flag.FROM_OWNER
+    return replace(request, flags=int(Flag.ERROR | (request.flags & kind)),
                    error=int(code), offset=expected, count=0, contributors=0, bitmap=0)
 
 

@@ -181,7 +181,7 @@ def publish_calls(session, sid, index, token, generation, members, threads=1, wi
     calls = [("dpa.pipe.Ingress.admission.sessions", "mod_with_set_session",
               dict(session=sid, index=index, world=2, k_default=session["k"] or 2,
                    timeout_plus_one=wire.timeout_ticks(session["straggler_timeout_us"]) + 1,
-                   pool_base=session["pool_base"], mgid=mgid, generation=generation)),
+                   pool_base=session["pool_base"], mgid=mgid, generation=generation, gone=0)),
              ("dpa.pipe.Ingress.admission.tokens", "add_with_token_current", dict(session=sid, token=token))]
     span = 2 * window
     for rank, ip, port in members:
@@ -418,6 +418,91 @@ class JoinTest(unittest.TestCase):
         self.assertEqual(send(W1, 5000, short, token=0x9999), [])  # not the generation's token
         self.assertEqual(send(W1, 5000, bytes(6)), [])  # §2: not a whole number of words
         self.assertEqual(send(W1, 5000, short, count=3), [])  # §2: count beyond the payload
+        # §13.4: an owned request's header-only forms decode, and the owner's FROM_OWNER request
+        # without values, or a TO_OWNER one with a count, is another size: bad_length
+        for flags in (wire.Flag.FROM_OWNER, wire.Flag.TO_OWNER):
+            replies = send(W1, 5000, b"", flags=flags, contributors=0)
+            self.assertEqual([(r.error, r.offset, r.flags) for r in replies],
+                             [(wire.Error.BAD_LENGTH, 128, wire.Flag.ERROR | flags)])
+        self.assertEqual(send(W1, 5000, b"", flags=wire.Flag.TO_OWNER | wire.Flag.FROM_OWNER), [])  # §2
+        self.assertEqual(h.recorder.calls, [])
+
+
+class LivenessTest(unittest.TestCase):
+    """§6.7 on Tofino: KEEPALIVEs reach the controller (admission.p4 punts them), which writes the
+    gone ranks into the session's entry and each one's silence into `silences`."""
+    TIMEOUT_NS = 5000 * 1_000_000  # the sessions' default liveness_timeout_ms
+
+    def keepalive(self, h, ip=W2, port=6000, rank=1, token=0x1111, payload=b""):
+        header = wire.Header(flags=wire.Flag.KEEPALIVE, session=7, rank=rank, token=token)
+        h.controller.handle_frame(wire.build_frame(MAC[ip], SWITCH_MAC, ip, SWITCH_IP, port, 4242,
+                                                   header.encode() + payload))
+
+    def gone_writes(self, h):
+        return [(m, k.get("gone"), k.get("gone_rank"), k.get("ms")) for p, m, k in h.recorder.calls
+                if p.endswith(("admission.sessions", "delivery.silences"))]
+
+    def test_a_silent_rank_is_gone_and_a_keepalive_brings_it_back(self):
+        h = Harness()
+        h.join_both()
+        h.recorder.calls.clear()
+        h.now += self.TIMEOUT_NS
+        h.controller.poll()
+        self.assertEqual(h.recorder.calls, [])  # the JOIN heard both; not silent longer than the timeout yet
+        h.now += 1_000_000
+        self.keepalive(h)  # rank 1 is alive; rank 0 stays silent
+        h.controller.poll()
+        self.assertEqual(self.gone_writes(h), [("add_with_set_silence", None, 0, 5001),
+                                               ("mod_with_set_session", 0b01, None, None)])
+        h.recorder.calls.clear()
+        h.now += 2_000_000
+        h.controller.poll()  # the silence grows: only `silences` changes
+        self.assertEqual(self.gone_writes(h), [("mod_with_set_silence", None, 0, 5003)])
+        h.recorder.calls.clear()
+        self.keepalive(h, ip=W1, port=5000, rank=0)
+        h.controller.poll()
+        self.assertEqual(self.gone_writes(h), [("delete", None, 0, None), ("mod_with_set_session", 0, None, None)])
+        self.assertEqual(h.controller.counts["dropped_unregistered"], 0)
+
+    def test_a_rank_that_left_is_gone_at_once(self):
+        h = Harness()
+        h.join_both()
+        h.recorder.calls.clear()
+        leave = wire.Header(flags=wire.Flag.LEAVE, session=7, rank=1, token=0x1111, offset=h.secret(1))
+        h.controller.handle_frame(wire.build_frame(MAC[W2], SWITCH_MAC, W2, SWITCH_IP, 6000, 4242, leave.encode()))
+        h.controller.poll()
+        self.assertEqual(self.gone_writes(h), [("add_with_set_silence", None, 1, 0xFFFFFFFF),
+                                               ("mod_with_set_session", 0b10, None, None)])
+
+    def test_keepalives_are_checked_as_section_8_1_row_4_5(self):
+        h = Harness()
+        h.join_both()
+        h.recorder.calls.clear()
+        h.sent.clear()
+        self.keepalive(h, payload=bytes(4))
+        self.assertEqual(h.controller.counts["dropped_malformed"], 1)
+        for ip, port, rank, token in ((W2, 6000, 0, 0x1111),   # another rank's socket
+                                      (W2, 6001, 1, 0x1111),   # not a socket of the rank
+                                      (W2, 6000, 1, 0x9999)):  # not the generation's token
+            self.keepalive(h, ip, port, rank, token)
+        self.assertEqual(h.controller.counts["dropped_unregistered"], 3)
+        h.now += self.TIMEOUT_NS + 1
+        h.controller.poll()  # none of them was heard: both ranks are gone
+        self.assertEqual([k["gone"] for _, k in h.calls_on("admission.sessions")], [0b11])
+        self.assertEqual(h.sent, [])  # a keepalive gets no reply
+
+    def test_a_new_generation_starts_with_every_rank_heard(self):
+        h = Harness()
+        h.join_both()
+        h.now += self.TIMEOUT_NS + 1
+        h.controller.poll()
+        h.recorder.calls.clear()
+        h.join_both(nonces=(33, 44), token=0x1111, ports=(5100, 6100))  # the job rejoins: a new generation
+        silences = [(m, k.get("gone_rank")) for m, k in h.calls_on("delivery.silences")]
+        self.assertEqual(silences, [("delete", 0), ("delete", 1)])
+        self.assertEqual([k["gone"] for m, k in h.calls_on("admission.sessions")], [0])
+        h.recorder.calls.clear()
+        h.controller.poll()
         self.assertEqual(h.recorder.calls, [])
 
 
