@@ -17,7 +17,7 @@ from harness import BASE_ENV, free_port
 from test_torchrun import stream_flags
 
 SMALL = ["--sizes", "4KiB,100000", "--iterations", "3", "--warmup", "1"]
-ROW_KEYS = {"backend", "bytes", "elements", "dtype", "device", "ranks", "iterations", "warmup", "time_us", "algbw",
+ROW_KEYS = {"backend", "collective", "method", "bytes", "elements", "dtype", "device", "ranks", "iterations", "warmup", "time_us", "algbw",
             "busbw", "p50_us", "p99_us", "barrier_skew_us", "after_last_start_us", "wrong", "checked", "dpa"}
 DPA_COUNTER_KEYS = {"retransmissions", "timeouts", "syn_probes", "udp_drops", "switch_rounds",
                     "switch_probe_answers", "switch_duplicates", "switch_copies", "switch_late"}
@@ -95,6 +95,30 @@ def test_a_corrupted_result_is_reported_and_fails_the_run(tmp_path):
     assert "dpa.bench: 4 wrong elements" in result.stderr
 
 
+@pytest.mark.parametrize("collective, methods", [
+    ("reduce_scatter", {"dpa": "reduce_scatter_tensor", "gloo": "all_reduce, keeping the shard"}),
+    ("all_gather", {"dpa": "all_gather_into_tensor", "gloo": "all_gather into views"}),
+    ("broadcast", {"dpa": None, "gloo": None}),
+])
+def test_the_sharded_collectives_are_measured_verified_and_a_corruption_is_caught(tmp_path, collective, methods):
+    output = tmp_path / "bench.json"
+    # 4100 B: 1025 float32 elements, cut to 1024 for 2 ranks' shards (reduce-scatter, all-gather).
+    result = run_bench("-n", "2", "--collective", collective, "--sizes", "4100,64KiB", "--iterations", "3",
+                       "--warmup", "1", "--inject-wrong", "--json", str(output))
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = json.loads(output.read_text())
+    assert report["config"]["collective"] == collective
+    rows = report["results"]
+    assert all(row["collective"] == collective for row in rows)
+    assert {row["backend"]: row["method"] for row in rows} == methods
+    whole = 1024 if collective != "broadcast" else 1025
+    assert [row["elements"] for row in rows] == [whole, whole, 16384, 16384]
+    # The injected element, once per size and backend; nothing else wrong.
+    assert [row["wrong"] for row in rows] == [1, 1, 1, 1], rows
+    shard = {"reduce_scatter": 0.5, "all_gather": 1, "broadcast": 1}[collective]
+    assert all(row["checked"] == (1 + 2 * 3) * row["elements"] * shard * 2 for row in rows), rows
+
+
 def test_torchrun_ranks_report_a_corrupted_result_and_fail(tmp_path):
     output = tmp_path / "bench.json"
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
@@ -115,6 +139,9 @@ def test_torchrun_ranks_report_a_corrupted_result_and_fail(tmp_path):
     (["--iterations", "0"], "--iterations must be at least 1, got 0"),
     (["-n", "0"], "--ranks must be at least 1, got 0"),
     (["--barrier", "mpi"], "--barrier: invalid choice: 'mpi'"),
+    (["--collective", "all_to_all"], "--collective: invalid choice: 'all_to_all'"),
+    (["--collective", "reduce_scatter", "-n", "3", "--sizes", "8", "--backends", "dpa"],
+     "--sizes 8: fewer float32 elements than the 3 ranks' shards of a reduce_scatter"),
 ])
 def test_bad_arguments_exit_2_naming_the_option(arguments, message):
     result = run_bench(*arguments, timeout=60)
