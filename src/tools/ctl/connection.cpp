@@ -51,14 +51,14 @@ Connection::Connection(const std::variant<UnixPath, dpa::HostPort>& to, Clock::t
     }
     address_length = sizeof address;
   }
-  fd_ = socket(storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd_ < 0) throw Failure{fmt::format("socket: {}", std::strerror(errno))};
-  if (connect(fd_, reinterpret_cast<const sockaddr*>(&storage), address_length) != 0) {
+  fd_ = detail::UniqueFd(socket(storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd_.valid()) throw Failure{fmt::format("socket: {}", std::strerror(errno))};
+  if (connect(fd_.get(), reinterpret_cast<const sockaddr*>(&storage), address_length) != 0) {
     if (errno != EINPROGRESS) fail_with_errno("cannot connect to");
     wait_for(POLLOUT, "connecting to");
     int error = 0;
     socklen_t length = sizeof error;
-    getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &length);
+    getsockopt(fd_.get(), SOL_SOCKET, SO_ERROR, &error, &length);
     if (error != 0) {
       errno = error;
       fail_with_errno("cannot connect to");
@@ -66,15 +66,11 @@ Connection::Connection(const std::variant<UnixPath, dpa::HostPort>& to, Clock::t
   }
 }
 
-Connection::~Connection() {
-  if (fd_ >= 0) close(fd_);
-}
-
 json Connection::request(const json& message) {
   const std::string line = message.dump() + "\n";
   for (std::size_t sent = 0; sent < line.size();) {
     wait_for(POLLOUT, "sending to");
-    const ssize_t n = send(fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
+    const ssize_t n = send(fd_.get(), line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
     if (n < 0 && errno != EAGAIN && errno != EINTR) fail_with_errno("cannot send to");
     if (n > 0) sent += static_cast<std::size_t>(n);
   }
@@ -82,7 +78,7 @@ json Connection::request(const json& message) {
   char buffer[4096];
   while (reply.find('\n') == std::string::npos) {
     wait_for(POLLIN, "waiting for a reply from");
-    const ssize_t n = recv(fd_, buffer, sizeof buffer, 0);
+    const ssize_t n = recv(fd_.get(), buffer, sizeof buffer, 0);
     if (n == 0) throw Failure{fmt::format("dpa-switch at {} closed the connection without a reply", where_)};
     if (n < 0 && errno != EAGAIN && errno != EINTR) fail_with_errno("cannot read from");
     if (n > 0) reply.append(buffer, static_cast<std::size_t>(n));
@@ -105,7 +101,7 @@ void Connection::wait_for(short events, const char* doing) const {
   for (;;) {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - Clock::now());
     if (left.count() <= 0) throw Failure{fmt::format("timed out {} {}", doing, where_)};
-    pollfd polled{fd_, events, 0};
+    pollfd polled{fd_.get(), events, 0};
     const int ready = poll(&polled, 1, static_cast<int>(left.count()));
     if (ready > 0) return;
     if (ready < 0 && errno != EINTR) fail_with_errno(doing);

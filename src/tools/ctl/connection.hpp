@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/unique_fd.hpp"
 #include "dpa/host_port.hpp"
 
 namespace dpa::tools::ctl {
@@ -30,9 +31,6 @@ class Connection {
 
   // Connects to `to`, failing (Failure) once `deadline` has passed.
   Connection(const std::variant<UnixPath, dpa::HostPort>& to, Clock::time_point deadline);
-  ~Connection();
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
 
   // Sends one request line and returns the reply line, parsed.
   nlohmann::json request(const nlohmann::json& message);
@@ -41,7 +39,7 @@ class Connection {
   [[noreturn]] void fail_with_errno(const char* doing) const;
   void wait_for(short events, const char* doing) const;
 
-  int fd_ = -1;
+  detail::UniqueFd fd_;
   Clock::time_point deadline_;
   std::string where_;
 };
