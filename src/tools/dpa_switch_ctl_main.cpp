@@ -5,6 +5,7 @@
 // main() parses the flags (tools/ctl/options), resolves the address and the secret, and run()
 // makes the request over a Connection (tools/ctl/connection) and prints the reply.
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <iostream>
 #include <optional>
@@ -17,6 +18,7 @@
 
 #include "dpa/error.hpp"
 #include "dpa/host_port.hpp"
+#include "dpa/switch.hpp"
 #include "protocol/auth.hpp"
 #include "tools/ctl/connection.hpp"
 #include "tools/ctl/options.hpp"
@@ -85,6 +87,35 @@ void print_reply(const Options& o, const json& request, const json& reply) {
   }
 }
 
+// add-session: a slot pool that overlaps another session's is refused here, naming both. The
+// software switch would hold both (each session has slots of its own), but a job set up against it
+// would not run on a Tofino, whose sessions share the slot registers. A session id the switch holds
+// already is left to the switch's own refusal; so is a pool it would refuse as malformed.
+void check_pool_free(Connection& connection, const json& request) {
+  const json& session = request.at("session");
+  const dpa::SessionConfig defaults;
+  const json base = session.value("pool_base", json(defaults.pool_base));
+  const json size = session.value("pool_size", json(defaults.pool_size));
+  if (!base.is_number_unsigned() || !size.is_number_unsigned()) return;
+  const json reply = connection.request({{"op", "session_status"}});
+  if (!reply.is_object() || reply.value("ok", false) != true || !reply.contains("sessions")) return;
+  const auto first = base.get<std::uint64_t>();
+  const std::uint64_t end = first + size.get<std::uint64_t>();
+  for (const json& other : reply["sessions"]) {
+    if (other.at("id") == session.at("id")) return;
+  }
+  for (const json& other : reply["sessions"]) {
+    const auto other_first = other.at("pool_base").get<std::uint64_t>();
+    const std::uint64_t other_end = other_first + other.at("pool_size").get<std::uint64_t>();
+    if (first < other_end && other_first < end) {
+      throw Failure{fmt::format("add-session: session {}'s slots [{}, {}) overlap session {}'s slots [{}, {}): give a "
+                                "--pool-base and --pool-size outside every other session's pool (dpa-switch-ctl "
+                                "sessions lists them)",
+                                session.at("id").dump(), first, end, other.at("id").dump(), other_first, other_end)};
+    }
+  }
+}
+
 // Sends the request (after the secret, if any) and prints the reply; a refusal is a Failure.
 void run(const Options& o, const std::variant<UnixPath, dpa::HostPort>& address,
          const std::optional<std::string>& secret, const json& request) {
@@ -95,6 +126,7 @@ void run(const Options& o, const std::variant<UnixPath, dpa::HostPort>& address,
       throw Failure{"dpa-switch refused the secret: " + authenticated.value("error", authenticated.dump())};
     }
   }
+  if (*o.add) check_pool_free(connection, request);
   const json reply = connection.request(request);
   if (!reply.is_object() || !reply.contains("ok") || !reply["ok"].is_boolean()) {
     throw Failure{"the switch's reply has no \"ok\": " + reply.dump()};

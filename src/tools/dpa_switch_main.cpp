@@ -106,11 +106,16 @@ int main(int argc, char** argv) {
   if (const auto exit_code = dpa::tools::parse_command_line(app, "dpa-switch", argc, argv)) return *exit_code;
   try {
     return serve(dpa::tools::switch_tool::resolve(app, options), options);
-  } catch (const dpa::Error& error) {
+  } catch (const dpa::ConfigError& error) {
+    // The flags or the config file: a usage error.
     std::cerr << "dpa-switch: " << error.what() << "\n";
-    return 2;
+    return dpa::tools::kExitUsage;
+  } catch (const dpa::Error& error) {
+    // The machine: a port taken, a control socket in use, a device that does not start.
+    std::cerr << "dpa-switch: " << error.what() << "\n";
+    return dpa::tools::kExitRuntimeFailure;
   } catch (const std::exception& error) {
     std::cerr << "dpa-switch: cannot start: " << error.what() << "\n";
-    return 2;
+    return dpa::tools::kExitRuntimeFailure;
   }
 }
