@@ -6,6 +6,7 @@
 #include "dpa/env.hpp"
 #include "dpa/error.hpp"
 #include "job_sizing.hpp"
+#include "store_text.hpp"
 #include "torch_settings.hpp"
 
 namespace dpa::torch_backend {
@@ -21,15 +22,6 @@ std::string to_text(AuthRequest request) {
     case AuthRequest::key_file: return "key_file";
   }
   return "none";
-}
-
-std::string read_text(c10d::Store& store, const std::string& key) {
-  const std::vector<std::uint8_t> bytes = store.get(key);
-  return {bytes.begin(), bytes.end()};
-}
-
-void write_text(c10d::Store& store, const std::string& key, const std::string& text) {
-  store.set(key, std::vector<std::uint8_t>(text.begin(), text.end()));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "dpa/env.hpp"
 #include "dpa/error.hpp"
+#include "store_text.hpp"
 
 namespace dpa::torch_backend {
 namespace {
@@ -17,15 +18,6 @@ namespace {
 constexpr const char* kSizingKey = "dpa/sizing";
 constexpr const char* kPlacementKey = "dpa/host/";  // + rank
 constexpr const char* kErrorPrefix = "error: ";
-
-std::string read_text(c10d::Store& store, const std::string& key) {
-  const std::vector<std::uint8_t> bytes = store.get(key);
-  return {bytes.begin(), bytes.end()};
-}
-
-void write_text(c10d::Store& store, const std::string& key, const std::string& text) {
-  store.set(key, std::vector<std::uint8_t>(text.begin(), text.end()));
-}
 
 // The host every rank reached the store at (a TCPStore's, under the prefixes torch adds), else
 // torchrun's MASTER_ADDR; empty for a store with no host (a file).

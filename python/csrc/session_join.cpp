@@ -6,6 +6,7 @@
 #include "dpa/error.hpp"
 #include "dpa/host_port.hpp"
 #include "job_sizing.hpp"
+#include "store_text.hpp"
 
 namespace dpa::torch_backend {
 namespace {
@@ -16,15 +17,6 @@ constexpr const char* kOk = "ok";
 constexpr const char* kFailed = "failed ";
 // Beyond the join timeout: for the ranks to report, and for rank 0's verdict to reach them.
 constexpr std::chrono::milliseconds kReportGrace{5000};
-
-std::string read_text(c10d::Store& store, const std::string& key) {
-  const std::vector<std::uint8_t> bytes = store.get(key);
-  return {bytes.begin(), bytes.end()};
-}
-
-void write_text(c10d::Store& store, const std::string& key, const std::string& text) {
-  store.set(key, std::vector<std::uint8_t>(text.begin(), text.end()));
-}
 
 // Rank 0: how every rank fared, in one message ("ok" if all joined).
 std::string verdict(c10d::Store& store, const Config& config, const SoftwareSwitch* embedded,

@@ -312,7 +312,9 @@ def main(argv=None):
         import torch
 
         if not torch.cuda.is_available():
-            sys.exit("dpa.demo: --device cuda, but torch sees no CUDA device")
+            # A usage error, as dpa.train says it: exit status 2.
+            print("python -m dpa.demo: error: --device cuda, but torch sees no CUDA device", file=sys.stderr)
+            sys.exit(2)
     out = Path(arguments.out)
     out.mkdir(parents=True, exist_ok=True)
     print(f"dpa demo: {settings['world']} ranks, rank {settings['straggler']} sleeps "

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <random>
+#include <span>
 #include <string>
 
 #include "common/logging.hpp"
@@ -17,6 +19,9 @@ using protocol::Header;
 namespace flag = protocol::flag;
 
 namespace {
+
+// Room for the largest JOIN request (64 words after the header), sealed.
+constexpr std::size_t kJoinPacketBytes = protocol::kHeaderSize + 4 * 64 + protocol::kTagSize;
 
 std::uint32_t random_nonce() {
   std::random_device device;
@@ -73,12 +78,10 @@ std::uint32_t random_nonce() {
   }
 }
 
-}  // namespace
-
-SessionInfo join_session(const Config& config, transport::Queue& control,
-                         const transport::Endpoint& switch_endpoint,
-                         const std::vector<std::uint16_t>& thread_ports,
-                         const SessionInfo* rejoining) {
+// The JOIN packet (sealed in authenticated mode) in `packet`; returns its bytes.
+std::span<const std::byte> encode_join(const Config& config, const std::vector<std::uint16_t>& thread_ports,
+                                       const SessionInfo* rejoining, const std::optional<protocol::RankTagKeys>& keys,
+                                       std::span<std::byte, kJoinPacketBytes> packet) {
   protocol::JoinRequest request;
   request.nonce = random_nonce();
   request.world_size = static_cast<std::uint32_t>(config.world_size);
@@ -96,39 +99,30 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
   }
   header.rank = static_cast<std::uint8_t>(config.rank);
   header.count = static_cast<std::uint16_t>(request.words());
-  // Authenticated mode: the JOIN is sealed with this rank's key, and only replies with its tag count.
-  std::optional<protocol::RankTagKeys> keys;
-  if (config.auth_key) keys = protocol::tag_keys(*config.auth_key);
-  std::array<std::byte, protocol::kHeaderSize + 4 * 64 + protocol::kTagSize> packet{};
   protocol::encode(header, packet.data());
   protocol::encode(request, packet.data() + protocol::kHeaderSize);
   std::size_t bytes = protocol::kHeaderSize + 4 * request.words();
   if (keys) bytes = protocol::seal(keys->request, packet.data(), bytes);
-  const std::span<const std::byte> join(packet.data(), bytes);
+  return packet.first(bytes);
+}
 
-  using clock = std::chrono::steady_clock;
-  const auto deadline = clock::now() + config.join_timeout;
-  // JOINs are cheap and the other ranks may start late: retry often, at least every 100 ms
-  // (the switch forgets a pending JOIN that is not repeated within a second).
-  const auto max_retry = std::chrono::duration_cast<clock::duration>(std::chrono::milliseconds(100));
-  auto retry = std::min(std::chrono::duration_cast<clock::duration>(config.retransmit_timeout), max_retry);
+// Refusals that may pass (another job holds the session, another source holds this rank's
+// pending JOIN) and replies that cannot end the join (untagged or badly tagged): the JOIN is
+// repeated meanwhile, and at the deadline they explain why it failed.
+struct JoinHindrances {
   std::uint32_t busy_generation = 0;  // the switch refused: another job holds the session
   // The switch refused: another source holds this rank's pending JOIN (a JOIN storm, or a stale
   // process of this rank). Transient while that source gives way, so keep asking.
   std::uint64_t contended_refusals = 0;
   transport::Endpoint contender;
   std::uint64_t contender_joins = 0;
-  std::array<transport::RxPacket, 16> received;
   bool session_without_auth = false;  // the switch said the session does not authenticate
   std::uint64_t rejected_replies = 0;  // replies without this rank's tag
 
-  log().debug("rank {} joining session {} at {}", config.rank, config.session,
-              switch_endpoint.to_string());
-  transport::send_datagram(control, join, switch_endpoint);
-  auto resend_at = clock::now() + retry;
-  while (true) {
-    const auto now = clock::now();
-    if (now >= deadline && busy_generation != 0) {
+  // The error of a join that did not complete by the deadline, naming what hindered it.
+  [[noreturn]] void throw_at_deadline(const Config& config, const transport::Queue& control,
+                                      const transport::Endpoint& switch_endpoint) const {
+    if (busy_generation != 0) {
       throw ConfigError("rank " + std::to_string(config.rank) + ": session " +
                         std::to_string(config.session) + " at " + switch_endpoint.to_string() +
                         " is in use by another job (its generation " +
@@ -136,7 +130,7 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
                         std::to_string(config.join_timeout.count()) +
                         " ms join timeout: use another DPA_SESSION, or stop that job");
     }
-    if (now >= deadline && contended_refusals != 0) {
+    if (contended_refusals != 0) {
       throw ConfigError("rank " + std::to_string(config.rank) + ": session " +
                         std::to_string(config.session) + " at " + switch_endpoint.to_string() +
                         ": the switch refused this rank's JOIN " + std::to_string(contended_refusals) +
@@ -148,13 +142,13 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
                         " JOINs from that source, not in this job): a process on a worker host is "
                         "sending JOINs for this session (a stale rank, or a JOIN storm)");
     }
-    if (now >= deadline && session_without_auth) {
+    if (session_without_auth) {
       throw ConfigError("rank " + std::to_string(config.rank) + ": session " + std::to_string(config.session) +
                         " at " + switch_endpoint.to_string() +
                         " does not authenticate, but this rank has an authentication key (auth_key_file / "
                         "DPA_AUTH_KEY_FILE): give the session an auth_key_file, or this rank none");
     }
-    if (now >= deadline && rejected_replies != 0) {
+    if (rejected_replies != 0) {
       throw ConfigError("rank " + std::to_string(config.rank) + ": session " + std::to_string(config.session) +
                         " at " + switch_endpoint.to_string() + ": " + std::to_string(rejected_replies) +
                         " replies to this rank's JOIN failed authentication within the " +
@@ -163,17 +157,102 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
                         "dpa-switch-ctl rank-key derives from the session's for rank " +
                         std::to_string(config.rank) + "?");
     }
-    if (now >= deadline) {
-      // A port without link explains the silence better than the switch or the other ranks.
-      const std::string link_problems = control.link_problems();
-      throw TimeoutError("rank " + std::to_string(config.rank) + ": session " +
-                         std::to_string(config.session) + " at " + switch_endpoint.to_string() +
-                         " did not complete its join within " +
-                         std::to_string(config.join_timeout.count()) +
-                         " ms: is dpa-switch running there and have all " +
-                         std::to_string(config.world_size) + " ranks started?" +
-                         (link_problems.empty() ? "" : " This rank's " + link_problems));
-    }
+    // A port without link explains the silence better than the switch or the other ranks.
+    const std::string link_problems = control.link_problems();
+    throw TimeoutError("rank " + std::to_string(config.rank) + ": session " +
+                       std::to_string(config.session) + " at " + switch_endpoint.to_string() +
+                       " did not complete its join within " +
+                       std::to_string(config.join_timeout.count()) +
+                       " ms: is dpa-switch running there and have all " +
+                       std::to_string(config.world_size) + " ranks started?" +
+                       (link_problems.empty() ? "" : " This rank's " + link_problems));
+  }
+};
+
+// What the JOIN ack `reply` with `answer` tells this rank.
+SessionInfo session_info(const Header& reply, const protocol::JoinReply& answer,
+                         const std::optional<protocol::RankTagKeys>& keys, const transport::Endpoint& switch_endpoint) {
+  SessionInfo info;
+  info.payload = answer.payload;
+  info.world_size = static_cast<int>(answer.world_size);
+  info.k_default = static_cast<std::uint8_t>(answer.k_default);
+  info.straggler_timeout = std::chrono::microseconds(protocol::ticks_to_us(answer.straggler_timeout_ticks));
+  info.pool_base = answer.pool_base;
+  info.generation = answer.generation;
+  info.token = answer.token;
+  info.rank_secret = reply.offset;
+  info.tag_keys = keys;
+  for (std::uint32_t p = 0; p < answer.switch_ports; ++p) {
+    info.switch_ports.push_back({switch_endpoint.address, answer.ports[p]});
+  }
+  return info;
+}
+
+// One received packet: the session's ack (returned), a refusal that ends the join (thrown), or
+// something to note in `hindrances` or ignore (nothing returned).
+std::optional<SessionInfo> read_join_reply(const Config& config, const transport::RxPacket& packet,
+                                           const std::optional<protocol::RankTagKeys>& keys,
+                                           const transport::Endpoint& switch_endpoint, JoinHindrances& hindrances) {
+  if (packet.from != switch_endpoint) return std::nullopt;
+  Header reply;
+  std::span<const std::byte> payload;
+  if (protocol::decode(packet.data, reply, payload) != protocol::DecodeStatus::ok) return std::nullopt;
+  if (reply.session != config.session || !reply.has(flag::kJoin)) return std::nullopt;
+  if (reply.has(flag::kError) && reply.error == ErrorCode::auth_mismatch) {
+    // Untagged (the switch has no key to share with this rank): a forgery could send it, so
+    // it ends nothing for a rank with a key; it explains the timeout instead.
+    if (!keys) throw_join_error(config, reply, switch_endpoint);
+    hindrances.session_without_auth = true;
+    return std::nullopt;
+  }
+  if (keys && !(reply.has(flag::kAuth) && protocol::verify_tag(keys->reply, packet.data))) {
+    ++hindrances.rejected_replies;
+    return std::nullopt;
+  }
+  if (reply.has(flag::kError) && reply.error == ErrorCode::session_busy) {
+    hindrances.busy_generation = reply.offset;  // keep asking: the session frees when that job ends
+    return std::nullopt;
+  }
+  if (reply.has(flag::kError) && reply.error == ErrorCode::rank_contended) {
+    ++hindrances.contended_refusals;
+    hindrances.contender = {static_cast<std::uint32_t>(reply.bitmap >> 16), static_cast<std::uint16_t>(reply.bitmap)};
+    hindrances.contender_joins = reply.bitmap >> 48;
+    return std::nullopt;
+  }
+  if (reply.has(flag::kError)) throw_join_error(config, reply, switch_endpoint);
+  protocol::JoinReply answer;
+  if (!reply.has(flag::kResult) || !protocol::decode(payload, answer)) return std::nullopt;
+  return session_info(reply, answer, keys, switch_endpoint);
+}
+
+}  // namespace
+
+SessionInfo join_session(const Config& config, transport::Queue& control,
+                         const transport::Endpoint& switch_endpoint,
+                         const std::vector<std::uint16_t>& thread_ports,
+                         const SessionInfo* rejoining) {
+  // Authenticated mode: the JOIN is sealed with this rank's key, and only replies with its tag count.
+  std::optional<protocol::RankTagKeys> keys;
+  if (config.auth_key) keys = protocol::tag_keys(*config.auth_key);
+  std::array<std::byte, kJoinPacketBytes> packet{};
+  const std::span<const std::byte> join = encode_join(config, thread_ports, rejoining, keys, packet);
+
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + config.join_timeout;
+  // JOINs are cheap and the other ranks may start late: retry often, at least every 100 ms
+  // (the switch forgets a pending JOIN that is not repeated within a second).
+  const auto max_retry = std::chrono::duration_cast<clock::duration>(std::chrono::milliseconds(100));
+  auto retry = std::min(std::chrono::duration_cast<clock::duration>(config.retransmit_timeout), max_retry);
+  JoinHindrances hindrances;
+  std::array<transport::RxPacket, 16> received;
+
+  log().debug("rank {} joining session {} at {}", config.rank, config.session,
+              switch_endpoint.to_string());
+  transport::send_datagram(control, join, switch_endpoint);
+  auto resend_at = clock::now() + retry;
+  while (true) {
+    const auto now = clock::now();
+    if (now >= deadline) hindrances.throw_at_deadline(config, control, switch_endpoint);
     if (now >= resend_at) {
       transport::send_datagram(control, join, switch_endpoint);
       retry = std::min(retry * 2, max_retry);
@@ -181,53 +260,11 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
     }
     const std::size_t n = control.receive(received, std::min(resend_at, deadline) - now);
     for (std::size_t i = 0; i < n; ++i) {
-      if (received[i].from != switch_endpoint) continue;
-      Header reply;
-      std::span<const std::byte> payload;
-      if (protocol::decode(received[i].data, reply, payload) != protocol::DecodeStatus::ok) continue;
-      if (reply.session != config.session || !reply.has(flag::kJoin)) continue;
-      if (reply.has(flag::kError) && reply.error == ErrorCode::auth_mismatch) {
-        // Untagged (the switch has no key to share with this rank): a forgery could send it, so
-        // it ends nothing for a rank with a key; it explains the timeout instead.
-        if (!keys) throw_join_error(config, reply, switch_endpoint);
-        session_without_auth = true;
-        continue;
+      if (std::optional<SessionInfo> info = read_join_reply(config, received[i], keys, switch_endpoint, hindrances)) {
+        log().debug("rank {} joined session {} generation {} (payload {}, K {})", config.rank,
+                    config.session, info->generation, info->payload, info->k_default);
+        return *info;
       }
-      if (keys && !(reply.has(flag::kAuth) && protocol::verify_tag(keys->reply, received[i].data))) {
-        ++rejected_replies;
-        continue;
-      }
-      if (reply.has(flag::kError) && reply.error == ErrorCode::session_busy) {
-        busy_generation = reply.offset;  // keep asking: the session frees when that job ends
-        continue;
-      }
-      if (reply.has(flag::kError) && reply.error == ErrorCode::rank_contended) {
-        ++contended_refusals;
-        contender = {static_cast<std::uint32_t>(reply.bitmap >> 16),
-                     static_cast<std::uint16_t>(reply.bitmap)};
-        contender_joins = reply.bitmap >> 48;
-        continue;
-      }
-      if (reply.has(flag::kError)) throw_join_error(config, reply, switch_endpoint);
-      protocol::JoinReply answer;
-      if (!reply.has(flag::kResult) || !protocol::decode(payload, answer)) continue;
-      SessionInfo info;
-      info.payload = answer.payload;
-      info.world_size = static_cast<int>(answer.world_size);
-      info.k_default = static_cast<std::uint8_t>(answer.k_default);
-      info.straggler_timeout = std::chrono::microseconds(
-          protocol::ticks_to_us(answer.straggler_timeout_ticks));
-      info.pool_base = answer.pool_base;
-      info.generation = answer.generation;
-      info.token = answer.token;
-      info.rank_secret = reply.offset;
-      info.tag_keys = keys;
-      for (std::uint32_t p = 0; p < answer.switch_ports; ++p) {
-        info.switch_ports.push_back({switch_endpoint.address, answer.ports[p]});
-      }
-      log().debug("rank {} joined session {} generation {} (payload {}, K {})", config.rank,
-                  config.session, info.generation, info.payload, info.k_default);
-      return info;
     }
   }
 }

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "common/logging.hpp"
+#include "common/unique_fd.hpp"
 #include "dpa/error.hpp"
 #include "switch/control_secret.hpp"
 #include "switch/counter_fields.hpp"
@@ -103,7 +104,7 @@ void ControlChannelOptions::validate() const {
 
 // One connection: what it sent that is not a whole line yet, and the replies not sent yet.
 struct ControlChannel::Client {
-  int fd = -1;
+  detail::UniqueFd fd;
   Access access = Access::none;
   std::string peer;  // who it is, for the log
   std::string received;
@@ -117,14 +118,11 @@ struct ControlChannel::Client {
   bool peer_done = false;  // the client shut its write side: answer what it sent, then close
 
   explicit Client(int connection) : fd(connection), last_request(Clock::now()) {}
-  ~Client() { close(fd); }
-  Client(const Client&) = delete;
-  Client& operator=(const Client&) = delete;
 
   // Sends what the socket takes now; false when the connection is broken.
   bool flush() {
     while (!unsent.empty()) {
-      const ssize_t sent = send(fd, unsent.data(), unsent.size(), MSG_NOSIGNAL);
+      const ssize_t sent = send(fd.get(), unsent.data(), unsent.size(), MSG_NOSIGNAL);
       if (sent < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
       unsent.erase(0, static_cast<std::size_t>(sent));
     }
@@ -288,7 +286,7 @@ void ControlChannel::serve() {
     polled.push_back({listener_.fd(), POLLIN, 0});
     for (const Client& client : clients) {
       const short events = static_cast<short>((client.peer_done ? 0 : POLLIN) | (client.unsent.empty() ? 0 : POLLOUT));
-      polled.push_back({client.fd, events, 0});
+      polled.push_back({client.fd.get(), events, 0});
     }
     // Wake up for shutdown and for the earliest idle deadline.
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(kStopCheck);
@@ -308,7 +306,7 @@ void ControlChannel::serve() {
       bool keep = true;
       try {
         if ((entry->revents & (POLLIN | POLLHUP | POLLERR)) != 0 && !client->peer_done) {
-          const ssize_t received = recv(client->fd, buffer, sizeof buffer, 0);
+          const ssize_t received = recv(client->fd.get(), buffer, sizeof buffer, 0);
           if (received == 0) {
             client->peer_done = true;
           } else if (received < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -346,7 +344,7 @@ void ControlChannel::serve() {
         keep = keep && client->flush() && client->unsent.size() <= options_.max_request_bytes &&
                !(client->peer_done && client->unsent.empty());
         if (keep && client->closing && client->unsent.empty() && !client->write_shut) {
-          shutdown(client->fd, SHUT_WR);
+          shutdown(client->fd.get(), SHUT_WR);
           client->write_shut = true;
         }
         // A closing client gets one more idle timeout to take its last reply and hang up.

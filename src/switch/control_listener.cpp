@@ -116,7 +116,7 @@ void ControlListener::listen_unix(const std::filesystem::path& path, mode_t mode
   socket_device_ = created.st_dev;
   socket_inode_ = created.st_ino;
   unix_path_ = path;
-  fd_ = listener.release();
+  fd_ = std::move(listener);
 }
 
 void ControlListener::listen_tcp(const HostPort& where) {
@@ -137,11 +137,11 @@ void ControlListener::listen_tcp(const HostPort& where) {
   getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &length);
   host_ = where.host;
   port_ = ntohs(address.sin_port);
-  fd_ = listener.release();
+  fd_ = std::move(listener);
 }
 
 ControlListener::~ControlListener() {
-  close(fd_);
+  fd_ = detail::UniqueFd();  // closed before the socket file goes
   if (!unix_path_) return;
   // Only the socket this listener created: a later switch's, or the operator's file, stays.
   struct stat now {};
@@ -156,7 +156,7 @@ std::string ControlListener::where() const {
 
 std::optional<ControlPeer> ControlListener::accept() const {
   ControlPeer peer;
-  peer.fd = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  peer.fd = accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (peer.fd < 0) return std::nullopt;
   if (unix_path_) {
     ucred credentials{};

@@ -17,6 +17,7 @@
 #include <string>
 #include <variant>
 
+#include "common/unique_fd.hpp"
 #include "dpa/host_port.hpp"
 
 namespace dpa::sw {
@@ -39,7 +40,7 @@ class ControlListener {
   ControlListener(const ControlListener&) = delete;
   ControlListener& operator=(const ControlListener&) = delete;
 
-  [[nodiscard]] int fd() const { return fd_; }
+  [[nodiscard]] int fd() const { return fd_.get(); }
   [[nodiscard]] std::uint16_t port() const { return port_; }  // TCP: the bound port
   // "unix:PATH" or "HOST:PORT" with the bound port.
   [[nodiscard]] std::string where() const;
@@ -51,7 +52,7 @@ class ControlListener {
   void listen_unix(const std::filesystem::path& path, mode_t mode);
   void listen_tcp(const HostPort& address);
 
-  int fd_ = -1;
+  detail::UniqueFd fd_;
   std::optional<std::filesystem::path> unix_path_;
   dev_t socket_device_ = 0;  // of the socket file, to remove only that one at exit
   ino_t socket_inode_ = 0;

@@ -10,14 +10,6 @@
 
 namespace dpa::transport {
 
-bool dpdk_available() {
-#ifdef DPA_HAVE_DPDK
-  return true;
-#else
-  return false;
-#endif
-}
-
 std::unique_ptr<Device> open_device(const TransportConfig& config, std::size_t queues) {
   if (const auto* udp = std::get_if<UdpTransportConfig>(&config)) return socket::open_udp_device(*udp, queues);
   if (const auto* shm = std::get_if<ShmTransportConfig>(&config)) return shm::open_shm_device(*shm, queues);

@@ -14,7 +14,4 @@ namespace dpa::transport {
 // DPDK section when this build has no DPDK.
 std::unique_ptr<Device> open_device(const TransportConfig& config, std::size_t queues);
 
-// Whether this build includes the DPDK transport.
-bool dpdk_available();
-
 }  // namespace dpa::transport

@@ -4,6 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -73,6 +76,26 @@ TEST(SwitchCli, StartUpErrorsNameTheSettingAndExitNonZero) {
     EXPECT_EQ(*code, 2) << process.output();
     EXPECT_THAT(process.output(), HasSubstr(c.expected));
   }
+}
+
+// A failure of the machine, not of the command line, exits 1: here the UDP port is taken.
+TEST(SwitchCli, ARuntimeFailureExitsOne) {
+  const std::string switch_path = std::string(DPA_BINARY_DIR) + "/src/tools/dpa-switch";
+  const int taken = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(taken, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(taken, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(getsockname(taken, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  dpa::tools::Process process({"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", switch_path, "--host", "127.0.0.1",
+                               "--port", std::to_string(ntohs(address.sin_port)), "--world-size", "2"});
+  const auto code = process.wait_until(Clock::now() + 20s);
+  close(taken);
+  ASSERT_TRUE(code.has_value()) << "dpa-switch still runs";
+  EXPECT_EQ(*code, 1) << process.output();
+  EXPECT_THAT(process.output(), HasSubstr("cannot bind UDP 127.0.0.1:"));
 }
 
 // dpa-switch on shared memory serves dpa-bench workers of another process group, checked.

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from harness import BASE_ENV, run_ranks
 
@@ -50,6 +51,8 @@ def test_demo_trains_every_run_and_reports_fastest_k(tmp_path):
     ("dpa.demo", ["--runs", "gloo,nccl"], "--runs: unknown run(s) ['nccl']"),
     ("dpa.demo", ["--ranks", "4", "--k", "5"], "--k must be in 1..4, got 5"),
     ("dpa.demo", ["-n", "3", "--straggler-rank", "3"], "--straggler-rank must be a rank in 0..2, got 3"),
+    pytest.param("dpa.demo", ["--device", "cuda"], "--device cuda, but torch sees no CUDA device",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="torch sees a CUDA device here")),
 ])
 def test_bad_arguments_name_the_option(module, arguments, message):
     result = run_module(module, *arguments, timeout=60)

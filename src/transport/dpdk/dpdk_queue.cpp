@@ -14,8 +14,6 @@
 namespace dpa::transport::dpdk {
 namespace {
 
-// At most one ARP request per queue per this many microseconds while a neighbour is unknown.
-constexpr std::uint64_t kArpIntervalUs = 1000;
 // Idle polls of an up port between two reads of its link (PortState::Link::poll_only_when_up).
 constexpr std::uint32_t kLinkCheckPolls = 4096;
 
@@ -29,7 +27,11 @@ std::byte* frame_of(rte_mbuf* mbuf) { return rte_pktmbuf_mtod(mbuf, std::byte*);
 }  // namespace
 
 DpdkQueue::DpdkQueue(std::shared_ptr<PortState> port, std::uint16_t queue, rte_mempool* pool)
-    : port_(std::move(port)), queue_(queue), pool_(pool), tx_(port_->links.size()) {
+    : port_(std::move(port)),
+      queue_(queue),
+      pool_(pool),
+      l3_(*port_, static_cast<std::uint16_t>(port_->base_port + queue_), *this),
+      tx_(port_->links.size()) {
   const bool shared = port_->shared_polling;
   for (std::size_t link = 0; link < port_->links.size(); ++link) {
     const std::uint16_t port_id = port_->links[link].port_id;
@@ -163,7 +165,9 @@ void DpdkQueue::classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& d
   const auto* ethernet = reinterpret_cast<const rte_ether_hdr*>(frame);
   const std::uint16_t type = length >= kEthernetBytes ? rte_be_to_cpu_16(ethernet->ether_type) : 0;
   if (type == RTE_ETHER_TYPE_ARP && length >= kEthernetBytes + sizeof(rte_arp_hdr)) {
-    answer_arp(*reinterpret_cast<const rte_arp_hdr*>(frame + kEthernetBytes), link_of(mbuf));
+    if (!l3_.on_arp(*reinterpret_cast<const rte_arp_hdr*>(frame + kEthernetBytes), link_of(mbuf))) {
+      ++counters_.rx_dropped;
+    }
     rte_pktmbuf_free(mbuf);
     return;
   }
@@ -182,7 +186,7 @@ void DpdkQueue::classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& d
     rte_pktmbuf_free(mbuf);
     return;
   }
-  if (!checksums_hold(*mbuf, *ip, *udp, udp_bytes, port_->check_udp_checksum)) {
+  if (!checksums_hold(mbuf->ol_flags, *ip, *udp, udp_bytes, port_->check_udp_checksum)) {
     ++counters_.rx_bad_checksum;
     rte_pktmbuf_free(mbuf);
     return;
@@ -199,84 +203,12 @@ void DpdkQueue::classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& d
     return;
   }
   const std::uint32_t source_ip = rte_be_to_cpu_32(ip->src_addr);
-  const NeighbourTable::Entry sender{mac_to_u64(ethernet->src_addr), link_of(mbuf)};
-  // Replies go back to whoever sent, by the port it came in on: learn it unless already known.
-  if (const auto known = port_->neighbours.find(source_ip); !known || *known != sender) {
-    port_->neighbours.learn(source_ip, sender);
-  }
+  l3_.learn(source_ip, {mac_to_u64(ethernet->src_addr), link_of(mbuf)});
   held_[held_count_] = mbuf;
   out[delivered++] = RxPacket{
       std::span(rte_pktmbuf_mtod_offset(mbuf, std::byte*, kFrameHeaderBytes), udp_bytes - kUdpBytes),
       Endpoint{source_ip, rte_be_to_cpu_16(udp->src_port)}, &held_[held_count_]};
   ++held_count_;
-}
-
-bool DpdkQueue::checksums_hold(const rte_mbuf& mbuf, const rte_ipv4_hdr& ip, const rte_udp_hdr& udp,
-                               std::uint16_t udp_bytes, bool check_udp) {
-  // The NIC's verdict where it gave one (the port's RX checksum offload), else computed here.
-  const std::uint64_t ip_flags = mbuf.ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
-  const std::uint64_t udp_flags = mbuf.ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
-  if (ip_flags == RTE_MBUF_F_RX_IP_CKSUM_BAD || udp_flags == RTE_MBUF_F_RX_L4_CKSUM_BAD) return false;
-  const bool ip_holds = ip_flags == RTE_MBUF_F_RX_IP_CKSUM_GOOD || ipv4_checksum_holds(ip);
-  return ip_holds &&
-         (!check_udp || udp_flags == RTE_MBUF_F_RX_L4_CKSUM_GOOD || udp_checksum_holds(ip, udp, udp_bytes));
-}
-
-void DpdkQueue::answer_arp(const rte_arp_hdr& arp, std::uint8_t link) {
-  if (arp.arp_hardware != rte_cpu_to_be_16(RTE_ARP_HRD_ETHER) ||
-      arp.arp_protocol != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4)) {
-    ++counters_.rx_dropped;
-    return;
-  }
-  const std::uint32_t sender_ip = rte_be_to_cpu_32(arp.arp_data.arp_sip);
-  const NeighbourTable::Entry sender{mac_to_u64(arp.arp_data.arp_sha), link};
-  const bool for_us = rte_be_to_cpu_32(arp.arp_data.arp_tip) == port_->local_ip;
-  if (for_us || port_->neighbours.find(sender_ip)) port_->neighbours.learn(sender_ip, sender);
-  if (!for_us || arp.arp_opcode != rte_cpu_to_be_16(RTE_ARP_OP_REQUEST)) return;
-  rte_mbuf* reply = rte_pktmbuf_alloc(pool_);
-  if (reply == nullptr) return;
-  auto* ethernet = rte_pktmbuf_mtod(reply, rte_ether_hdr*);
-  ethernet->dst_addr = arp.arp_data.arp_sha;
-  ethernet->src_addr = u64_to_mac(port_->links[link].mac);
-  ethernet->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP);
-  auto* answer = reinterpret_cast<rte_arp_hdr*>(ethernet + 1);
-  *answer = arp;
-  answer->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REPLY);
-  answer->arp_data.arp_tha = arp.arp_data.arp_sha;
-  answer->arp_data.arp_tip = arp.arp_data.arp_sip;
-  answer->arp_data.arp_sha = ethernet->src_addr;
-  answer->arp_data.arp_sip = rte_cpu_to_be_32(port_->local_ip);
-  reply->data_len = static_cast<std::uint16_t>(kEthernetBytes + sizeof(rte_arp_hdr));
-  reply->pkt_len = reply->data_len;
-  if (!enqueue(link, reply)) rte_pktmbuf_free(reply);
-}
-
-void DpdkQueue::request_arp(std::uint32_t ip) {
-  const std::uint64_t now = rte_rdtsc();
-  if (now - last_arp_request_ < rte_get_tsc_hz() / 1000000 * kArpIntervalUs) return;
-  last_arp_request_ = now;
-  // The neighbour may sit behind any port: ask on all of them.
-  for (std::size_t link = 0; link < port_->links.size(); ++link) {
-    rte_mbuf* request = rte_pktmbuf_alloc(pool_);
-    if (request == nullptr) return;
-    auto* ethernet = rte_pktmbuf_mtod(request, rte_ether_hdr*);
-    ethernet->dst_addr = u64_to_mac(kBroadcastMac);
-    ethernet->src_addr = u64_to_mac(port_->links[link].mac);
-    ethernet->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP);
-    auto* arp = reinterpret_cast<rte_arp_hdr*>(ethernet + 1);
-    arp->arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER);
-    arp->arp_protocol = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
-    arp->arp_hlen = RTE_ETHER_ADDR_LEN;
-    arp->arp_plen = 4;
-    arp->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REQUEST);
-    arp->arp_data.arp_sha = ethernet->src_addr;
-    arp->arp_data.arp_sip = rte_cpu_to_be_32(port_->local_ip);
-    arp->arp_data.arp_tha = rte_ether_addr{};
-    arp->arp_data.arp_tip = rte_cpu_to_be_32(ip);
-    request->data_len = static_cast<std::uint16_t>(kEthernetBytes + sizeof(rte_arp_hdr));
-    request->pkt_len = request->data_len;
-    if (!enqueue(static_cast<std::uint8_t>(link), request)) rte_pktmbuf_free(request);
-  }
 }
 
 std::size_t DpdkQueue::allocate(std::span<TxBuffer> out) {
@@ -342,29 +274,6 @@ TxBuffer DpdkQueue::take_for_reply(const RxPacket& packet, std::uint32_t bytes) 
   if (capacity < bytes) return {};
   *held = nullptr;  // the next receive() no longer frees it: the caller releases it
   return TxBuffer{frame_of(mbuf) + kFrameHeaderBytes, 0, capacity, mbuf};
-}
-
-const std::byte* DpdkQueue::header_for(const Endpoint& to, std::uint16_t payload_bytes, std::uint8_t& link) {
-  const auto neighbour = port_->neighbours.find(to.address);
-  if (!neighbour) {
-    ++counters_.tx_unresolved;
-    request_arp(to.address);
-    return nullptr;
-  }
-  link = neighbour->link;
-  const std::size_t slot = ((to.address * 2654435761u) ^ to.port ^ (std::size_t{payload_bytes} << 3)) &
-                           (kHeaderCacheSize - 1);
-  CachedHeader& cached = headers_[slot];
-  if (!cached.valid || cached.to != to || cached.payload_bytes != payload_bytes || cached.where != *neighbour) {
-    const FrameAddresses addresses{port_->links[link].mac, neighbour->mac, port_->local_ip, to.address,
-                                   static_cast<std::uint16_t>(port_->base_port + queue_), to.port};
-    write_frame_header(cached.bytes.data(), addresses, payload_bytes, port_->checksum_offload);
-    cached.to = to;
-    cached.payload_bytes = payload_bytes;
-    cached.where = *neighbour;
-    cached.valid = true;
-  }
-  return cached.bytes.data();
 }
 
 bool DpdkQueue::chain_payload(rte_mbuf* head, rte_mbuf* buffer, std::uint16_t payload_bytes) {

@@ -3,7 +3,8 @@
 // queues dispatch to), TX buffered per port until a burst is full, its first packet has waited
 // tx_flush, or a poll step of receive() finds nothing to receive (flush() sends at once), mbufs
 // from the queue's own pool.
-// Busy-polls; nothing on the packet path allocates from the heap or takes a lock.
+// Busy-polls; nothing on the packet path allocates from the heap or takes a lock. ARP, neighbours
+// and frame headers are the L3 stack's (l3.hpp); its ARP frames leave through this queue's bursts.
 #pragma once
 
 #include <rte_mbuf.h>
@@ -13,12 +14,13 @@
 #include <vector>
 
 #include "transport/dpdk/frame.hpp"
+#include "transport/dpdk/l3.hpp"
 #include "transport/dpdk/port_state.hpp"
 #include "transport/queue.hpp"
 
 namespace dpa::transport::dpdk {
 
-class DpdkQueue final : public Queue {
+class DpdkQueue final : public Queue, private FrameSender {
  public:
   static constexpr std::size_t kMaxBurst = 512;
 
@@ -43,16 +45,6 @@ class DpdkQueue final : public Queue {
   [[nodiscard]] std::string link_problems() const override;
 
  private:
-  static constexpr std::size_t kHeaderCacheSize = 256;  // power of two; direct-mapped
-
-  struct CachedHeader {
-    Endpoint to;
-    std::uint16_t payload_bytes = 0;
-    bool valid = false;
-    NeighbourTable::Entry where;
-    std::array<std::byte, kFrameHeaderBytes> bytes{};
-  };
-
   struct TxBurst {
     std::array<rte_mbuf*, kMaxBurst> packets{};
     std::size_t count = 0;
@@ -67,22 +59,20 @@ class DpdkQueue final : public Queue {
   std::uint16_t payload_sum(const TxBuffer& buffer) const;
   // Sorts one received frame: ours (appended to `out`), another queue's, ARP, or not for us.
   void classify(rte_mbuf* mbuf, std::span<RxPacket> out, std::size_t& delivered);
-  // The IPv4 and (with `check_udp`) UDP checksums of a frame whose lengths were checked: by the
-  // NIC's flags, else computed.
-  static bool checksums_hold(const rte_mbuf& mbuf, const rte_ipv4_hdr& ip, const rte_udp_hdr& udp,
-                             std::uint16_t udp_bytes, bool check_udp);
-  void answer_arp(const rte_arp_hdr& arp, std::uint8_t link);
-  void request_arp(std::uint32_t ip);
+  // FrameSender: the L3 stack's ARP frames.
+  rte_mbuf* allocate_frame() override { return rte_pktmbuf_alloc(pool_); }
+  bool send_frame(std::uint8_t link, rte_mbuf* frame) override { return enqueue(link, frame); }
   // Takes one frame into the link's TX burst; false when it is full and the port takes none.
   bool enqueue(std::uint8_t link, rte_mbuf* mbuf);
   void flush_link(std::uint8_t link);
   // Sends the bursts whose oldest packet has waited tx_flush by `now` (TSC).
   void flush_due(std::uint64_t now);
-  // The 42 header bytes for a payload of `payload_bytes` to `to` and the link that reaches it, or
-  // nullptr when its MAC is unknown (ARP asked). Built once per destination and length, then
-  // copied: a packet costs a neighbour lookup and a 42-byte copy, not MAC conversions and an
-  // IPv4 checksum.
-  const std::byte* header_for(const Endpoint& to, std::uint16_t payload_bytes, std::uint8_t& link);
+  // L3::header_for, counting a destination whose MAC is unknown (its packet is dropped).
+  const std::byte* header_for(const Endpoint& to, std::uint16_t payload_bytes, std::uint8_t& link) {
+    const std::byte* header = l3_.header_for(to, payload_bytes, link);
+    if (header == nullptr) ++counters_.tx_unresolved;
+    return header;
+  }
   // Appends `buffer`'s payload (past its frame header) to `head` as a second segment that
   // shares the data; false when the pool is empty.
   bool chain_payload(rte_mbuf* head, rte_mbuf* buffer, std::uint16_t payload_bytes);
@@ -92,6 +82,7 @@ class DpdkQueue final : public Queue {
   std::shared_ptr<PortState> port_;
   std::uint16_t queue_;
   rte_mempool* pool_;
+  L3 l3_;
   std::array<rte_mbuf*, kMaxBurst> rx_{};
   // Delivered by the last receive(), freed by the next (but for those take_for_reply() took:
   // nulled here; each RxPacket's native handle is its entry).
@@ -122,9 +113,7 @@ class DpdkQueue final : public Queue {
   std::vector<RxSource> others_rx_;  // polled one per poll step, in turn
   std::size_t next_own_ = 0;    // RX polls its sources in turn, starting here
   std::size_t next_other_ = 0;
-  std::uint64_t last_arp_request_ = 0;
   std::uint64_t poll_step_tsc_ = 0;  // TSC read at the start of the latest poll step
-  std::array<CachedHeader, kHeaderCacheSize> headers_{};
   std::uint64_t idle_cycles_ = 0;  // poll steps that found nothing (QueueCounters::idle_ns)
   QueueCounters counters_;
 };

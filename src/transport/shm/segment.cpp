@@ -149,10 +149,9 @@ Segment::Segment(int fd, std::byte* base, std::size_t bytes, bool owner, std::st
 Segment::~Segment() {
   if (owner_) {
     layout().closed.store(1, std::memory_order_release);
-    if (same_file(fd_, path_)) unlink(path_.c_str());
+    if (same_file(fd_.get(), path_)) unlink(path_.c_str());
   }
-  munmap(base_, bytes_);
-  close(fd_);  // releases the owner's lock
+  munmap(base_, bytes_);  // fd_ closes after: that releases the owner's lock
 }
 
 std::unique_ptr<Segment> Segment::create(const ShmTransportConfig& config, std::uint16_t port) {

@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 
+#include "common/unique_fd.hpp"
 #include "dpa/transport_config.hpp"
 
 namespace dpa::transport::shm {
@@ -95,7 +96,7 @@ class Segment {
   Segment(int fd, std::byte* base, std::size_t bytes, bool owner, std::string path);
   SegmentLayout& layout() const { return *reinterpret_cast<SegmentLayout*>(base_); }
 
-  int fd_ = -1;
+  detail::UniqueFd fd_;  // holds the owner's lock while open
   std::byte* base_ = nullptr;
   std::size_t bytes_ = 0;
   bool owner_ = false;
