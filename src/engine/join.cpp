@@ -25,6 +25,11 @@ std::uint32_t random_nonce() {
   return nonce;
 }
 
+std::string who_joins(const Config& config, const transport::Endpoint& switch_endpoint) {
+  return "rank " + std::to_string(config.rank) + ", session " + std::to_string(config.session) + " at " +
+         switch_endpoint.to_string();
+}
+
 [[noreturn]] void throw_join_error(const Config& config, const Header& reply,
                                    const transport::Endpoint& switch_endpoint) {
   const std::string who = "rank " + std::to_string(config.rank) + ", session " +
@@ -49,9 +54,7 @@ std::uint32_t random_nonce() {
       throw ConfigError(who + ": the session authenticates its packets (protocol.md §6.6) and this rank has no "
                         "key: set auth_key_file / DPA_AUTH_KEY_FILE to this rank's key (dpa-switch-ctl rank-key)");
     case ErrorCode::session_taken_over:
-      throw ProtocolError(who + ": another job took the session over (its generation " +
-                          std::to_string(expected) + " is active) while this job was idle or had left: "
-                          "this job's generation is gone");
+      throw ProtocolError(who + ": " + taken_over_reason(reply) + ": this job's generation is gone");
     case ErrorCode::pool_too_small:
       throw ConfigError(who + ": threads * 2 * window = " + std::to_string(config.pool_slots()) +
                         " slots exceed the session's pool of " + std::to_string(expected));
@@ -75,6 +78,17 @@ std::uint32_t random_nonce() {
 
 }  // namespace
 
+std::string taken_over_reason(const Header& error) {
+  std::string reason = "generation " + std::to_string(error.offset) + " of another job took the session over after ";
+  if (error.bitmap == 0) return reason + "this job sent nothing for longer than the session's idle_timeout_ms";
+  std::string ranks;
+  for (std::uint32_t r = 0; r < protocol::kMaxWorld; ++r) {
+    if (((error.bitmap >> r) & 1) != 0) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  }
+  return reason + "a LEAVE with the rank's secret from the address of rank " + ranks +
+         " of this job freed it (that rank's context closed, or a process that captured its JOIN ack sent it)";
+}
+
 SessionInfo join_session(const Config& config, transport::Queue& control,
                          const transport::Endpoint& switch_endpoint,
                          const std::vector<std::uint16_t>& thread_ports,
@@ -96,15 +110,24 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
   }
   header.rank = static_cast<std::uint8_t>(config.rank);
   header.count = static_cast<std::uint16_t>(request.words());
-  // Authenticated mode: the JOIN is sealed with this rank's key, and only replies with its tag count.
+  if (config.auth_data && !config.auth_key) {
+    throw ConfigError("rank " + std::to_string(config.rank) + ": auth_data (DPA_AUTH=data) authenticates data with "
+                      "this rank's key, and it has none: set auth_key_file / DPA_AUTH_KEY_FILE");
+  }
+  // Authenticated admission: the JOIN is sealed with this rank's key, and only replies with its tag count.
   std::optional<protocol::RankTagKeys> keys;
   if (config.auth_key) keys = protocol::tag_keys(*config.auth_key);
   std::array<std::byte, protocol::kHeaderSize + 4 * 64 + protocol::kTagSize> packet{};
-  protocol::encode(header, packet.data());
-  protocol::encode(request, packet.data() + protocol::kHeaderSize);
-  std::size_t bytes = protocol::kHeaderSize + 4 * request.words();
-  if (keys) bytes = protocol::seal(keys->request, packet.data(), bytes);
-  const std::span<const std::byte> join(packet.data(), bytes);
+  std::span<const std::byte> join;
+  // The JOIN, with the switch's cookie in op_id once it asked for one (§6.3).
+  const auto encode_join = [&] {
+    protocol::encode(header, packet.data());
+    protocol::encode(request, packet.data() + protocol::kHeaderSize);
+    std::size_t bytes = protocol::kHeaderSize + 4 * request.words();
+    if (keys) bytes = protocol::seal(keys->request, packet.data(), bytes);
+    join = std::span<const std::byte>(packet.data(), bytes);
+  };
+  encode_join();
 
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + config.join_timeout;
@@ -201,6 +224,13 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
         busy_generation = reply.offset;  // keep asking: the session frees when that job ends
         continue;
       }
+      if (reply.has(flag::kError) && reply.error == ErrorCode::join_cookie) {
+        // The switch hears a JOIN storm: repeat at once with the cookie it sent this socket.
+        header.op_id = reply.offset;
+        encode_join();
+        transport::send_datagram(control, join, switch_endpoint);
+        continue;
+      }
       if (reply.has(flag::kError) && reply.error == ErrorCode::rank_contended) {
         ++contended_refusals;
         contender = {static_cast<std::uint32_t>(reply.bitmap >> 16),
@@ -222,6 +252,20 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
       info.token = answer.token;
       info.rank_secret = reply.offset;
       info.tag_keys = keys;
+      // The ack's op_id says how the session authenticates data (protocol.md §6.2); the ack
+      // itself is tagged whenever this rank has a key, so a forger cannot turn that off.
+      if (reply.op_id == static_cast<std::uint32_t>(protocol::DataMac::siphash24) && keys) {
+        info.data_tag_keys = keys;
+      } else if (reply.op_id != static_cast<std::uint32_t>(protocol::DataMac::none)) {
+        throw ProtocolError(who_joins(config, switch_endpoint) + ": the JOIN ack names data authentication " +
+                            std::to_string(reply.op_id) + ", which this rank " +
+                            (keys ? "does not know (a newer switch?)" : "cannot use without a key"));
+      }
+      if (config.auth_data && !info.data_tag_keys) {
+        throw ConfigError(who_joins(config, switch_endpoint) + ": this rank requires authenticated data (auth_data / "
+                          "DPA_AUTH=data) and the session does not authenticate data: set \"auth_data\": true on "
+                          "the session (dpa-switch --auth-data, dpa-switch-ctl add-session --auth-data)");
+      }
       for (std::uint32_t p = 0; p < answer.switch_ports; ++p) {
         info.switch_ports.push_back({switch_endpoint.address, answer.ports[p]});
       }

@@ -93,6 +93,7 @@ enum class ErrorCode : std::uint8_t {
   rank_contended = 19,
   auth_mismatch = 20,
   rank_gone = 21,
+  join_cookie = 23,  // not a failure: JOIN again with the cookie in op_id (§6.3, admission under a storm)
 };
 std::string_view to_string(ErrorCode code);
 

@@ -408,6 +408,12 @@ class SwitchImpl {
     const protocol::RankTagKeys* keys = session.tag_keys(rank);
     return keys != nullptr ? &keys->reply : nullptr;
   }
+  // The same for replies to data packets and probes: null unless the session authenticates data.
+  static const protocol::TagKey* data_reply_key(const sw::Session& session, std::uint32_t rank) {
+    const protocol::RankTagKeys* keys = session.data_tag_keys(rank);
+    return keys != nullptr ? &keys->reply : nullptr;
+  }
+  using ReplyKeyOf = const protocol::TagKey* (*)(const sw::Session&, std::uint32_t);
 
   // Seals an encoded reply of `bytes` with `key` (null: an unauthenticated session) and sets its size.
   static void finish_reply(transport::TxBuffer& buffer, std::size_t bytes, const protocol::TagKey* key) {
@@ -428,21 +434,31 @@ class SwitchImpl {
     send_header(batch, sw::error_reply(request, code, expected), to, key);
   }
 
+  // session_taken_over (protocol.md §4): `bitmap` names the ranks of the replaced job whose LEAVE
+  // freed the session (0: it went idle), so that job learns why.
+  void send_taken_over(Batch& batch, const Header& request, const sw::Membership& members, const Endpoint& to,
+                       const protocol::TagKey* key) {
+    ++batch.counters.errors_sent;
+    Header error = sw::error_reply(request, ErrorCode::session_taken_over, members.generation);
+    error.bitmap = members.previous_left;
+    send_header(batch, error, to, key);
+  }
+
   // Sends the encoded packet in `original` (`bytes`, not sealed) to each rank of `ranks` at
   // `to`, each copy sealed with its rank's key: an authenticated session's multicast is one
   // buffer per rank, since every rank's tag differs.
-  void send_sealed_copies(Batch& batch, const sw::Session& session, transport::TxBuffer* original,
+  void send_sealed_copies(Batch& batch, const sw::Session& session, ReplyKeyOf key_of, transport::TxBuffer* original,
                           std::size_t bytes, std::span<const std::uint8_t> ranks, std::span<const Endpoint> to) {
     const std::size_t index = batch.index_of(*original);
     for (std::size_t i = 1; i < ranks.size(); ++i) {
       transport::TxBuffer* copy = batch.next_buffer();  // may move `original`: found again by index
       if (copy == nullptr) break;
       std::memcpy(copy->payload, batch.buffer_at(index).payload, bytes);
-      finish_reply(*copy, bytes, reply_key(session, ranks[i]));
+      finish_reply(*copy, bytes, key_of(session, ranks[i]));
       batch.send(*copy, to[i]);
     }
     transport::TxBuffer& first = batch.buffer_at(index);
-    finish_reply(first, bytes, reply_key(session, ranks[0]));
+    finish_reply(first, bytes, key_of(session, ranks[0]));
     batch.send(first, to[0]);
   }
 
@@ -480,13 +496,15 @@ class SwitchImpl {
     }
   }
 
-  // Authenticated mode (protocol.md §6.6), before anything else of the session: a packet of an
-  // authenticated session must carry its rank's tag, and a tagged packet needs such a session.
+  // Authenticated mode (protocol.md §6.6), before anything else of the session: in a session with
+  // a key, admission packets (JOIN, LEAVE, KEEPALIVE) must carry their rank's tag, and so must
+  // data packets and probes if it authenticates data; a tagged packet needs such a session.
   // Anything else is dropped and counted; a JOIN whose authentication differs from the session's
   // learns why (within its source's JOIN rate), untagged since its sender and the switch share no key.
   bool authentic(std::size_t index, const sw::Session& session, const Header& h, const transport::RxPacket& packet,
                  std::uint64_t now_ns, Batch& batch) {
-    const protocol::RankTagKeys* keys = session.tag_keys(h.rank);
+    const bool admission = h.has(flag::kJoin | flag::kLeave | flag::kKeepalive);
+    const protocol::RankTagKeys* keys = admission ? session.tag_keys(h.rank) : session.data_tag_keys(h.rank);
     const bool tagged = h.has(flag::kAuth);
     if (keys == nullptr && !tagged) return true;
     if (keys != nullptr && tagged && protocol::verify_tag(keys->request, packet.data)) return true;
@@ -570,6 +588,10 @@ class SwitchImpl {
           send_header(batch, error, from, reply_key(session, h.rank));
           return;
         }
+        if (outcome.error == ErrorCode::session_taken_over) {
+          send_taken_over(batch, h, *session.membership(), from, reply_key(session, h.rank));
+          return;
+        }
         send_error(batch, h, outcome.error, outcome.expected, from, reply_key(session, h.rank));
         return;
       case Kind::reject_all: {
@@ -581,7 +603,8 @@ class SwitchImpl {
           protocol::encode(error, buffer->payload);
           batch.counters.errors_sent += outcome.notify.size();
           if (session.tag_keys(0) != nullptr) {
-            send_sealed_copies(batch, session, buffer, protocol::kHeaderSize, outcome.notify_ranks, outcome.notify);
+            send_sealed_copies(batch, session, reply_key, buffer, protocol::kHeaderSize, outcome.notify_ranks,
+                               outcome.notify);
           } else {
             buffer->size = static_cast<std::uint32_t>(protocol::kHeaderSize);
             std::vector<Endpoint>& to = batch.send_to(*buffer);
@@ -613,6 +636,7 @@ class SwitchImpl {
 
     Header ack = h;
     ack.flags = flag::kJoin | flag::kResult;
+    ack.op_id = session.data_mac();  // how data packets are authenticated (protocol.md §6.2, §6.6)
     ack.token = members.token;
     ack.count = static_cast<std::uint16_t>(reply.words());
     ack.bitmap = members.joined;
@@ -621,6 +645,7 @@ class SwitchImpl {
     const auto send_ack = [&](std::uint32_t rank, const Endpoint& to) {
       transport::TxBuffer* buffer = batch.next_buffer();
       if (buffer == nullptr) return;
+      ack.rank = static_cast<std::uint8_t>(rank);  // the receiving rank, whose secret and tag it carries
       ack.offset = members.secrets[rank];
       protocol::encode(ack, buffer->payload);
       protocol::encode(reply, buffer->payload + protocol::kHeaderSize);
@@ -646,14 +671,14 @@ class SwitchImpl {
     // new ones): tell it why it stopped before the identity table would call it a stranger.
     if (members != nullptr && members->previous_token != 0 && h.token == members->previous_token &&
         session.registered_host(from.address)) {
-      send_error(batch, h, ErrorCode::session_taken_over, members->generation, from, reply_key(session, h.rank));
+      send_taken_over(batch, h, *members, from, data_reply_key(session, h.rank));
       return;
     }
     const sw::Identity* identity = members != nullptr ? members->identify(from) : nullptr;
     if (identity == nullptr) {
       if (session.registered_host(from.address)) {
         ++batch.counters.dropped_not_joined;
-        send_error(batch, h, ErrorCode::not_joined, 0, from, reply_key(session, h.rank));
+        send_error(batch, h, ErrorCode::not_joined, 0, from, data_reply_key(session, h.rank));
       } else {
         ++batch.counters.dropped_unregistered;
       }
@@ -665,7 +690,7 @@ class SwitchImpl {
     }
     const protocol::SlotLayout layout{session.config().pool_base, members->window};
     if (!session.in_pool(h.slot) || layout.thread_of(h.slot) >= members->threads) {
-      send_error(batch, h, ErrorCode::slot_out_of_range, session.config().pool_base, from, reply_key(session, h.rank));
+      send_error(batch, h, ErrorCode::slot_out_of_range, session.config().pool_base, from, data_reply_key(session, h.rank));
       return;
     }
     const std::uint32_t thread = layout.thread_of(h.slot);
@@ -685,12 +710,12 @@ class SwitchImpl {
     // A data request carries P values, except the exponent-priming request (count 0): header only.
     const std::size_t expected_bytes = h.count == 0 ? 0 : 4u * payload_values;
     if (!probe && (payload.size() != expected_bytes || h.count > payload_values)) {
-      send_error(batch, h, ErrorCode::bad_length, payload_values, from, reply_key(session, h.rank));
+      send_error(batch, h, ErrorCode::bad_length, payload_values, from, data_reply_key(session, h.rank));
       return;
     }
     const sw::SessionLimits& limits = session.limits();
     if (h.k > limits.world_size) {
-      send_error(batch, h, ErrorCode::k_invalid, limits.world_size, from, reply_key(session, h.rank));
+      send_error(batch, h, ErrorCode::k_invalid, limits.world_size, from, data_reply_key(session, h.rank));
       return;
     }
     // Stamped once per batch (the clock is read per batch): a store per packet would take the
@@ -746,19 +771,19 @@ class SwitchImpl {
       case SlotAction::unicast_old:
         ++batch.counters.old_replies;
         sw::add_to_counter(counted.old_replies);
-        send_header(batch, sw::reply_header(slot, action, h, members->token), from, reply_key(session, h.rank));
+        send_header(batch, sw::reply_header(slot, action, h, members->token), from, data_reply_key(session, h.rank));
         return;
       case SlotAction::unicast_syn:
         if (report_gone(session, slot, h, sender_bit, *members, now.ticks, from, batch)) return;
         ++batch.counters.syn_replies;
         sw::add_to_counter(counted.syn_replies);
-        send_header(batch, sw::reply_header(slot, action, h, members->token), from, reply_key(session, h.rank));
+        send_header(batch, sw::reply_header(slot, action, h, members->token), from, data_reply_key(session, h.rank));
         return;
       case SlotAction::error_seq_ahead:
       case SlotAction::unicast_error:
       case SlotAction::unicast_mismatch:
         ++batch.counters.errors_sent;
-        send_header(batch, sw::reply_header(slot, action, h, members->token), from, reply_key(session, h.rank));
+        send_header(batch, sw::reply_header(slot, action, h, members->token), from, data_reply_key(session, h.rank));
         return;
       case SlotAction::multicast_error:
         send_poisoned(session, slot, h, *members, thread, from, batch);
@@ -786,7 +811,7 @@ class SwitchImpl {
     }
     ++batch.counters.errors_sent;
     send_header(batch, sw::rank_gone_reply(slot, probe, gone, silent_ms, members.token), from,
-                reply_key(session, probe.rank));
+                data_reply_key(session, probe.rank));
     return true;
   }
 
@@ -803,7 +828,7 @@ class SwitchImpl {
     if (request.op_id != slot.op_id) {
       ++batch.counters.errors_sent;
       send_header(batch, sw::reply_header(slot, sw::SlotAction::unicast_error, request, members.token),
-                  from, reply_key(session, request.rank));
+                  from, data_reply_key(session, request.rank));
     }
   }
 
@@ -812,7 +837,7 @@ class SwitchImpl {
   // authenticated session one sealed copy per rank.
   void send_to_members(Batch& batch, const sw::Session& session, transport::TxBuffer* buffer, std::size_t bytes,
                        const sw::Membership& members, std::uint32_t thread) {
-    if (session.tag_keys(0) == nullptr) {
+    if (session.data_tag_keys(0) == nullptr) {
       buffer->size = static_cast<std::uint32_t>(bytes);
       std::vector<Endpoint>& to = batch.send_to(*buffer);
       members.for_each_member([&](std::uint32_t r) { to.push_back(members.endpoints[r][thread]); });
@@ -825,7 +850,8 @@ class SwitchImpl {
       ranks[count] = static_cast<std::uint8_t>(r);
       to[count++] = members.endpoints[r][thread];
     });
-    send_sealed_copies(batch, session, buffer, bytes, std::span(ranks.data(), count), std::span(to.data(), count));
+    send_sealed_copies(batch, session, data_reply_key, buffer, bytes, std::span(ranks.data(), count),
+                       std::span(to.data(), count));
   }
 
   // The result goes out in the request's own buffer when the transport allows (the request
@@ -837,14 +863,14 @@ class SwitchImpl {
     const std::span<const std::int32_t> values =
         slot.count == 0 ? std::span<const std::int32_t>{} : session.values(request.slot);
     const auto bytes = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * values.size());
-    const bool sealed = session.tag_keys(0) != nullptr;
+    const bool sealed = session.data_tag_keys(0) != nullptr;
     const auto room = static_cast<std::uint32_t>(bytes + (sealed ? protocol::kTagSize : 0));
     transport::TxBuffer* buffer = batch.reply_buffer(packet, room);
     if (buffer == nullptr) return;
     protocol::encode(sw::reply_header(slot, action, request, members.token), buffer->payload);
     quant::int32_to_wire(values.data(), values.size(), buffer->payload + protocol::kHeaderSize);
     if (action != sw::SlotAction::multicast_result) {
-      finish_reply(*buffer, bytes, reply_key(session, request.rank));
+      finish_reply(*buffer, bytes, data_reply_key(session, request.rank));
       batch.send(*buffer, packet.from);
       return;
     }

@@ -98,7 +98,7 @@ struct Settings {
   std::string transport;  // udp, dpdk, shm; empty: chosen in main() (see --transport)
   std::string transport_config;  // JSON with a "udp", "dpdk" or "shm" section; "{rank}" becomes the rank
   std::string shm_fabric;        // --transport shm without a config: the run's fabric
-  bool auth = false;             // the embedded switch's sessions authenticate (protocol.md §6.6)
+  std::string auth = "join";     // what the switch started here authenticates: off, join, data (protocol.md §6.6)
   std::string auth_key_file;     // worker: this rank's key
   std::string auth_key_directory;  // launcher: where the ranks' key files are
   // --ring-switch: rank 0 and a DPDK switch in this process, over net_ring (no --switch).
@@ -660,10 +660,13 @@ std::vector<json> run_mode(const Settings& s, const std::string& mode) {
     // The launcher sizes every run whose switch it starts (main()), as the PyTorch backend does.
     dpa::SwitchConfig switch_config = dpa::JobSizing::from_text(s.sizing).switch_config(
         config, small_config(resolved, config), std::chrono::microseconds(s.straggler_timeout_us));
-    if (s.auth) {
+    if (s.auth != "off") {
       // One session key for the run; each rank gets only its own key, in a file of this run's.
       const dpa::protocol::AuthKey session_key = dpa::protocol::random_auth_key();
-      for (dpa::SessionConfig& session : switch_config.sessions) session.auth_key = session_key;
+      for (dpa::SessionConfig& session : switch_config.sessions) {
+        session.auth_key = session_key;
+        session.auth_data = s.auth == "data";
+      }
       auth_keys.emplace();
       for (int rank = 0; rank < config.world_size; ++rank) {
         auth_keys->write(rank, dpa::protocol::derive_rank_key(session_key, static_cast<std::uint32_t>(rank)));
@@ -836,9 +839,12 @@ int main(int argc, char** argv) {
                  "JSON file with the workers' \"udp\" or \"dpdk\" section (it replaces DPA_CONFIG's); "
                  "\"{rank}\" in its strings becomes the rank (see scripts/dpa-bench-memif.sh)")
       ->check(CLI::ExistingFile);
-  app.add_flag("--auth", s.auth,
-               "The switch started here authenticates every packet (docs/protocol.md §6.6): a random session "
-               "key, each rank's key in a file of this run's");
+  app.add_option("--auth", s.auth,
+                 "What the switch started here authenticates (docs/protocol.md §6.6): join (admission: JOIN, "
+                 "LEAVE, KEEPALIVE), data (every packet) or off; a random session key, each rank's key in a "
+                 "file of this run's")
+      ->check(CLI::IsMember({"off", "join", "data"}))
+      ->capture_default_str();
   app.add_option("--auth-key-file", s.auth_key_file, "Worker: this rank's authentication key (DPA_AUTH_KEY_FILE)");
   app.add_option("--shm-fabric", s.shm_fabric,
                  "--transport shm: the fabric (shm.fabric) the workers and the switch share; default: "
