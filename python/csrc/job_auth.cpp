@@ -80,14 +80,15 @@ AuthRequest check_auth_requests(c10d::Store& store, int world_size, const std::v
                       " set DPA_AUTH_KEY_FILE, a rank key for a configured switch (DPA_SWITCH); the embedded "
                       "switch makes its own keys: unset DPA_AUTH_KEY_FILE");
   }
-  std::vector<int> differ;
-  for (int r = 0; r < world_size; ++r) {
-    if (requests[static_cast<std::size_t>(r)] != requests[0]) differ.push_back(r);
-  }
-  if (!differ.empty()) {
-    throw ConfigError("rank 0 has " + describe(requests[0]) + " but " + describe_ranks(differ, placements) + " " +
-                      describe(requests[static_cast<std::size_t>(differ[0])]) +
-                      " (and maybe others): set DPA_AUTH alike on every rank");
+  // The first setting that differs from rank 0's, and every rank that has it.
+  const auto first = std::find_if(requests.begin(), requests.end(), [&](AuthRequest r) { return r != requests[0]; });
+  if (first != requests.end()) {
+    std::vector<int> differ;
+    for (int r = 0; r < world_size; ++r) {
+      if (requests[static_cast<std::size_t>(r)] == *first) differ.push_back(r);
+    }
+    throw ConfigError(describe(requests[0]) + " on rank 0, but " + describe(*first) + " on " +
+                      describe_ranks(differ, placements) + ": set DPA_AUTH alike on every rank");
   }
   return requests[0];
 }

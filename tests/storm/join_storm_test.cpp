@@ -114,6 +114,7 @@ using Mode = dpa::storm::StormSettings::Mode;
 
 const Attack kAttacks[] = {
     {"OneSocketFreshNoncesKeyless", 1, 2000, Mode::fresh, false, true},
+    {"OneSocketFreshNoncesKeyed", 1, 2000, Mode::fresh, true, true},
     {"ThousandSocketsFreshNoncesKeyless", 1000, 2000, Mode::fresh, false, true},
     {"ThousandSocketsFreshNoncesKeyed", 1000, 2000, Mode::fresh, true, true},
     {"EightSocketsRepeatingRankZeroKeyed", 8, 160, Mode::repeat, true, true},
