@@ -23,4 +23,13 @@ using AuthKey = std::array<std::uint8_t, 32>;  // SessionConfig::auth_key, Confi
 [[nodiscard]] std::string auth_key_to_hex(const AuthKey& key);
 [[nodiscard]] AuthKey parse_auth_key(std::string_view hex, const std::string& what);
 
+// What a job authenticates (DPA_AUTH, docs/configuration.md): nothing (a keyless job), its
+// admission (JOIN, LEAVE, KEEPALIVE and their replies; the default), or every packet.
+enum class AuthMode { off, join, data };
+// "off" (or "0"), "join", "data" (or "1", its meaning before admission was authenticated by
+// default); anything else is a ConfigError naming DPA_AUTH and the values.
+[[nodiscard]] AuthMode parse_auth_mode(std::string_view text);
+// DPA_AUTH, or AuthMode::join where it is unset.
+[[nodiscard]] AuthMode auth_mode_from_env();
+
 }  // namespace dpa

@@ -70,10 +70,15 @@ struct Config {
   bool preemptive = false;   // complete every block at the first K (DPA_PREEMPTIVE)
   bool syn_disable = false;  // stragglers skip without fetching a missed result (DPA_SYN_DISABLE)
 
-  // Authenticated mode (docs/protocol.md §6.6), off when empty: this rank's key, derived from the
-  // session's (dpa-switch-ctl rank-key). JSON "auth_key_file" / DPA_AUTH_KEY_FILE: a file of 64
-  // hexadecimal digits.
+  // Authenticated admission (docs/protocol.md §6.6): this rank's key, derived from the session's
+  // (dpa-switch-ctl rank-key). Its JOIN, LEAVE and KEEPALIVE and the switch's JOIN replies then
+  // carry a tag, and data packets too if the session authenticates data (its JOIN ack says so).
+  // Empty: a keyless rank, for a session without a key. JSON "auth_key_file" / DPA_AUTH_KEY_FILE:
+  // a file of 64 hexadecimal digits; JSON "auth_key": the digits themselves.
   std::optional<std::array<std::uint8_t, 32>> auth_key;
+  // Require the session to authenticate data packets too (the join fails otherwise). JSON
+  // "auth_data" / DPA_AUTH=data. Needs auth_key.
+  bool auth_data = false;
 
   FaultInjection faults;
 

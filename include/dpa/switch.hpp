@@ -41,10 +41,15 @@ struct SessionConfig {
   std::chrono::milliseconds liveness_timeout{5000};
   // One entry per rank, or a single entry that every rank may use; empty accepts any sender.
   std::vector<WorkerAddress> workers;
-  // Authenticated mode (docs/protocol.md §6.6), off when empty: the session key. Rank r's key is
-  // derived from it (dpa-switch-ctl rank-key), and every packet to and from rank r must carry a
-  // tag made with that key. JSON: "auth_key_file", a file of 64 hexadecimal digits.
+  // Authenticated admission (docs/protocol.md §6.6): the session key. Rank r's key is derived
+  // from it (dpa-switch-ctl rank-key); every JOIN, LEAVE and KEEPALIVE of rank r and every reply
+  // to them must carry a tag made with that key, so a process without it can neither join, hold,
+  // leave nor take over the session. Empty: the session accepts keyless jobs (admission is then
+  // protected only by the token, the rank secrets and the JOIN rules of §6.3). JSON:
+  // "auth_key_file", a file of 64 hexadecimal digits, or "auth_key", the digits themselves.
   std::optional<std::array<std::uint8_t, 32>> auth_key;
+  // Data packets, probes and their replies carry the tag too (needs auth_key). JSON "auth_data".
+  bool auth_data = false;
 
   void validate() const;  // throws ConfigError naming the key
   // One session object in the JSON form of a switch config's "sessions" entries; `where` names

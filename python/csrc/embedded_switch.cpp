@@ -35,7 +35,10 @@ std::unique_ptr<SoftwareSwitch> start_switch(const Config& wide, const std::opti
     udp.bind_port = job.switch_bind->port;
   }
   // One key for the job's sessions: each tag covers the session id, so no packet passes in the other.
-  for (SessionConfig& session : switch_config.sessions) session.auth_key = session_key;
+  for (SessionConfig& session : switch_config.sessions) {
+    session.auth_key = session_key;
+    session.auth_data = session_key.has_value() && job.authenticate_data;
+  }
   try {
     switch_config.validate();
   } catch (const ConfigError& error) {

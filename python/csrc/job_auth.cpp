@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "dpa/env.hpp"
 #include "dpa/error.hpp"
 #include "job_sizing.hpp"
 #include "store_text.hpp"
@@ -19,54 +18,71 @@ std::string to_text(AuthRequest request) {
   switch (request) {
     case AuthRequest::none: return "none";
     case AuthRequest::embedded: return "embedded";
+    case AuthRequest::embedded_data: return "embedded_data";
     case AuthRequest::key_file: return "key_file";
   }
   return "none";
 }
 
+std::string describe(AuthRequest request) {
+  switch (request) {
+    case AuthRequest::none: return "DPA_AUTH=off";
+    case AuthRequest::embedded: return "DPA_AUTH=join (the default)";
+    case AuthRequest::embedded_data: return "DPA_AUTH=data";
+    case AuthRequest::key_file: return "DPA_AUTH_KEY_FILE";
+  }
+  return "";
+}
+
 }  // namespace
 
 AuthRequest auth_request(const Config& from_env) {
-  const bool embedded = env_flag("DPA_AUTH", false);
-  if (!embedded) return from_env.auth_key ? AuthRequest::key_file : AuthRequest::none;
+  const AuthMode mode = auth_mode_from_env();
   const std::string who = "rank " + std::to_string(from_env.rank) + ": ";
-  if (switch_configured()) {
-    throw ConfigError(who + "DPA_AUTH=1 asks the embedded switch for keys, but DPA_SWITCH or DPA_CONFIG names "
-                      "a switch: give each rank its key in DPA_AUTH_KEY_FILE (dpa-switch-ctl rank-key) instead");
+  if (mode == AuthMode::off && from_env.auth_key) {
+    throw ConfigError(who + "DPA_AUTH=off asks for a keyless job, but DPA_AUTH_KEY_FILE gives this rank a key: "
+                      "unset one of them");
   }
-  if (from_env.auth_key) {
-    throw ConfigError(who + "DPA_AUTH=1 and DPA_AUTH_KEY_FILE are both set: the embedded switch hands out its own "
-                      "keys (DPA_AUTH=1); DPA_AUTH_KEY_FILE is for a configured switch (DPA_SWITCH)");
-  }
-  return AuthRequest::embedded;
+  if (switch_configured()) return from_env.auth_key ? AuthRequest::key_file : AuthRequest::none;
+  if (mode == AuthMode::off) return AuthRequest::none;
+  // A key file with the embedded switch is refused by rank 0 (check_auth_requests), naming every such rank.
+  if (from_env.auth_key) return AuthRequest::key_file;
+  return mode == AuthMode::data ? AuthRequest::embedded_data : AuthRequest::embedded;
 }
 
 void publish_auth_request(c10d::Store& store, int rank, AuthRequest request) {
   write_text(store, kRequestKey + std::to_string(rank), to_text(request));
 }
 
-bool check_auth_requests(c10d::Store& store, int world_size, const std::vector<RankPlacement>& placements) {
+AuthRequest check_auth_requests(c10d::Store& store, int world_size, const std::vector<RankPlacement>& placements) {
   // Each rank published its request before its placement, which rank 0 has read.
-  std::vector<int> embedded, key_file;
+  std::vector<AuthRequest> requests;
+  std::vector<int> key_file;
   for (int r = 0; r < world_size; ++r) {
-    const std::string request = read_text(store, kRequestKey + std::to_string(r));
-    if (request == to_text(AuthRequest::embedded)) embedded.push_back(r);
-    if (request == to_text(AuthRequest::key_file)) key_file.push_back(r);
+    const std::string text = read_text(store, kRequestKey + std::to_string(r));
+    AuthRequest request = AuthRequest::none;
+    for (AuthRequest known : {AuthRequest::embedded, AuthRequest::embedded_data, AuthRequest::key_file}) {
+      if (text == to_text(known)) request = known;
+    }
+    if (request == AuthRequest::key_file) key_file.push_back(r);
+    requests.push_back(request);
   }
   if (!key_file.empty()) {
     throw ConfigError(describe_ranks(key_file, placements) +
                       " set DPA_AUTH_KEY_FILE, a rank key for a configured switch (DPA_SWITCH); the embedded "
-                      "switch makes its own keys: unset DPA_AUTH_KEY_FILE and set DPA_AUTH=1 on every rank");
+                      "switch makes its own keys: unset DPA_AUTH_KEY_FILE");
   }
-  if (!embedded.empty() && static_cast<int>(embedded.size()) != world_size) {
-    std::vector<int> without;
+  // The first setting that differs from rank 0's, and every rank that has it.
+  const auto first = std::find_if(requests.begin(), requests.end(), [&](AuthRequest r) { return r != requests[0]; });
+  if (first != requests.end()) {
+    std::vector<int> differ;
     for (int r = 0; r < world_size; ++r) {
-      if (std::find(embedded.begin(), embedded.end(), r) == embedded.end()) without.push_back(r);
+      if (requests[static_cast<std::size_t>(r)] == *first) differ.push_back(r);
     }
-    throw ConfigError("DPA_AUTH=1 is set on " + describe_ranks(embedded, placements) + " but not on " +
-                      describe_ranks(without, placements) + ": set it on every rank or on none");
+    throw ConfigError(describe(requests[0]) + " on rank 0, but " + describe(*first) + " on " +
+                      describe_ranks(differ, placements) + ": set DPA_AUTH alike on every rank");
   }
-  return !embedded.empty();
+  return requests[0];
 }
 
 void hand_out_rank_keys(c10d::Store& store, const AuthKey& session_key, int world_size) {

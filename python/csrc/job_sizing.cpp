@@ -84,10 +84,12 @@ SwitchAddress choose_switch_address(const JobLayout& layout, const std::vector<R
 
 // Rank 0: the job's layout and sizing from every rank's placement.
 AgreedJob lay_out_job(const std::vector<RankPlacement>& placements, const Config& from_env,
-                      const std::string& toward, bool authenticate) {
+                      const std::string& toward, AuthRequest auth) {
   AgreedJob job;
   job.placements = placements;
-  job.authenticate = authenticate;
+  job.authenticate = auth == AuthRequest::embedded || auth == AuthRequest::embedded_data;
+  job.authenticate_data = auth == AuthRequest::embedded_data;
+  const bool tagged_data = job.authenticate_data;
   JobLayout layout = JobLayout::of(placements);
   if (layout.spans_hosts() || env_string("DPA_SWITCH_BIND")) {
     layout.switch_on_network = true;
@@ -109,7 +111,7 @@ AgreedJob lay_out_job(const std::vector<RankPlacement>& placements, const Config
     // Replies leave rank 0's host by the interface the switch listens on.
     const std::uint32_t mtu = interface_mtu(address.published);
     if (mtu != 0) {
-      const std::uint32_t limit = payload_for_mtu(mtu, authenticate);
+      const std::uint32_t limit = payload_for_mtu(mtu, tagged_data);
       layout.max_payload = layout.max_payload == 0 ? limit : std::min(layout.max_payload, limit);
     }
   }
@@ -156,9 +158,8 @@ AgreedJob agree_job(c10d::Store& store, const Config& from_env, AuthRequest auth
   const std::string toward = store_host(store);
   // The request first: rank 0 reads it once it has every rank's placement.
   publish_auth_request(store, from_env.rank, auth);
-  const bool authenticate = auth == AuthRequest::embedded;
   write_text(store, kPlacementKey + std::to_string(from_env.rank),
-             RankPlacement::probe(from_env, toward, shm_directory(), authenticate).to_text());
+             RankPlacement::probe(from_env, toward, shm_directory(), auth == AuthRequest::embedded_data).to_text());
   if (from_env.rank != 0) {
     store.wait({kSizingKey}, timeout);
     const std::string text = read_text(store, kSizingKey);
@@ -167,7 +168,8 @@ AgreedJob agree_job(c10d::Store& store, const Config& from_env, AuthRequest auth
                         text.substr(std::string(kErrorPrefix).size()));
     }
     AgreedJob job;
-    job.authenticate = authenticate;
+    job.authenticate = auth == AuthRequest::embedded || auth == AuthRequest::embedded_data;
+    job.authenticate_data = auth == AuthRequest::embedded_data;
     job.sizing = JobSizing::from_text(text);
     job.sizing.apply_overrides(from_env);
     if (job.sizing.payload <= job.sizing.small_payload) job.sizing.small_payload = 0;

@@ -29,8 +29,10 @@ struct AgreedJob {
   std::optional<HostPort> switch_bind;
   std::string switch_published_host;
   std::vector<RankPlacement> placements;  // rank 0 only: every rank's, for messages
-  // DPA_AUTH=1 on every rank: rank 0's switch authenticates, and packets leave room for the tag.
+  // Rank 0's switch authenticates admission with a key it hands out (DPA_AUTH=join or data), and
+  // with authenticate_data (DPA_AUTH=data) every packet, whose payload then leaves room for the tag.
   bool authenticate = false;
+  bool authenticate_data = false;
 };
 
 // Every rank calls this with its Config::from_env() (its rank and world size set) and its

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "dpa/auth_key.hpp"
 
+#include <optional>
+
+#include "common/env.hpp"
+#include "dpa/env.hpp"
 #include "protocol/auth.hpp"
 
 namespace dpa {
@@ -14,5 +18,17 @@ AuthKey derive_rank_key(const AuthKey& session_key, std::uint32_t rank) {
 std::string auth_key_to_hex(const AuthKey& key) { return protocol::to_hex(key); }
 
 AuthKey parse_auth_key(std::string_view hex, const std::string& what) { return protocol::parse_auth_key(hex, what); }
+
+AuthMode parse_auth_mode(std::string_view text) {
+  if (text == "off" || text == "0") return AuthMode::off;
+  if (text == "join") return AuthMode::join;
+  if (text == "data" || text == "1") return AuthMode::data;
+  detail::fail_env("DPA_AUTH", std::string(text), "off, join (the default) or data");
+}
+
+AuthMode auth_mode_from_env() {
+  const std::optional<std::string> text = env_string("DPA_AUTH");
+  return text ? parse_auth_mode(*text) : AuthMode::join;
+}
 
 }  // namespace dpa

@@ -19,6 +19,7 @@
 #include "common/env.hpp"
 #include "common/json_fields.hpp"
 #include "transport/transport_json.hpp"
+#include "dpa/auth_key.hpp"
 #include "dpa/env.hpp"
 #include "dpa/error.hpp"
 #include "dpa/host_port.hpp"
@@ -140,6 +141,13 @@ const FieldReaders<Config>& config_readers() {
          read_json(value, where, path);
          config.auth_key = protocol::read_auth_key_file(path, where);
        }},
+      {"auth_key",
+       [](const json& value, const std::string& where, Config& config) {
+         std::string hex;
+         read_json(value, where, hex);
+         config.auth_key = protocol::parse_auth_key(hex, where);
+       }},
+      {"auth_data", reader_for(&Config::auth_data)},
       {"faults",
        [](const json& value, const std::string& where, Config& config) {
          require_object(value, where);
@@ -378,6 +386,7 @@ Config Config::from_env() {
   if (const auto path = env_string("DPA_AUTH_KEY_FILE")) {
     config.auth_key = protocol::read_auth_key_file(*path, "DPA_AUTH_KEY_FILE");
   }
+  if (env_string("DPA_AUTH")) config.auth_data = auth_mode_from_env() == AuthMode::data;
   apply_env("DPA_FAULT_DROP", config.faults.drop, kProbabilities);
   apply_env("DPA_FAULT_DUPLICATE", config.faults.duplicate, kProbabilities);
   apply_env("DPA_FAULT_REORDER", config.faults.reorder, kProbabilities);

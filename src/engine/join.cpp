@@ -30,6 +30,11 @@ std::uint32_t random_nonce() {
   return nonce;
 }
 
+std::string who_joins(const Config& config, const transport::Endpoint& switch_endpoint) {
+  return "rank " + std::to_string(config.rank) + ", session " + std::to_string(config.session) + " at " +
+         switch_endpoint.to_string();
+}
+
 [[noreturn]] void throw_join_error(const Config& config, const Header& reply,
                                    const transport::Endpoint& switch_endpoint) {
   const std::string who = "rank " + std::to_string(config.rank) + ", session " +
@@ -54,9 +59,7 @@ std::uint32_t random_nonce() {
       throw ConfigError(who + ": the session authenticates its packets (protocol.md §6.6) and this rank has no "
                         "key: set auth_key_file / DPA_AUTH_KEY_FILE to this rank's key (dpa-switch-ctl rank-key)");
     case ErrorCode::session_taken_over:
-      throw ProtocolError(who + ": another job took the session over (its generation " +
-                          std::to_string(expected) + " is active) while this job was idle or had left: "
-                          "this job's generation is gone");
+      throw ProtocolError(who + ": " + taken_over_reason(reply) + ": this job's generation is gone");
     case ErrorCode::pool_too_small:
       throw ConfigError(who + ": threads * 2 * window = " + std::to_string(config.pool_slots()) +
                         " slots exceed the session's pool of " + std::to_string(expected));
@@ -78,33 +81,38 @@ std::uint32_t random_nonce() {
   }
 }
 
-// The JOIN packet (sealed in authenticated mode) in `packet`; returns its bytes.
-std::span<const std::byte> encode_join(const Config& config, const std::vector<std::uint16_t>& thread_ports,
-                                       const SessionInfo* rejoining, const std::optional<protocol::RankTagKeys>& keys,
-                                       std::span<std::byte, kJoinPacketBytes> packet) {
-  protocol::JoinRequest request;
-  request.nonce = random_nonce();
-  request.world_size = static_cast<std::uint32_t>(config.world_size);
-  request.threads = static_cast<std::uint32_t>(config.threads);
-  request.window = static_cast<std::uint32_t>(config.window);
-  request.payload = config.payload;
-  std::copy(thread_ports.begin(), thread_ports.end(), request.ports);
-
+// This rank's JOIN: a fresh nonce per join attempt, kept when the switch asks for a cookie.
+struct JoinRequestPacket {
   Header header;
-  header.flags = flag::kJoin;
-  header.session = config.session;
-  if (rejoining != nullptr) {
-    header.token = rejoining->token;
-    header.offset = rejoining->rank_secret;
+  protocol::JoinRequest request;
+
+  JoinRequestPacket(const Config& config, const std::vector<std::uint16_t>& thread_ports, const SessionInfo* rejoining) {
+    request.nonce = random_nonce();
+    request.world_size = static_cast<std::uint32_t>(config.world_size);
+    request.threads = static_cast<std::uint32_t>(config.threads);
+    request.window = static_cast<std::uint32_t>(config.window);
+    request.payload = config.payload;
+    std::copy(thread_ports.begin(), thread_ports.end(), request.ports);
+    header.flags = flag::kJoin;
+    header.session = config.session;
+    if (rejoining != nullptr) {
+      header.token = rejoining->token;
+      header.offset = rejoining->rank_secret;
+    }
+    header.rank = static_cast<std::uint8_t>(config.rank);
+    header.count = static_cast<std::uint16_t>(request.words());
   }
-  header.rank = static_cast<std::uint8_t>(config.rank);
-  header.count = static_cast<std::uint16_t>(request.words());
-  protocol::encode(header, packet.data());
-  protocol::encode(request, packet.data() + protocol::kHeaderSize);
-  std::size_t bytes = protocol::kHeaderSize + 4 * request.words();
-  if (keys) bytes = protocol::seal(keys->request, packet.data(), bytes);
-  return packet.first(bytes);
-}
+
+  // The datagram (sealed with `keys` when the rank has them) in `packet`; returns its bytes.
+  std::span<const std::byte> encode(const std::optional<protocol::RankTagKeys>& keys,
+                                    std::span<std::byte, kJoinPacketBytes> packet) const {
+    protocol::encode(header, packet.data());
+    protocol::encode(request, packet.data() + protocol::kHeaderSize);
+    std::size_t bytes = protocol::kHeaderSize + 4 * request.words();
+    if (keys) bytes = protocol::seal(keys->request, packet.data(), bytes);
+    return packet.first(bytes);
+  }
+};
 
 // Refusals that may pass (another job holds the session, another source holds this rank's
 // pending JOIN) and replies that cannot end the join (untagged or badly tagged): the JOIN is
@@ -118,6 +126,8 @@ struct JoinHindrances {
   std::uint64_t contender_joins = 0;
   bool session_without_auth = false;  // the switch said the session does not authenticate
   std::uint64_t rejected_replies = 0;  // replies without this rank's tag
+  // The switch hears a JOIN storm and asks for this cookie in op_id (§6.3): resend at once.
+  std::optional<std::uint32_t> cookie;
 
   // The error of a join that did not complete by the deadline, naming what hindered it.
   [[noreturn]] void throw_at_deadline(const Config& config, const transport::Queue& control,
@@ -170,7 +180,7 @@ struct JoinHindrances {
 };
 
 // What the JOIN ack `reply` with `answer` tells this rank.
-SessionInfo session_info(const Header& reply, const protocol::JoinReply& answer,
+SessionInfo session_info(const Config& config, const Header& reply, const protocol::JoinReply& answer,
                          const std::optional<protocol::RankTagKeys>& keys, const transport::Endpoint& switch_endpoint) {
   SessionInfo info;
   info.payload = answer.payload;
@@ -182,6 +192,20 @@ SessionInfo session_info(const Header& reply, const protocol::JoinReply& answer,
   info.token = answer.token;
   info.rank_secret = reply.offset;
   info.tag_keys = keys;
+  // The ack's op_id says how the session authenticates data (protocol.md §6.2); the ack itself
+  // is tagged whenever this rank has a key, so a forger cannot turn that off.
+  if (reply.op_id == static_cast<std::uint32_t>(protocol::DataMac::siphash24) && keys) {
+    info.data_tag_keys = keys;
+  } else if (reply.op_id != static_cast<std::uint32_t>(protocol::DataMac::none)) {
+    throw ProtocolError(who_joins(config, switch_endpoint) + ": the JOIN ack names data authentication " +
+                        std::to_string(reply.op_id) + ", which this rank " +
+                        (keys ? "does not know (a newer switch?)" : "cannot use without a key"));
+  }
+  if (config.auth_data && !info.data_tag_keys) {
+    throw ConfigError(who_joins(config, switch_endpoint) + ": this rank requires authenticated data (auth_data / "
+                      "DPA_AUTH=data) and the session does not authenticate data: set \"auth_data\": true on "
+                      "the session (dpa-switch --auth-data, dpa-switch-ctl add-session --auth-data)");
+  }
   for (std::uint32_t p = 0; p < answer.switch_ports; ++p) {
     info.switch_ports.push_back({switch_endpoint.address, answer.ports[p]});
   }
@@ -213,6 +237,10 @@ std::optional<SessionInfo> read_join_reply(const Config& config, const transport
     hindrances.busy_generation = reply.offset;  // keep asking: the session frees when that job ends
     return std::nullopt;
   }
+  if (reply.has(flag::kError) && reply.error == ErrorCode::join_cookie) {
+    hindrances.cookie = reply.offset;
+    return std::nullopt;
+  }
   if (reply.has(flag::kError) && reply.error == ErrorCode::rank_contended) {
     ++hindrances.contended_refusals;
     hindrances.contender = {static_cast<std::uint32_t>(reply.bitmap >> 16), static_cast<std::uint16_t>(reply.bitmap)};
@@ -222,20 +250,36 @@ std::optional<SessionInfo> read_join_reply(const Config& config, const transport
   if (reply.has(flag::kError)) throw_join_error(config, reply, switch_endpoint);
   protocol::JoinReply answer;
   if (!reply.has(flag::kResult) || !protocol::decode(payload, answer)) return std::nullopt;
-  return session_info(reply, answer, keys, switch_endpoint);
+  return session_info(config, reply, answer, keys, switch_endpoint);
 }
 
 }  // namespace
+
+std::string taken_over_reason(const Header& error) {
+  std::string reason = "generation " + std::to_string(error.offset) + " of another job took the session over after ";
+  if (error.bitmap == 0) return reason + "this job sent nothing for longer than the session's idle_timeout_ms";
+  std::string ranks;
+  for (std::uint32_t r = 0; r < protocol::kMaxWorld; ++r) {
+    if (((error.bitmap >> r) & 1) != 0) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  }
+  return reason + "a LEAVE with the rank's secret from the address of rank " + ranks +
+         " of this job freed it (that rank's context closed, or a process that captured its JOIN ack sent it)";
+}
 
 SessionInfo join_session(const Config& config, transport::Queue& control,
                          const transport::Endpoint& switch_endpoint,
                          const std::vector<std::uint16_t>& thread_ports,
                          const SessionInfo* rejoining) {
-  // Authenticated mode: the JOIN is sealed with this rank's key, and only replies with its tag count.
+  if (config.auth_data && !config.auth_key) {
+    throw ConfigError("rank " + std::to_string(config.rank) + ": auth_data (DPA_AUTH=data) authenticates data with "
+                      "this rank's key, and it has none: set auth_key_file / DPA_AUTH_KEY_FILE");
+  }
+  // Authenticated admission: the JOIN is sealed with this rank's key, and only replies with its tag count.
   std::optional<protocol::RankTagKeys> keys;
   if (config.auth_key) keys = protocol::tag_keys(*config.auth_key);
   std::array<std::byte, kJoinPacketBytes> packet{};
-  const std::span<const std::byte> join = encode_join(config, thread_ports, rejoining, keys, packet);
+  JoinRequestPacket request(config, thread_ports, rejoining);
+  std::span<const std::byte> join = request.encode(keys, packet);
 
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + config.join_timeout;
@@ -264,6 +308,13 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
         log().debug("rank {} joined session {} generation {} (payload {}, K {})", config.rank,
                     config.session, info->generation, info->payload, info->k_default);
         return *info;
+      }
+      if (hindrances.cookie) {
+        // The same JOIN, with the cookie the switch sent this socket, at once.
+        request.header.op_id = *hindrances.cookie;
+        hindrances.cookie.reset();
+        join = request.encode(keys, packet);
+        transport::send_datagram(control, join, switch_endpoint);
       }
     }
   }

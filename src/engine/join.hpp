@@ -26,9 +26,12 @@ struct SessionInfo {
   std::uint32_t token = 0;  // job token: every request carries it, every reply must
   std::uint32_t rank_secret = 0;  // this rank's secret: its rejoin and LEAVE carry it (protocol.md §6.4)
   std::vector<transport::Endpoint> switch_ports;  // worker thread t uses [t % size()]
-  // Authenticated mode (protocol.md §6.6): this rank's tag keys; every request is sealed with
-  // them and every reply must carry their tag.
+  // Authenticated admission (protocol.md §6.6): this rank's tag keys; its JOIN, LEAVE and
+  // KEEPALIVE are sealed with them and every JOIN reply must carry their tag.
   std::optional<protocol::RankTagKeys> tag_keys;
+  // The same keys if the session authenticates data (the JOIN ack says so): every data packet
+  // and probe is then sealed and every reply to them must carry the tag. Empty otherwise.
+  std::optional<protocol::RankTagKeys> data_tag_keys;
 };
 
 // Sends JOIN from `control` (thread 0's queue) and waits for the switch's answer.
@@ -41,6 +44,11 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
                          const transport::Endpoint& switch_endpoint,
                          const std::vector<std::uint16_t>& thread_ports,
                          const SessionInfo* rejoining = nullptr);
+
+// Why another job holds the session, from a session_taken_over ERROR (protocol.md §4): `offset`
+// the generation in use, `bitmap` the ranks of this job whose LEAVE freed the session (0: it was
+// idle longer than the session's idle_timeout_ms).
+std::string taken_over_reason(const protocol::Header& error);
 
 // Tells the switch that this rank leaves its generation, so another job may use the session
 // at once instead of after the session's idle timeout. Best effort: one datagram.

@@ -114,7 +114,10 @@ void WorkerEngine::keepalive(std::uint64_t now_ns) {
     h.token = session_.token;
     h.rank = static_cast<std::uint8_t>(config_.rank);
     protocol::encode(h, keepalive_.payload);
-    finish_request(keepalive_, protocol::kHeaderSize);
+    // An admission packet: sealed whenever the rank has a key, whether or not data is (§6.6).
+    keepalive_.size = static_cast<std::uint32_t>(
+        session_.tag_keys ? protocol::seal(session_.tag_keys->request, keepalive_.payload, protocol::kHeaderSize)
+                          : protocol::kHeaderSize);
   }
   // Switch thread 0 (the first port) keeps the session's liveness, as it handles JOIN and LEAVE.
   tx_.push_back({&keepalive_, session_.switch_ports[0]});
@@ -145,7 +148,7 @@ void WorkerEngine::renew(transport::TxBuffer& buffer) {
                 " holds up to twice as many, besides those in flight: raise dpdk.mbufs)");
   }
   const std::size_t largest =
-      protocol::kHeaderSize + 4 * std::size_t{session_.payload} + (session_.tag_keys ? protocol::kTagSize : 0);
+      protocol::kHeaderSize + 4 * std::size_t{session_.payload} + (session_.data_tag_keys ? protocol::kTagSize : 0);
   if (buffer.capacity < largest) {
     throw ConfigError("payload " + std::to_string(session_.payload) + " needs " + std::to_string(largest) +
                       "-byte packets; the transport's buffers hold " + std::to_string(buffer.capacity));
@@ -377,7 +380,7 @@ std::size_t WorkerEngine::output_index(std::size_t block) const {
 
 void WorkerEngine::finish_request(transport::TxBuffer& buffer, std::size_t bytes) const {
   buffer.size = static_cast<std::uint32_t>(
-      session_.tag_keys ? protocol::seal(session_.tag_keys->request, buffer.payload, bytes) : bytes);
+      session_.data_tag_keys ? protocol::seal(session_.data_tag_keys->request, buffer.payload, bytes) : bytes);
 }
 
 std::int8_t WorkerEngine::exponent_of(std::size_t block) {
@@ -563,9 +566,10 @@ void WorkerEngine::handle_packet(const transport::RxPacket& packet, std::uint64_
   Header h;
   std::span<const std::byte> payload;
   if (protocol::decode(packet.data, h, payload) != protocol::DecodeStatus::ok) return;
-  // Authenticated mode: a reply without this rank's tag is a forgery (or a misconfigured
+  // Authenticated data: a reply without this rank's tag is a forgery (or a misconfigured
   // switch); it is counted and changes nothing.
-  if (session_.tag_keys && !(h.has(flag::kAuth) && protocol::verify_tag(session_.tag_keys->reply, packet.data))) {
+  if (session_.data_tag_keys &&
+      !(h.has(flag::kAuth) && protocol::verify_tag(session_.data_tag_keys->reply, packet.data))) {
     ++stats_.replies_rejected;
     return;
   }
@@ -821,9 +825,7 @@ void WorkerEngine::throw_error_reply(const Header& h) const {
                            " ms: its process or host is gone)";
       break;
     case protocol::ErrorCode::session_taken_over:
-      message += " (generation " + std::to_string(h.offset) +
-                 " of another job now holds the session; this job was idle longer than the "
-                 "session's idle_timeout_ms)";
+      message += " (" + taken_over_reason(h) + ")";
       break;
     default:
       break;

@@ -2,6 +2,7 @@
 #include "protocol/auth.hpp"
 
 #include <cctype>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <tuple>
@@ -61,6 +62,21 @@ AuthKey random_auth_key() {
   return key;
 }
 
+std::uint64_t keyed_hash(const TagKey& key, std::span<const std::byte> bytes) {
+  unsigned char hash[crypto_shorthash_BYTES];
+  crypto_shorthash(hash, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), key.data());
+  std::uint64_t value = 0;
+  std::memcpy(&value, hash, sizeof value);
+  return value;
+}
+
+TagKey random_tag_key() {
+  initialise();
+  TagKey key;
+  randombytes_buf(key.data(), key.size());
+  return key;
+}
+
 void append_tag(const TagKey& key, std::byte* packet, std::size_t size) {
   crypto_shorthash(reinterpret_cast<unsigned char*>(packet + size), reinterpret_cast<const unsigned char*>(packet),
                    size, key.data());
@@ -117,6 +133,8 @@ bool auth_available() { return false; }
 AuthKey derive_rank_key(const AuthKey&, std::uint32_t) { unavailable(); }
 RankTagKeys tag_keys(const AuthKey&) { unavailable(); }
 AuthKey random_auth_key() { unavailable(); }
+std::uint64_t keyed_hash(const TagKey&, std::span<const std::byte>) { unavailable(); }
+TagKey random_tag_key() { unavailable(); }
 void append_tag(const TagKey&, std::byte*, std::size_t) { unavailable(); }
 std::size_t seal(const TagKey&, std::byte*, std::size_t) { unavailable(); }
 bool verify_tag(const TagKey&, std::span<const std::byte>) { unavailable(); }

@@ -28,6 +28,14 @@ struct RankTagKeys {
   TagKey reply{};
 };
 
+// How a session authenticates its data packets and probes, told to every rank in its JOIN ack's
+// `op_id` (protocol.md §6.2). Admission (JOIN, LEAVE, KEEPALIVE) uses SipHash whenever the session
+// has a key.
+enum class DataMac : std::uint32_t {
+  none = 0,       // data packets carry no tag
+  siphash24 = 1,  // the tag of every other packet of the session (below)
+};
+
 // Whether this build has libsodium; without it every function below throws dpa::Error.
 [[nodiscard]] bool auth_available();
 
@@ -36,6 +44,11 @@ struct RankTagKeys {
 [[nodiscard]] AuthKey derive_rank_key(const AuthKey& session_key, std::uint32_t rank);
 [[nodiscard]] RankTagKeys tag_keys(const AuthKey& rank_key);
 [[nodiscard]] AuthKey random_auth_key();
+
+// SipHash-2-4 of `bytes` under `key`: the tag's function, for other keyed uses (JOIN cookies).
+[[nodiscard]] std::uint64_t keyed_hash(const TagKey& key, std::span<const std::byte> bytes);
+// A fresh random key for keyed_hash.
+[[nodiscard]] TagKey random_tag_key();
 
 // Writes the tag of packet[0, size) at packet + size (kTagSize bytes of room there).
 void append_tag(const TagKey& key, std::byte* packet, std::size_t size);

@@ -31,6 +31,7 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::auth_mismatch: return "the JOIN's authentication differs from the session's";
     case ErrorCode::rank_gone: return "a rank the round waits for left the job or went silent";
     case ErrorCode::mode_mismatch: return "the ranks disagree on the round's collective (reduce-scatter, all-gather, broadcast) or its owner rank";
+    case ErrorCode::join_cookie: return "the switch asks the JOIN to be repeated with its cookie";
   }
   return "unknown error code";
 }

@@ -99,6 +99,7 @@ enum class ErrorCode : std::uint8_t {
   auth_mismatch = 20,
   rank_gone = 21,
   mode_mismatch = 22,
+  join_cookie = 23,  // not a failure: JOIN again with the cookie in op_id (§6.3, admission under a storm)
 };
 std::string_view to_string(ErrorCode code);
 

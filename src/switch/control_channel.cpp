@@ -57,6 +57,7 @@ json session_json(const SessionStatus& session) {
               {"straggler_timeout_us", config.straggler_timeout.count()},
               {"idle_timeout_ms", config.idle_timeout.count()},
               {"authenticated", config.auth_key.has_value()},
+              {"auth_data", config.auth_data},
               {"generation", session.generation},
               {"joined", ranks},
               {"counters", counters_json(session.counters, kSessionCounterFields)}};

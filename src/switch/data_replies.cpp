@@ -18,7 +18,7 @@ void send_result(ReplyBatch& batch, Session& session, const SlotState& slot, Slo
   const std::span<const std::int32_t> values =
       slot.count == 0 ? std::span<const std::int32_t>{} : session.values(request.slot);
   const auto bytes = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * values.size());
-  const bool sealed = session.tag_keys(0) != nullptr;
+  const bool sealed = session.data_tag_keys(0) != nullptr;
   const auto room = static_cast<std::uint32_t>(bytes + (sealed ? protocol::kTagSize : 0));
   transport::TxBuffer* buffer = batch.reply_buffer(packet, room);
   if (buffer == nullptr) return;
@@ -28,7 +28,7 @@ void send_result(ReplyBatch& batch, Session& session, const SlotState& slot, Slo
   if (action != SlotAction::multicast_result) {
     // An owned round's values go only to the ranks that take them; the others get the header (§13).
     const bool values_to_sender = Header::takes_values(slot.mode, slot.owner, request.rank);
-    finish_reply(*buffer, values_to_sender ? bytes : protocol::kHeaderSize, reply_key(session, request.rank));
+    finish_reply(*buffer, values_to_sender ? bytes : protocol::kHeaderSize, data_reply_key(session, request.rank));
     batch.send(*buffer, packet.from);
     return;
   }
@@ -58,7 +58,7 @@ void send_poisoned(ReplyBatch& batch, const Session& session, const SlotState& s
   if (request.op_id != slot.op_id) {
     ++batch.counters.errors_sent;
     send_header(batch, reply_header(slot, SlotAction::unicast_error, request, members.token), from,
-                reply_key(session, request.rank));
+                data_reply_key(session, request.rank));
   }
 }
 
@@ -78,7 +78,7 @@ bool report_gone(ReplyBatch& batch, const Session& session, const SlotState& slo
         std::min<std::uint64_t>((std::uint64_t{silent} << protocol::kTickShift) / 1'000'000, kLeftRank - 1));
   }
   ++batch.counters.errors_sent;
-  send_header(batch, rank_gone_reply(slot, probe, gone, silent_ms, members.token), from, reply_key(session, probe.rank));
+  send_header(batch, rank_gone_reply(slot, probe, gone, silent_ms, members.token), from, data_reply_key(session, probe.rank));
   return true;
 }
 

@@ -35,6 +35,7 @@ void send_acks(ReplyBatch& batch, const Session& session, const JoinOutcome& out
 
   Header ack = request;
   ack.flags = flag::kJoin | flag::kResult;
+  ack.op_id = session.data_mac();  // how data packets are authenticated (protocol.md §6.2, §6.6)
   ack.token = members.token;
   ack.count = static_cast<std::uint16_t>(reply.words());
   ack.bitmap = members.joined;
@@ -42,6 +43,7 @@ void send_acks(ReplyBatch& batch, const Session& session, const JoinOutcome& out
   const auto send_ack = [&](std::uint32_t rank, const Endpoint& to) {
     transport::TxBuffer* buffer = batch.next_buffer();
     if (buffer == nullptr) return;
+    ack.rank = static_cast<std::uint8_t>(rank);  // the receiving rank, whose secret and tag it carries
     ack.offset = members.secrets[rank];
     protocol::encode(ack, buffer->payload);
     protocol::encode(reply, buffer->payload + protocol::kHeaderSize);
@@ -66,7 +68,8 @@ void send_disagreement(ReplyBatch& batch, const Session& session, const JoinOutc
     protocol::encode(error, buffer->payload);
     batch.counters.errors_sent += outcome.notify.size();
     if (session.tag_keys(0) != nullptr) {
-      send_sealed_copies(batch, session, buffer, protocol::kHeaderSize, outcome.notify_ranks, outcome.notify);
+      send_sealed_copies(batch, session, reply_key, buffer, protocol::kHeaderSize, outcome.notify_ranks,
+                         outcome.notify);
     } else {
       buffer->size = static_cast<std::uint32_t>(protocol::kHeaderSize);
       std::vector<Endpoint>& to = batch.send_to(*buffer);
@@ -96,6 +99,10 @@ void reply_to_join(ReplyBatch& batch, const Session& session, const JoinOutcome&
         const std::uint64_t heard = std::min<std::uint64_t>(limiter.heard(outcome.holder), 0xffff);
         error.bitmap = heard << 48 | Identity::key_of(outcome.holder);
         send_header(batch, error, from, reply_key(session, request.rank));
+        return;
+      }
+      if (outcome.error == ErrorCode::session_taken_over) {
+        send_taken_over(batch, request, *session.membership(), from, reply_key(session, request.rank));
         return;
       }
       send_error(batch, request, outcome.error, outcome.expected, from, reply_key(session, request.rank));

@@ -9,6 +9,7 @@
 
 namespace dpa::sw {
 
+using protocol::ErrorCode;
 using transport::Endpoint;
 
 ReplyBatch::ReplyBatch(transport::Queue& queue, std::size_t batch) : rx(batch), queue_(queue), stash_(batch) {
@@ -69,18 +70,26 @@ void send_error(ReplyBatch& batch, const protocol::Header& request, protocol::Er
   send_header(batch, error_reply(request, code, expected), to, key);
 }
 
-void send_sealed_copies(ReplyBatch& batch, const Session& session, transport::TxBuffer* original, std::size_t bytes,
+void send_taken_over(ReplyBatch& batch, const Header& request, const Membership& members, const Endpoint& to,
+                     const protocol::TagKey* key) {
+  ++batch.counters.errors_sent;
+  Header error = error_reply(request, ErrorCode::session_taken_over, members.generation);
+  error.bitmap = members.previous_left;
+  send_header(batch, error, to, key);
+}
+
+void send_sealed_copies(ReplyBatch& batch, const Session& session, ReplyKeyOf key_of, transport::TxBuffer* original, std::size_t bytes,
                         std::span<const std::uint8_t> ranks, std::span<const Endpoint> to) {
   const std::size_t index = batch.index_of(*original);
   for (std::size_t i = 1; i < ranks.size(); ++i) {
     transport::TxBuffer* copy = batch.next_buffer();  // may move `original`: found again by index
     if (copy == nullptr) break;
     std::memcpy(copy->payload, batch.buffer_at(index).payload, bytes);
-    finish_reply(*copy, bytes, reply_key(session, ranks[i]));
+    finish_reply(*copy, bytes, key_of(session, ranks[i]));
     batch.send(*copy, to[i]);
   }
   transport::TxBuffer& first = batch.buffer_at(index);
-  finish_reply(first, bytes, reply_key(session, ranks[0]));
+  finish_reply(first, bytes, key_of(session, ranks[0]));
   batch.send(first, to[0]);
 }
 
@@ -95,13 +104,14 @@ void send_to_ranks(ReplyBatch& batch, const Session& session, transport::TxBuffe
     to[count++] = members.endpoints[r][thread];
   });
   if (count == 0) return;
-  if (session.tag_keys(0) == nullptr) {
+  if (session.data_tag_keys(0) == nullptr) {
     buffer->size = static_cast<std::uint32_t>(bytes);
     std::vector<Endpoint>& destinations = batch.send_to(*buffer);
     destinations.insert(destinations.end(), to.begin(), to.begin() + static_cast<std::ptrdiff_t>(count));
     return;
   }
-  send_sealed_copies(batch, session, buffer, bytes, std::span(ranks.data(), count), std::span(to.data(), count));
+  send_sealed_copies(batch, session, data_reply_key, buffer, bytes, std::span(ranks.data(), count),
+                     std::span(to.data(), count));
 }
 
 void send_to_members(ReplyBatch& batch, const Session& session, transport::TxBuffer* buffer, std::size_t bytes,

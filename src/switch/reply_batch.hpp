@@ -108,6 +108,13 @@ inline const protocol::TagKey* reply_key(const Session& session, std::uint32_t r
   const protocol::RankTagKeys* keys = session.tag_keys(rank);
   return keys != nullptr ? &keys->reply : nullptr;
 }
+// The same for replies to data packets and probes: null unless the session authenticates data.
+inline const protocol::TagKey* data_reply_key(const Session& session, std::uint32_t rank) {
+  const protocol::RankTagKeys* keys = session.data_tag_keys(rank);
+  return keys != nullptr ? &keys->reply : nullptr;
+}
+// Which of the two keys seals a reply.
+using ReplyKeyOf = const protocol::TagKey* (*)(const Session&, std::uint32_t);
 
 // Seals an encoded reply of `bytes` with `key` (null: an unauthenticated session) and sets its size.
 inline void finish_reply(transport::TxBuffer& buffer, std::size_t bytes, const protocol::TagKey* key) {
@@ -122,16 +129,21 @@ void send_header(ReplyBatch& batch, const protocol::Header& header, const transp
 void send_error(ReplyBatch& batch, const protocol::Header& request, protocol::ErrorCode code,
                 std::uint32_t expected, const transport::Endpoint& to, const protocol::TagKey* key);
 
+// session_taken_over (protocol.md §4) to `to`: `bitmap` names the ranks of the replaced job whose
+// LEAVE freed the session (0: it went idle), so that job learns why. Counted in errors_sent.
+void send_taken_over(ReplyBatch& batch, const protocol::Header& request, const Membership& members,
+                     const transport::Endpoint& to, const protocol::TagKey* key);
+
 // Sends the encoded packet in `original` (`bytes`, not sealed) to each rank of `ranks` at
 // `to`, each copy sealed with its rank's key: an authenticated session's multicast is one
 // buffer per rank, since every rank's tag differs.
-void send_sealed_copies(ReplyBatch& batch, const Session& session, transport::TxBuffer* original,
+void send_sealed_copies(ReplyBatch& batch, const Session& session, ReplyKeyOf key_of, transport::TxBuffer* original,
                         std::size_t bytes, std::span<const std::uint8_t> ranks,
                         std::span<const transport::Endpoint> to);
 
-// Sends the encoded packet in `buffer` (`bytes`) to every rank of the generation at the port of
-// worker thread `thread`: one shared buffer (send_to_all never copies it), or in an
-// authenticated session one sealed copy per rank.
+// Sends the encoded reply to data in `buffer` (`bytes`) to every rank of the generation at the
+// port of worker thread `thread`: one shared buffer (send_to_all never copies it), or in a
+// session that authenticates data one sealed copy per rank.
 void send_to_members(ReplyBatch& batch, const Session& session, transport::TxBuffer* buffer, std::size_t bytes,
                      const Membership& members, std::uint32_t thread);
 // The same to the ranks of `ranks_mask` (bit r: rank r) only; nothing when it names none.

@@ -115,9 +115,19 @@ void Session::expire_pending(std::uint64_t now_ns) {
 }
 
 bool Session::holds_against(const PendingJoin& pending, const transport::Endpoint& from,
-                            std::uint64_t now_ns) {
+                            std::uint64_t now_ns, bool cookie) {
   return pending.present && pending.from != from &&
-         (pending.confirmed || now_ns - pending.claimed_ns < kUnconfirmedClaimNs);
+         (pending.confirmed || (!cookie && now_ns - pending.claimed_ns < kUnconfirmedClaimNs));
+}
+
+bool Session::wants_cookies(std::uint64_t now_ns) {
+  const std::uint64_t ready = std::max(join_budget_ready_ns_, now_ns);
+  if (ready - now_ns >= kJoinBudgetBurst * kJoinBudgetIntervalNs) {
+    cookies_until_ns_ = now_ns + kCookieHoldNs;
+  } else {
+    join_budget_ready_ns_ = ready + kJoinBudgetIntervalNs;
+  }
+  return now_ns < cookies_until_ns_;
 }
 
 std::uint32_t Session::fresh_token(std::uint32_t previous) {
@@ -180,6 +190,7 @@ JoinOutcome Session::complete_join(std::uint64_t now_ns, std::uint32_t now_ticks
   auto members = std::make_unique<Membership>();
   members->generation = next_generation_++;
   members->previous_token = current != nullptr ? current->token : 0;
+  members->previous_left = current != nullptr ? current->left.load(std::memory_order_relaxed) : 0;
   members->token = fresh_token(members->previous_token);
   for (std::uint32_t r = 0; r < world; ++r) members->secrets[r] = fresh_token(0);
   members->threads = pending_[0].threads;
@@ -250,11 +261,20 @@ JoinOutcome Session::join(const protocol::Header& header, const protocol::JoinRe
     return make_outcome(Kind::reject_sender, ErrorCode::session_busy, current->generation);
   }
 
+  // Under a storm, only a JOIN that echoes the cookie its source was sent for this rank and
+  // nonce goes on; the rest get their cookie and change nothing.
+  const bool cookie = cookies_.valid(header.op_id, config_.id, rank, request.nonce, from, now_ns);
+  if (wants_cookies(now_ns) && !cookie) {
+    return make_outcome(Kind::reject_sender, ErrorCode::join_cookie,
+                        cookies_.make(config_.id, rank, request.nonce, from, now_ns));
+  }
+
   expire_pending(now_ns);
   PendingJoin& pending = pending_[rank];
   // First come holds the rank while it is alive: a confirmed entry, or a young unconfirmed one,
-  // is not displaced by another source, so a storm cannot starve a rank that is joining.
-  if (holds_against(pending, from, now_ns)) {
+  // is not displaced by another source, so a storm cannot starve a rank that is joining. A JOIN
+  // with a cookie is a confirmed one already and displaces an unconfirmed entry.
+  if (holds_against(pending, from, now_ns, cookie)) {
     JoinOutcome refused = make_outcome(Kind::reject_sender, ErrorCode::rank_contended, rank);
     refused.holder = pending.from;
     return refused;
@@ -264,10 +284,14 @@ JoinOutcome Session::join(const protocol::Header& header, const protocol::JoinRe
   for (PendingJoin& other : pending_) {
     if (&other != &pending && other.present && other.from == from) other = PendingJoin{};
   }
-  if (!pending.present || pending.nonce != request.nonce) {
-    // A new request, or the rank restarted: its latest JOIN replaces what it sent before.
-    const std::uint64_t claimed_ns = pending.present && pending.from == from ? pending.claimed_ns : now_ns;
-    pending = PendingJoin{true, request.nonce, request.threads, request.window, from, {}, now_ns, claimed_ns, false};
+  if (!pending.present || pending.nonce != request.nonce || pending.from != from) {
+    // A new request, or the rank restarted: its latest JOIN replaces what it sent before. A
+    // cookie confirms a new claim; a source that changes nonce within its claim must repeat the
+    // new one, so a storm that echoes cookies with a fresh nonce each time keeps no rank.
+    const bool same_source = pending.present && pending.from == from;
+    const std::uint64_t claimed_ns = same_source ? pending.claimed_ns : now_ns;
+    pending = PendingJoin{true, request.nonce, request.threads, request.window, from, {}, now_ns, claimed_ns,
+                          cookie && !same_source};
     std::copy(request.ports, request.ports + request.threads, pending.ports.begin());
   } else {
     pending.confirmed = true;

@@ -16,6 +16,7 @@
 #include "dpa/switch.hpp"
 #include "protocol/auth.hpp"
 #include "protocol/wire.hpp"
+#include "switch/join_cookie.hpp"
 #include "switch/slot.hpp"
 #include "transport/endpoint.hpp"
 
@@ -39,6 +40,9 @@ struct Membership {
   std::uint32_t generation = 0;
   std::uint32_t token = 0;           // job token of this generation
   std::uint32_t previous_token = 0;  // the generation it replaced (0: none)
+  // The ranks of the replaced generation whose LEAVE freed the session (0: it went idle), so
+  // that job's ranks learn why it was taken (session_taken_over's bitmap, protocol.md §4).
+  std::uint64_t previous_left = 0;
   std::uint32_t threads = 0;         // worker threads per rank
   std::uint32_t window = 0;
   std::uint64_t joined = 0;          // rank bitmap
@@ -109,6 +113,13 @@ class Session {
   [[nodiscard]] const protocol::RankTagKeys* tag_keys(std::uint32_t rank) const {
     return tag_keys_.empty() ? nullptr : &tag_keys_[rank];
   }
+  // The keys of data packets and probes: tag_keys() if the session authenticates data, else null.
+  [[nodiscard]] const protocol::RankTagKeys* data_tag_keys(std::uint32_t rank) const {
+    return config_.auth_data ? tag_keys(rank) : nullptr;
+  }
+  [[nodiscard]] std::uint32_t data_mac() const {
+    return static_cast<std::uint32_t>(data_tag_keys(0) != nullptr ? protocol::DataMac::siphash24 : protocol::DataMac::none);
+  }
 
   // Whether `from` is a registered address for `rank` (rank < world size is checked first).
   // The registered port, if any, is thread 0's: only JOINs (sent by thread 0) check it.
@@ -133,7 +144,8 @@ class Session {
   }
 
   // Handles a JOIN (§6 of docs/protocol.md). Called only from the switch thread that owns
-  // port 0; `now_ns` is the steady clock.
+  // port 0; `now_ns` is the steady clock. While the session hears JOINs beyond its budget, a JOIN
+  // without a valid cookie (in `op_id`) is answered join_cookie (`expected`: its cookie) instead.
   JoinOutcome join(const protocol::Header& header, const protocol::JoinRequest& request,
                    const transport::Endpoint& from, std::uint64_t now_ns, std::uint32_t now_ticks);
   // Handles a LEAVE carrying the current token and the rank's secret (in `offset`) from a
@@ -173,12 +185,21 @@ class Session {
     bool confirmed = false;
   };
 
+  // Admission under a storm (protocol.md §6.3): a budget of JOINs per session, a GCRA as in
+  // JoinRateLimiter; beyond it the session asks for cookies for kCookieHoldNs.
+  static constexpr std::uint64_t kJoinBudgetIntervalNs = 5'000'000;  // sustained: 200 JOINs per second
+  static constexpr std::uint64_t kJoinBudgetBurst = 256;
+  static constexpr std::uint64_t kCookieHoldNs = 2'000'000'000;
+  // Counts a JOIN against the budget; whether the session asks for cookies now.
+  bool wants_cookies(std::uint64_t now_ns);
+
   // A generation in use (not left, active within the idle timeout) refuses other jobs.
   [[nodiscard]] bool held(const Membership& current, std::uint64_t now_ns) const;
   void expire_pending(std::uint64_t now_ns);
-  // Whether another source's entry for a rank keeps a JOIN from `from` out (§6.3 step 5).
+  // Whether another source's entry for a rank keeps a JOIN from `from` out (§6.3 step 5): a
+  // JOIN with a valid cookie is kept out only by a confirmed entry.
   [[nodiscard]] static bool holds_against(const PendingJoin& pending, const transport::Endpoint& from,
-                                          std::uint64_t now_ns);
+                                          std::uint64_t now_ns, bool cookie);
   // Every rank is pending: the ranks must agree on threads and window, else reject_all.
   JoinOutcome complete_join(std::uint64_t now_ns, std::uint32_t now_ticks);
   JoinOutcome reject_disagreement(protocol::ErrorCode code, std::uint32_t PendingJoin::*field);
@@ -210,6 +231,9 @@ class Session {
   std::deque<RetiredGeneration> retired_;
   std::array<PendingJoin, protocol::kMaxWorld> pending_{};
   std::uint32_t next_generation_ = 1;
+  JoinCookies cookies_;
+  std::uint64_t join_budget_ready_ns_ = 0;
+  std::uint64_t cookies_until_ns_ = 0;
   std::atomic<std::uint64_t> joins_heard_{0};
 };
 

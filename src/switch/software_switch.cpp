@@ -308,13 +308,15 @@ class SwitchImpl {
     }
   }
 
-  // Authenticated mode (protocol.md §6.6), before anything else of the session: a packet of an
-  // authenticated session must carry its rank's tag, and a tagged packet needs such a session.
+  // Authenticated mode (protocol.md §6.6), before anything else of the session: in a session with
+  // a key, admission packets (JOIN, LEAVE, KEEPALIVE) must carry their rank's tag, and so must
+  // data packets and probes if it authenticates data; a tagged packet needs such a session.
   // Anything else is dropped and counted; a JOIN whose authentication differs from the session's
   // learns why (within its source's JOIN rate), untagged since its sender and the switch share no key.
   bool authentic(std::size_t index, const sw::Session& session, const Header& h, const transport::RxPacket& packet,
                  std::uint64_t now_ns, sw::ReplyBatch& batch) {
-    const protocol::RankTagKeys* keys = session.tag_keys(h.rank);
+    const bool admission = h.has(flag::kJoin | flag::kLeave | flag::kKeepalive);
+    const protocol::RankTagKeys* keys = admission ? session.tag_keys(h.rank) : session.data_tag_keys(h.rank);
     const bool tagged = h.has(flag::kAuth);
     if (keys == nullptr && !tagged) return true;
     if (keys != nullptr && tagged && protocol::verify_tag(keys->request, packet.data)) return true;
@@ -393,8 +395,10 @@ class SwitchImpl {
                                                    static_cast<std::uint32_t>(ports_.size()));
     if (!verdict.admitted()) {
       if (verdict.dropped != nullptr) ++(batch.counters.*verdict.dropped);
-      if (verdict.error != ErrorCode::none) {
-        sw::send_error(batch, h, verdict.error, verdict.expected, from, sw::reply_key(session, h.rank));
+      if (verdict.error == ErrorCode::session_taken_over) {
+        sw::send_taken_over(batch, h, *session.membership(), from, sw::data_reply_key(session, h.rank));
+      } else if (verdict.error != ErrorCode::none) {
+        sw::send_error(batch, h, verdict.error, verdict.expected, from, sw::data_reply_key(session, h.rank));
       }
       return;
     }
@@ -436,18 +440,21 @@ class SwitchImpl {
         return;
       case SlotAction::unicast_old:
         count(Counted::old_replies);
-        sw::send_header(batch, sw::reply_header(slot, action, h, members->token), from, sw::reply_key(session, h.rank));
+        sw::send_header(batch, sw::reply_header(slot, action, h, members->token), from,
+                        sw::data_reply_key(session, h.rank));
         return;
       case SlotAction::unicast_syn:
         if (sw::report_gone(batch, session, slot, h, sender_bit, *members, now.ticks, from)) return;
         count(Counted::syn_replies);
-        sw::send_header(batch, sw::reply_header(slot, action, h, members->token), from, sw::reply_key(session, h.rank));
+        sw::send_header(batch, sw::reply_header(slot, action, h, members->token), from,
+                        sw::data_reply_key(session, h.rank));
         return;
       case SlotAction::error_seq_ahead:
       case SlotAction::unicast_error:
       case SlotAction::unicast_mismatch:
         ++batch.counters.errors_sent;
-        sw::send_header(batch, sw::reply_header(slot, action, h, members->token), from, sw::reply_key(session, h.rank));
+        sw::send_header(batch, sw::reply_header(slot, action, h, members->token), from,
+                        sw::data_reply_key(session, h.rank));
         return;
       case SlotAction::multicast_error:
         sw::send_poisoned(batch, session, slot, h, *members, thread, from);

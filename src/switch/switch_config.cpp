@@ -93,6 +93,13 @@ const FieldReaders<SessionConfig>& session_readers() {
          read_json(value, where, path);
          session.auth_key = protocol::read_auth_key_file(path, where);
        }},
+      {"auth_key",
+       [](const json& value, const std::string& where, SessionConfig& session) {
+         std::string hex;
+         read_json(value, where, hex);
+         session.auth_key = protocol::parse_auth_key(hex, where);
+       }},
+      {"auth_data", reader_for(&SessionConfig::auth_data)},
   };
   return readers;
 }
@@ -196,6 +203,8 @@ void SessionConfig::validate() const {
     require(is_ipv4_address(workers[i].host), "session {}: workers[{}]: \"{}\" is not an IPv4 address", id, i,
             workers[i].host);
   }
+  require(!auth_data || auth_key.has_value(),
+          "session {}: auth_data authenticates data with the session key: give the session an auth_key_file", id);
 }
 
 SessionConfig SessionConfig::from_json(const std::string& text, const std::string& where) {

@@ -73,6 +73,7 @@ path, key = sys.argv[1], sys.argv[2]
 config = json.load(open(path))
 for session in config["sessions"]:
     session["auth_key_file"] = key
+    session["auth_data"] = True
 json.dump(config, open(path, "w"))
 PY
   for ((rank = 0; rank < world; ++rank)); do

@@ -213,7 +213,7 @@ TEST(SwitchCtl, AuthKeyFileAuthenticatesAFlagSessionAndAnAddedOne) {
   const std::string control = sw.control_socket();
 
   const CtlRun added = run_ctl({"-c", control, "add-session", "--id", "7", "--world-size", "2", "--pool-base", "4096",
-                                "--pool-size", "64", "--auth-key-file", key_file});
+                                "--pool-size", "64", "--auth-key-file", key_file, "--auth-data"});
   EXPECT_EQ(added.code, 0) << added.output;
   const CtlRun plain = run_ctl({"-c", control, "add-session", "--id", "8", "--world-size", "2", "--pool-base", "8192",
                                 "--pool-size", "64"});
@@ -225,6 +225,8 @@ TEST(SwitchCtl, AuthKeyFileAuthenticatesAFlagSessionAndAnAddedOne) {
   EXPECT_EQ(sessions[0].at("authenticated"), true);
   EXPECT_EQ(sessions[1].at("authenticated"), true);
   EXPECT_EQ(sessions[2].at("authenticated"), false);
+  EXPECT_EQ(sessions[0].at("auth_data"), false) << "a key authenticates admission; data only with --auth-data";
+  EXPECT_EQ(sessions[1].at("auth_data"), true);
 
   const CtlRun missing = run_ctl({"-c", control, "add-session", "--id", "9", "--world-size", "2", "--pool-base",
                                   "12288", "--pool-size", "64", "--auth-key-file", "/nonexistent/session.key"});
@@ -235,7 +237,7 @@ TEST(SwitchCtl, AuthKeyFileAuthenticatesAFlagSessionAndAnAddedOne) {
                                        "--auth-key-file", key_file, "--control",
                                        (scratch.path() / "other.sock").string()});
   EXPECT_EQ(without_session.wait_until(Clock::now() + 30s), 2) << without_session.output();
-  EXPECT_THAT(without_session.output(), HasSubstr("--auth-key-file: applies to the session given by flags"));
+  EXPECT_THAT(without_session.output(), HasSubstr("--auth-key-file, --auth-data: apply to the session given by flags"));
 }
 
 TEST(SwitchCtl, AnotherUserCannotRemoveTheOwnersSession) {

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Authenticated mode on the embedded switch (DPA_AUTH=1, docs/pytorch.md, protocol.md §6.6):
-rank 0 makes the session key and hands each rank its own key through the store; sums stay
-exact and no reply is rejected. A rank that asks differently, a key file meant for a configured
-switch, or DPA_AUTH=1 with a configured switch fail every rank with the variable named."""
+"""Authentication on the embedded switch (DPA_AUTH, docs/pytorch.md, protocol.md §6.6): by default
+rank 0 makes the session key and hands each rank its own key through the store, and admission is
+authenticated; with DPA_AUTH=data every packet is. Sums stay exact and no reply is rejected. A
+rank that asks differently, a key file meant for a configured switch, DPA_AUTH=off with a key
+file, DPA_AUTH=data without a key, or an unknown value fail every rank with the variable named."""
 
 import os
 import re
@@ -32,14 +33,16 @@ def authenticated_worker(rank, world, init_file):
 
 
 @pytest.mark.parametrize("world, env", [
-    (2, {}),  # one host: shared memory
-    (4, {}),
-    (2, {"DPA_SWITCH_BIND": "127.0.0.1"}),  # UDP, sized as across hosts (payload_for_mtu)
-], ids=["shm-2", "shm-4", "udp-2"])
+    (2, {"DPA_AUTH": "data"}),  # one host: shared memory
+    (4, {"DPA_AUTH": "data"}),
+    (2, {"DPA_AUTH": "data", "DPA_SWITCH_BIND": "127.0.0.1"}),  # UDP, sized as across hosts (payload_for_mtu)
+    (2, {}),  # the default: admission authenticated, data untagged
+    (2, {"DPA_SWITCH_BIND": "127.0.0.1"}),
+], ids=["data-shm-2", "data-shm-4", "data-udp-2", "join-shm-2", "join-udp-2"])
 def test_authenticated_job_sums_exactly(world, env):
-    results = run_ranks(authenticated_worker, world, env=dict(env, DPA_AUTH="1"), timeout=180)
+    results = run_ranks(authenticated_worker, world, env=env, timeout=180)
     for rank, (authenticated, embeds_switch, rejected) in enumerate(results):
-        assert authenticated, f"rank {rank} does not tag its packets"
+        assert authenticated, f"rank {rank} holds no key"
         assert embeds_switch == (rank == 0)
         assert rejected == 0, f"rank {rank} rejected {rejected} replies"
 
@@ -49,8 +52,9 @@ def plain_worker(rank, world, init_file):
     return dpa_backend().authenticated
 
 
-def test_authentication_is_off_by_default():
-    assert run_ranks(plain_worker, 2, timeout=120) == [False, False]
+def test_admission_is_authenticated_by_default_and_off_is_keyless():
+    assert run_ranks(plain_worker, 2, timeout=120) == [True, True]
+    assert run_ranks(plain_worker, 2, env={"DPA_AUTH": "off"}, timeout=120) == [False, False]
 
 
 def init_error_worker(rank, world, init_file, extra_env_of_rank):
@@ -66,10 +70,11 @@ def write_key_file(directory):
     return str(path)
 
 
-def test_auth_on_one_rank_fails_every_rank():
+def test_auth_differing_between_ranks_fails_every_rank():
     messages = run_ranks(init_error_worker, 2, env={"DPA_JOIN_TIMEOUT_MS": "3000"},
-                         args=({1: {"DPA_AUTH": "1"}},), timeout=120)
-    expected = r"DPA_AUTH=1 is set on rank 1 \(host [^)]+\) but not on rank 0 \(host [^)]+\): set it on every rank"
+                         args=({1: {"DPA_AUTH": "data"}},), timeout=120)
+    expected = (r"DPA_AUTH=join \(the default\) on rank 0, but DPA_AUTH=data on rank 1 \(host [^)]+\): "
+                r"set DPA_AUTH alike on every rank")
     for rank, message in enumerate(messages):
         assert re.search(expected, message), f"rank {rank}: {message}"
 
@@ -78,15 +83,17 @@ def test_key_file_with_the_embedded_switch_fails_every_rank(tmp_path):
     messages = run_ranks(init_error_worker, 2, env={"DPA_AUTH_KEY_FILE": write_key_file(tmp_path)},
                          args=({},), timeout=120)
     for rank, message in enumerate(messages):
-        assert re.search(r"ranks 0, 1 \(host [^)]+\) set DPA_AUTH_KEY_FILE.*set DPA_AUTH=1", message), \
+        assert re.search(r"ranks 0, 1 \(host [^)]+\) set DPA_AUTH_KEY_FILE.*unset DPA_AUTH_KEY_FILE", message), \
             f"rank {rank}: {message}"
 
 
 @pytest.mark.parametrize("env, expected", [
-    ({"DPA_SWITCH": f"127.0.0.1:{free_port()}"}, r"DPA_AUTH=1 asks the embedded switch.*DPA_AUTH_KEY_FILE"),
-    ({"DPA_AUTH_KEY_FILE": None}, r"DPA_AUTH=1 and DPA_AUTH_KEY_FILE are both set"),
-], ids=["configured-switch", "with-key-file"])
+    ({"DPA_SWITCH": f"127.0.0.1:{free_port()}", "DPA_AUTH": "data"},
+     r"auth_data \(DPA_AUTH=data\) authenticates data with this rank's key, and it has none"),
+    ({"DPA_AUTH_KEY_FILE": None, "DPA_AUTH": "off"}, r"DPA_AUTH=off asks for a keyless job, but DPA_AUTH_KEY_FILE"),
+    ({"DPA_AUTH": "maybe"}, r'DPA_AUTH="maybe": expected off, join \(the default\) or data'),
+], ids=["data-without-key", "off-with-key-file", "unknown-value"])
 def test_auth_conflicts_are_named(env, expected, tmp_path):
     env = {name: value or write_key_file(tmp_path) for name, value in env.items()}
-    message = run_ranks(init_error_worker, 1, env=dict(env, DPA_AUTH="1"), args=({},), timeout=60)[0]
+    message = run_ranks(init_error_worker, 1, env=env, args=({},), timeout=60)[0]
     assert re.search(expected, message), message

@@ -175,6 +175,7 @@ TEST(AuthConfig, ASessionWhosePacketsDoNotFitTheTransportIsRefused) {
   session.world_size = 2;
   session.payload = 256;
   session.auth_key = protocol::random_auth_key();
+  session.auth_data = true;
   config.sessions = {session};
   EXPECT_NO_THROW(config.validate());
   config.sessions[0].payload = 257;
@@ -183,8 +184,14 @@ TEST(AuthConfig, ASessionWhosePacketsDoNotFitTheTransportIsRefused) {
                                                         HasSubstr("8-byte tag"),
                                                         HasSubstr("switch.udp.max_payload 1080"))));
   config.sessions[0].payload = 258;
-  config.sessions[0].auth_key.reset();  // 48 + 1032 bytes without a tag
+  config.sessions[0].auth_data = false;  // 48 + 1032 bytes: admission alone tags no data packet
   EXPECT_NO_THROW(config.validate());
+  config.sessions[0].auth_key.reset();
+  EXPECT_NO_THROW(config.validate());
+  config.sessions[0].auth_data = true;
+  EXPECT_THAT([&] { config.validate(); },
+              testing::ThrowsMessage<ConfigError>(AllOf(HasSubstr("session 3: auth_data"), HasSubstr("auth_key_file"))));
+  config.sessions[0].auth_data = false;
 
   DpdkTransportConfig dpdk;
   dpdk.local_ip = "10.0.0.1";
@@ -192,6 +199,7 @@ TEST(AuthConfig, ASessionWhosePacketsDoNotFitTheTransportIsRefused) {
   config.transport = dpdk;
   config.sessions[0].payload = 356;
   config.sessions[0].auth_key = session.auth_key;
+  config.sessions[0].auth_data = true;
   EXPECT_THAT([&] { config.validate(); },
               testing::ThrowsMessage<ConfigError>(AllOf(HasSubstr("session 3: payload 356 needs 1480-byte packets"),
                                                         HasSubstr("switch.dpdk.mtu 1500 (UDP payloads of up to 1472"))));
@@ -271,6 +279,7 @@ class AuthenticatedSwitch : public ::testing::Test {
     session.payload = kPayload;
     session.pool_size = 64;
     session.auth_key = session_key_;
+    session.auth_data = auth_data_;
     config.sessions = {session};
     switch_.emplace(config);
     switch_endpoint_ = {kLoopback, switch_->port()};
@@ -326,7 +335,8 @@ class AuthenticatedSwitch : public ::testing::Test {
       if (!ack) return 0;
       EXPECT_TRUE(protocol::verify_tag(keys_[r].reply, *ack)) << "rank " << r << "'s ack carries its tag";
       EXPECT_FALSE(protocol::verify_tag(keys_[1 - r].reply, *ack));
-      token = decoded(*ack).token;
+      acks_[r] = decoded(*ack);
+      token = acks_[r].token;
     }
     return token;
   }
@@ -343,6 +353,21 @@ class AuthenticatedSwitch : public ::testing::Test {
     return counters;
   }
 
+  Bytes leave(int rank, std::uint32_t token, std::uint32_t secret, bool sealed) const {
+    Header h;
+    h.flags = flag::kLeave;
+    h.session = 1;
+    h.token = token;
+    h.offset = secret;
+    h.rank = static_cast<std::uint8_t>(rank);
+    Bytes bytes(protocol::kHeaderSize);
+    protocol::encode(h, bytes.data());
+    if (sealed) seal(keys_[rank].request, bytes);
+    return bytes;
+  }
+
+  bool auth_data_ = true;  // the session authenticates data too (protocol.md §6.6)
+  Header acks_[2];         // join_both(): each rank's JOIN ack
   AuthKey session_key_{};
   protocol::RankTagKeys keys_[2];
   std::optional<SoftwareSwitch> switch_;
@@ -383,6 +408,55 @@ TEST_F(AuthenticatedSwitch, AForgedContributionFromAMembersOwnSocketIsDroppedAnd
   for (const SessionStatus& status : switch_->session_status()) EXPECT_EQ(status.counters.dropped, 3u);
 }
 
+TEST_F(AuthenticatedSwitch, EachAckNamesItsRankAndTheDataMac) {
+  ASSERT_NE(join_both(), 0u);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(acks_[r].rank, r) << "the receiving rank (protocol.md §6.2)";
+    EXPECT_EQ(acks_[r].op_id, static_cast<std::uint32_t>(protocol::DataMac::siphash24));
+  }
+}
+
+// The default of the PyTorch backend and dpa-bench: a key authenticates admission only.
+class AdmissionOnlySwitch : public AuthenticatedSwitch {
+ protected:
+  AdmissionOnlySwitch() { auth_data_ = false; }
+};
+
+TEST_F(AdmissionOnlySwitch, TheAckSaysDataIsUntaggedAndUntaggedDataIsSummed) {
+  const std::uint32_t token = join_both();
+  ASSERT_NE(token, 0u);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(acks_[r].op_id, static_cast<std::uint32_t>(protocol::DataMac::none));
+    EXPECT_EQ(acks_[r].rank, r);
+  }
+  ranks_[0].send(data(0, token, {1, 2, 3, 4}), switch_endpoint_);
+  ranks_[1].send(data(1, token, {10, 20, 30, 40}), switch_endpoint_);
+  for (int r = 0; r < 2; ++r) {
+    const std::optional<Bytes> result = ranks_[r].receive();
+    ASSERT_TRUE(result.has_value()) << "no result for rank " << r;
+    EXPECT_EQ(decoded(*result).flags, flag::kResult) << "untagged";
+    EXPECT_EQ(values_of(*result), (std::vector<std::int32_t>{11, 22, 33, 44}));
+  }
+}
+
+// Issue 51's spoofed LEAVE: an on-path process that read a rank's secret from its JOIN ack sends
+// LEAVE from that rank's very socket. Without the rank's tag it is dropped, and the session stays
+// held against another job; the rank's own LEAVE frees it.
+TEST_F(AdmissionOnlySwitch, ALeaveWithoutTheRanksTagCannotFreeTheSession) {
+  const std::uint32_t token = join_both();
+  ASSERT_NE(token, 0u);
+  ranks_[1].send(leave(1, token, acks_[1].offset, /*sealed=*/false), switch_endpoint_);
+  EXPECT_EQ(counters_when([](const SwitchCounters& c) { return c.dropped_bad_tag == 1; }).dropped_bad_tag, 1u);
+  RawRank other_job;
+  Bytes other = join(0, other_job);  // a second job of the key's holder, from another socket
+  other_job.send(other, switch_endpoint_);
+  const std::optional<Bytes> refused = other_job.receive();
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(decoded(*refused).error, ErrorCode::session_busy) << "the session is still held";
+  ranks_[1].send(leave(1, token, acks_[1].offset, /*sealed=*/true), switch_endpoint_);
+  EXPECT_EQ(counters_when([](const SwitchCounters& c) { return c.leaves == 1; }).leaves, 1u);
+}
+
 TEST_F(AuthenticatedSwitch, AJoinWithoutATagLearnsTheSessionAuthenticates) {
   ranks_[0].send(join(0, ranks_[0], /*sealed=*/false), switch_endpoint_);
   const std::optional<Bytes> reply = ranks_[0].receive();
@@ -419,6 +493,7 @@ class AuthenticatedJob : public ::testing::TestWithParam<Wire> {
     session.payload = 256;
     session.pool_size = 64;
     session.auth_key = session_key;
+    session.auth_data = true;
     switch_config.sessions = {session};
     sw = std::make_unique<SoftwareSwitch>(switch_config);
     worker.switches = {{"127.0.0.1", sw->port()}};

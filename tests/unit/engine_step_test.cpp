@@ -385,6 +385,7 @@ TEST_F(EngineStep, ForgedResultsAreDroppedAndCountedInAnAuthenticatedSession) {
   const protocol::RankTagKeys other_rank_keys = protocol::tag_keys(protocol::derive_rank_key(session_key, 1));
   session.token = 0x5eed;
   session.tag_keys = keys;
+  session.data_tag_keys = keys;  // the session authenticates data (its JOIN ack said so)
   Harness& h = engine();
   auto job = int_job(kPayload);
   h.start(*job.op);

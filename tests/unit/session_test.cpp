@@ -29,6 +29,9 @@ struct Joiner {
   std::uint32_t window = 4;
   std::uint32_t token = 0;
   std::uint32_t secret = 0;  // a rejoin's proof (header offset)
+  // A live rank repeats its JOIN with the cookie at once when the switch asks for one (§6.3); a
+  // naive storm does not.
+  bool echoes_cookies = true;
 };
 
 class SessionJoin : public ::testing::Test {
@@ -58,6 +61,9 @@ class SessionJoin : public ::testing::Test {
     for (std::uint32_t t = 0; t < j.threads; ++t) {
       request.ports[t] = static_cast<std::uint16_t>(j.from.port + t);
     }
+    const JoinOutcome outcome = session.join(h, request, j.from, now, protocol::ticks_of_ns(now));
+    if (outcome.error != ErrorCode::join_cookie || !j.echoes_cookies) return outcome;
+    h.op_id = outcome.expected;
     return session.join(h, request, j.from, now, protocol::ticks_of_ns(now));
   }
 
@@ -175,6 +181,98 @@ TEST_F(SessionJoin, AJoinStormWithFreshNoncesCannotStarveAJoiningJob) {
   EXPECT_EQ(formed->threads, 1u);
   for (int r = 0; r < 4; ++r) EXPECT_EQ(formed->endpoints[r][0], joiners[r].from) << "rank " << r;
   EXPECT_GT(contended, 0u) << "the storm met the ranks' claims";
+}
+
+// Issue 51: fresh nonces from 1000 sockets at 2000 JOINs per second held every rank's pending
+// entry, each new source a fresh claim. Beyond the session's JOIN budget only a JOIN with its
+// cookie goes on; the storm, which does not echo cookies, holds nothing.
+TEST_F(SessionJoin, AStormFromManySocketsCannotStopAJobThatEchoesCookies) {
+  Session session(config(4));
+  const auto joiners = job(4, 10);
+  std::uint32_t nonce = 1000;
+  const Membership* formed = nullptr;
+  std::uint64_t storm_joins = 0;
+  std::uint64_t formed_ms = 0;
+  for (std::uint64_t ms = 0; ms < 5000 && formed == nullptr; ++ms) {
+    const std::uint64_t now = ms * 1'000'000;
+    for (int i = 0; i < 2; ++i, ++storm_joins) {
+      const Endpoint source{kHostA, static_cast<std::uint16_t>(20000 + storm_joins % 1000)};
+      Joiner storm{static_cast<int>(storm_joins % 4), ++nonce, source};
+      storm.echoes_cookies = false;
+      EXPECT_NE(join(session, storm, now).kind, Kind::ack_all);
+    }
+    if (ms < 500 || ms % 100 != 0) continue;  // the job starts once the storm runs at full rate
+    for (const Joiner& j : joiners) {
+      const JoinOutcome outcome = join(session, j, now);
+      if (outcome.kind == Kind::ack_all) {
+        formed = outcome.members;
+        formed_ms = ms;
+      }
+    }
+  }
+  ASSERT_NE(formed, nullptr) << "the job formed during the storm";
+  EXPECT_LE(formed_ms, 700u) << "within its first retries";
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(formed->endpoints[r][0], joiners[r].from) << "rank " << r;
+}
+
+TEST_F(SessionJoin, UnderAStormAJoinGoesOnOnlyWithTheCookieSentToItsSourceForItsNonce) {
+  Session session(config(2));
+  Joiner storm{0, 1, {kHostB, 7000}};
+  storm.echoes_cookies = false;
+  JoinOutcome last;
+  for (std::uint32_t i = 0; i < 300; ++i) {  // 300 JOINs in a millisecond: beyond the budget
+    storm.nonce = 100 + i;
+    last = join(session, storm, i * 1000);
+  }
+  ASSERT_EQ(last.error, ErrorCode::join_cookie);
+  Joiner rank{1, 42, {kHostA, 1100}};
+  rank.echoes_cookies = false;
+  const JoinOutcome asked = join(session, rank, kSecond / 1000);
+  ASSERT_EQ(asked.error, ErrorCode::join_cookie) << "no cookie yet: the JOIN changes nothing";
+  ASSERT_NE(asked.expected, 0u);
+  const auto with_cookie = [&](const Joiner& j, std::uint32_t cookie, std::uint64_t now) {
+    protocol::Header h;
+    h.flags = protocol::flag::kJoin;
+    h.session = 3;
+    h.rank = static_cast<std::uint8_t>(j.rank);
+    h.op_id = cookie;
+    protocol::JoinRequest request;
+    request.nonce = j.nonce;
+    request.world_size = 2;
+    request.threads = 1;
+    request.window = 4;
+    request.ports[0] = j.from.port;
+    return session.join(h, request, j.from, now, protocol::ticks_of_ns(now));
+  };
+  Joiner thief = rank;
+  thief.from.port = 1111;
+  EXPECT_EQ(with_cookie(thief, asked.expected, kSecond / 100).error, ErrorCode::join_cookie)
+      << "another source's cookie is no cookie";
+  Joiner renonced = rank;
+  renonced.nonce = 43;
+  EXPECT_EQ(with_cookie(renonced, asked.expected, kSecond / 100).error, ErrorCode::join_cookie)
+      << "nor is another nonce's";
+  EXPECT_EQ(with_cookie(rank, asked.expected, kSecond / 100).kind, Kind::waiting) << "its own goes on, confirmed";
+  EXPECT_EQ(join(session, rank, 8 * kSecond).kind, Kind::waiting)
+      << "once the storm has passed, a JOIN goes on without a cookie";
+}
+
+TEST_F(SessionJoin, ATakenOverSessionRemembersWhichRanksOfTheOldJobLeft) {
+  Session session(config(2));
+  const Membership* first = join_all(session, job(2, 10), 0);
+  ASSERT_NE(first, nullptr);
+  protocol::Header leave;
+  leave.flags = protocol::flag::kLeave;
+  leave.rank = 1;
+  leave.token = first->token;
+  leave.offset = first->secrets[1];
+  ASSERT_TRUE(session.leave(leave, {kHostA, 1100}));
+  const Membership* second = join_all(session, job(2, 50), 1);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(second->previous_left, 2u) << "rank 1's LEAVE freed it";
+  const Membership* third = join_all(session, job(2, 90), 6 * kSecond);
+  ASSERT_NE(third, nullptr);
+  EXPECT_EQ(third->previous_left, 0u) << "the second job went idle";
 }
 
 TEST_F(SessionJoin, AConfirmedClaimIsNotDisplacedAndASourceHoldsOneRank) {

@@ -285,7 +285,7 @@ class Controller:
             pool_size=session.pool_size, generation=generation.generation, token=generation.token,
             switch_ports=len(switch_ports)), switch_ports)
         ack = wire.Header(**{**header.__dict__, "flags": int(wire.Flag.JOIN | wire.Flag.RESULT),
-                             "token": generation.token, "offset": generation.secrets[rank],
+                             "token": generation.token, "offset": generation.secrets[rank], "rank": rank,
                              "count": wire.JOIN_REPLY.word_count(len(switch_ports)),
                              "bitmap": generation.ranks_bitmap(), "seq": generation.generation})
         return ack.encode() + reply

@@ -203,10 +203,13 @@ std::vector<json> run_mode(const Settings& s, const std::string& mode) {
     // The launcher sizes every run whose switch it starts (main()), as the PyTorch backend does.
     dpa::SwitchConfig switch_config = dpa::JobSizing::from_text(s.sizing).switch_config(
         config, small_config(resolved, config), std::chrono::microseconds(s.straggler_timeout_us));
-    if (s.auth) {
+    if (s.auth != "off") {
       // One session key for the run; each rank gets only its own key, in a file of this run's.
       const dpa::protocol::AuthKey session_key = dpa::protocol::random_auth_key();
-      for (dpa::SessionConfig& session : switch_config.sessions) session.auth_key = session_key;
+      for (dpa::SessionConfig& session : switch_config.sessions) {
+        session.auth_key = session_key;
+        session.auth_data = s.auth == "data";
+      }
       auth_keys.emplace();
       for (int rank = 0; rank < config.world_size; ++rank) {
         auth_keys->write(rank, dpa::protocol::derive_rank_key(session_key, static_cast<std::uint32_t>(rank)));

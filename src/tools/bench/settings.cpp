@@ -158,9 +158,12 @@ void add_options(CLI::App& app, Settings& s) {
                  "JSON file with the workers' \"udp\" or \"dpdk\" section (it replaces DPA_CONFIG's); "
                  "\"{rank}\" in its strings becomes the rank (see scripts/dpa-bench-memif.sh)")
       ->check(CLI::ExistingFile);
-  app.add_flag("--auth", s.auth,
-               "The switch started here authenticates every packet (docs/protocol.md §6.6): a random session "
-               "key, each rank's key in a file of this run's");
+  app.add_option("--auth", s.auth,
+                 "What the switch started here authenticates (docs/protocol.md §6.6): join (admission: JOIN, "
+                 "LEAVE, KEEPALIVE), data (every packet) or off; a random session key, each rank's key in a "
+                 "file of this run's")
+      ->check(CLI::IsMember({"off", "join", "data"}))
+      ->capture_default_str();
   app.add_option("--auth-key-file", s.auth_key_file, "Worker: this rank's authentication key (DPA_AUTH_KEY_FILE)");
   app.add_option("--shm-fabric", s.shm_fabric,
                  "--transport shm: the fabric (shm.fabric) the workers and the switch share; default: "

@@ -59,7 +59,7 @@ struct Settings {
   std::string transport;  // udp, dpdk, shm; empty: chosen in main() (see --transport)
   std::string transport_config;  // JSON with a "udp", "dpdk" or "shm" section; "{rank}" becomes the rank
   std::string shm_fabric;        // --transport shm without a config: the run's fabric
-  bool auth = false;             // the embedded switch's sessions authenticate (protocol.md §6.6)
+  std::string auth = "join";     // what the switch started here authenticates: off, join, data (protocol.md §6.6)
   std::string auth_key_file;     // worker: this rank's key
   std::string auth_key_directory;  // launcher: where the ranks' key files are
   // --ring-switch: rank 0 and a DPDK switch in this process, over net_ring (no --switch).

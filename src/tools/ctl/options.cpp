@@ -33,6 +33,7 @@ json add_session_request(const Options& o) {
   if (o.liveness_timeout_ms) session["liveness_timeout_ms"] = *o.liveness_timeout_ms;
   if (!o.workers.empty()) session["workers"] = o.workers;
   if (o.auth_key_file) session["auth_key_file"] = *o.auth_key_file;
+  if (o.auth_data) session["auth_data"] = true;
   if (!session.contains("id") || !session.contains("world_size")) {
     throw dpa::ConfigError("add-session: give at least --session and --ranks (or both keys in --from-json)");
   }
@@ -80,7 +81,9 @@ void add_options(CLI::App& app, Options& o) {
       ->delimiter(',');
   add->add_option("--auth-key-file", o.auth_key_file,
                   "The session key's file, read by dpa-switch on its host (a relative path from its working "
-                  "directory): the session authenticates its packets (auth_key_file)");
+                  "directory): the session authenticates its admission, JOIN, LEAVE and KEEPALIVE (auth_key_file)");
+  add->add_flag("--auth-data", o.auth_data,
+                "With --auth-key-file: the session authenticates its data packets and probes too (auth_data)");
 
   o.remove = app.add_subcommand("remove-session", "Remove a session");
   o.remove->add_option("id", o.remove_id, "Session id")->required();

@@ -42,6 +42,7 @@ struct Options {
   std::optional<std::int64_t> liveness_timeout_ms;
   std::vector<std::string> workers;
   std::optional<std::string> auth_key_file;
+  bool auth_data = false;
   std::uint32_t remove_id = 0;
   std::uint32_t ticks = 0;
   std::string session_key_file;

@@ -136,8 +136,10 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--workers", o.workers, "Worker addresses (ip or ip:port), one per rank or one for all")
       ->delimiter(',');
   app.add_option("--auth-key-file", o.auth_key_file,
-                 "The session's key, 64 hex digits: every packet then carries its rank's tag (auth_key_file, "
-                 "docs/protocol.md §6.6)");
+                 "The session's key, 64 hex digits: its JOIN, LEAVE and KEEPALIVE packets and their replies then "
+                 "carry their rank's tag (auth_key_file, docs/protocol.md §6.6)");
+  app.add_flag("--auth-data", o.auth_data,
+               "With --auth-key-file: data packets, probes and their replies carry the tag too (auth_data)");
 }
 
 StartUp resolve(const CLI::App& app, Options o) {
@@ -165,12 +167,13 @@ StartUp resolve(const CLI::App& app, Options o) {
     session.liveness_timeout = std::chrono::milliseconds(o.liveness_timeout_ms);
     session.workers = parse_workers(o.workers);
     if (!o.auth_key_file.empty()) session.auth_key = dpa::protocol::read_auth_key_file(o.auth_key_file, "--auth-key-file");
+    session.auth_data = o.auth_data;
     std::erase_if(config.sessions, [&](const dpa::SessionConfig& s) { return s.id == session.id; });
     config.sessions.push_back(session);
   }
-  if (o.world_size == 0 && !o.auth_key_file.empty()) {
-    throw dpa::ConfigError("--auth-key-file: applies to the session given by flags (--ranks); a config "
-                           "file's session takes \"auth_key_file\"");
+  if (o.world_size == 0 && (!o.auth_key_file.empty() || o.auth_data)) {
+    throw dpa::ConfigError("--auth-key-file, --auth-data: apply to the session given by flags (--ranks); a config "
+                           "file's session takes \"auth_key_file\" and \"auth_data\"");
   }
   const bool has_control = !o.control_socket.empty() || o.control_port >= 0;
   if (config.sessions.empty() && !has_control) {

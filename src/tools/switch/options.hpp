@@ -31,6 +31,7 @@ struct Options {
   std::int64_t liveness_timeout_ms = session.liveness_timeout.count();
   std::vector<std::string> workers;
   std::string auth_key_file;
+  bool auth_data = false;
   std::int64_t busy_poll_us = 0;
   int busy_poll_threads = 0;
   std::string control_socket;

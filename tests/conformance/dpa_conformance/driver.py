@@ -426,10 +426,11 @@ class Driver:
                  "token": ANY, "switch_ports": switch_threads,
                  "ports": [f"switch.{i}" if i == 0 else ANY for i in range(switch_threads)]}
         # Every rank sends its JOIN twice, as a live rank retries: the repeat confirms it, and the
-        # last rank's confirmation forms the generation, so the ack echoes that JOIN. Each rank's
-        # ack carries its secret in `offset`, captured as secret<rank>.
+        # last rank's confirmation forms the generation, so the ack echoes that JOIN but for its
+        # rank, the receiving rank's (§6.2). Each rank's ack carries its secret in `offset`,
+        # captured as secret<rank>.
         steps = [{"send": sends + sends, "counters": {"joins": 2 * world},
-                  "expect": [{"to": f"r{r}.t0", "base": 2 * world - 1, "header": ack_header,
+                  "expect": [{"to": f"r{r}.t0", "base": 2 * world - 1, "header": {**ack_header, "rank": r},
                               "join_reply": reply, "capture": {**capture, f"secret{r}": "offset"}}
                              for r in range(world)]}]
         self.generations[session.id] = generation
