@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "dpa/auth_key.hpp"
 
+#include <mutex>
 #include <optional>
 
 #include "common/env.hpp"
 #include "dpa/env.hpp"
+#include "common/logging.hpp"
 #include "protocol/auth.hpp"
 
 namespace dpa {
@@ -28,7 +30,16 @@ AuthMode parse_auth_mode(std::string_view text) {
 
 AuthMode auth_mode_from_env() {
   const std::optional<std::string> text = env_string("DPA_AUTH");
-  return text ? parse_auth_mode(*text) : AuthMode::join;
+  if (text) return parse_auth_mode(*text);
+  if (protocol::auth_available()) return AuthMode::join;
+  // A build without libsodium cannot authenticate: keyless, said once. Asking for join or data
+  // by name fails instead, naming what is missing.
+  static std::once_flag warned;
+  std::call_once(warned, [] {
+    detail::log().warn("DPA_AUTH: this build of dpa has no libsodium, so its jobs run without authenticated "
+                       "admission (DPA_AUTH=off); install libsodium-dev and rebuild for the default, join");
+  });
+  return AuthMode::off;
 }
 
 }  // namespace dpa

@@ -10,6 +10,7 @@
 namespace dpa::sw {
 
 using protocol::ErrorCode;
+using protocol::Header;
 using transport::Endpoint;
 
 ReplyBatch::ReplyBatch(transport::Queue& queue, std::size_t batch) : rx(batch), queue_(queue), stash_(batch) {

@@ -126,9 +126,16 @@ def sharded_training_worker(rank, world, init_file, device_type, wrapper):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("wrapper", ["fsdp", "fsdp_hook", "fsdp2", "ddp_compiled"])
 def test_sharded_and_compiled_training_matches_a_single_process(wrapper, device):
+
     # Identical batches: every rank's gradient is the average, so training equals one process's
     # up to dpa's float error (protocol.md §10.4).
-    differences = run_ranks(sharded_training_worker, 2, args=(device, wrapper), env=_env(device), timeout=300)
+    try:
+        differences = run_ranks(sharded_training_worker, 2, args=(device, wrapper), env=_env(device), timeout=300)
+    except RuntimeError as error:
+        # Recent torch refuses FSDP (v1) without an accelerator; FSDP2 still runs on the CPU.
+        if "FSDP needs a non-CPU accelerator device" in str(error):
+            pytest.skip("this torch's FSDP (v1) needs an accelerator")
+        raise
     assert max(differences) < 1e-5, differences
 
 

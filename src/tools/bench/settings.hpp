@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "dpa/transport_config.hpp"
+#include "protocol/auth.hpp"
 
 namespace dpa::tools::bench {
 
@@ -59,7 +60,9 @@ struct Settings {
   std::string transport;  // udp, dpdk, shm; empty: chosen in main() (see --transport)
   std::string transport_config;  // JSON with a "udp", "dpdk" or "shm" section; "{rank}" becomes the rank
   std::string shm_fabric;        // --transport shm without a config: the run's fabric
-  std::string auth = "join";     // what the switch started here authenticates: off, join, data (protocol.md §6.6)
+  // What the switch started here authenticates: off, join, data (protocol.md §6.6); join unless
+  // this build has no libsodium.
+  std::string auth = dpa::protocol::auth_available() ? "join" : "off";
   std::string auth_key_file;     // worker: this rank's key
   std::string auth_key_directory;  // launcher: where the ranks' key files are
   // --ring-switch: rank 0 and a DPDK switch in this process, over net_ring (no --switch).
