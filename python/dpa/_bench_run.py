@@ -438,7 +438,7 @@ def run(node):
     hosts = node.gather_objects(socket.gethostname())
     for backend, reason in node.skipped.items():
         progress(node, f"not measuring {backend}: {reason}")
-    progress(node, f"{settings['collective']}, {node.world} ranks on {len(set(hosts))} host(s), {node.device.type}, {settings['dtype']}, "
+    progress(node, f"{node.world} ranks on {len(set(hosts))} host(s), {node.device.type}, {settings['dtype']}, {settings['collective']}, "
                    f"backends {','.join(node.backends)}")
     smallest = min(settings["sizes"])
     warmup_operations = max(1, min(RUN_WARMUP_OPERATIONS, RUN_WARMUP_BYTES // smallest))

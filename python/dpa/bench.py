@@ -131,8 +131,8 @@ def print_table(report):
     config = report["config"]
     collective = config.get("collective", "all_reduce")
     factor = {"all_reduce": "2(n-1)/n", "reduce_scatter": "(n-1)/n", "all_gather": "(n-1)/n", "broadcast": "1"}
-    print(f"# dpa.bench: {collective}, {config['ranks']} ranks on {len(config['hosts'])} host(s), {config['device']}, "
-          f"{config['dtype']}, seed {config['seed']}; every result verified; barrier: {config['barrier']}")
+    print(f"# dpa.bench: {config['ranks']} ranks on {len(config['hosts'])} host(s), {config['device']}, "
+          f"{config['dtype']}, {collective}, seed {config['seed']}; every result verified; barrier: {config['barrier']}")
     print(f"# back to back: time per operation (ranks' mean), algbw = bytes / time, busbw = algbw * "
           f"{factor[collective]}; after a barrier: the slowest rank's time of each operation")
     methods = {row["backend"]: row.get("method") for row in report["results"] if row.get("method")}
