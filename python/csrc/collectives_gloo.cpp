@@ -172,21 +172,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allgather_flat(std::vector<at::T
 c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  if (inputs.size() == 1 && outputs.size() == 1 && switch_moves(inputs) &&
-      static_cast<int>(outputs.front().size()) == size_ &&
-      std::all_of(outputs.front().begin(), outputs.front().end(), [&](const at::Tensor& part) {
-        return part.numel() == inputs.front().numel() && part.scalar_type() == inputs.front().scalar_type();
-      })) {
-    // Gathered into one flat tensor through the switch, then copied into the list.
-    const at::Tensor flat = at::empty({inputs.front().numel() * size_}, inputs.front().options());
-    std::vector<at::Tensor> pieces = flat.chunk(size_);
-    c10::intrusive_ptr<c10d::Work> work = allgather_through_switch({flat}, inputs, c10d::OpType::ALLGATHER);
-    std::vector<at::Tensor> parts = outputs.front();
-    return FutureWork::create(rank_, c10d::OpType::ALLGATHER,
-                              then_on_devices(work->getFuture(), parts, [parts, pieces = std::move(pieces)] {
-                                for (std::size_t r = 0; r < parts.size(); ++r) parts[r].copy_(pieces[r].view_as(parts[r]));
-                              }));
-  }
   HostStaging staging;
   std::vector<at::Tensor> input_forms;
   for (const at::Tensor& input : inputs) input_forms.push_back(staging.input(input, GlooUse::move));
