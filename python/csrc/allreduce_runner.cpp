@@ -68,16 +68,31 @@ std::shared_ptr<c10::Event> AllreduceRunner::mark_caller_stream(const at::Tensor
   return event;
 }
 
+std::optional<SideStreams> AllreduceRunner::side_streams_for(const at::Tensor& tensor) {
+  if (!tensor.is_cuda()) return std::nullopt;
+  return side_streams_.for_device(tensor.device());
+}
+
+void AllreduceRunner::retire(std::unique_ptr<TensorAllreduce> operation) {
+  std::shared_ptr<c10::Event> done = operation->done_event();
+  if (!done) return;  // a CPU tensor's: nothing left on a device
+  const c10::Stream results_on = operation->results_stream();
+  retirement_.retire(std::shared_ptr<TensorAllreduce>(std::move(operation)), std::move(done), results_on);
+}
+
+void AllreduceRunner::retire(std::shared_ptr<void> operation, std::shared_ptr<c10::Event> done,
+                             c10::Stream recorded_on) {
+  retirement_.retire(std::move(operation), std::move(done), recorded_on);
+}
+
 std::unique_ptr<TensorAllreduce> AllreduceRunner::start(const at::Tensor& tensor,
                                                         std::shared_ptr<c10::Event> ready,
                                                         std::size_t elements_per_chunk,
                                                         Context& context) {
   // Earlier operations whose copies to the device have ended give their buffers back first.
   retirement_.sweep();
-  std::optional<SideStreams> streams;
-  if (tensor.is_cuda()) streams = side_streams_.for_device(tensor.device());
   return std::make_unique<TensorAllreduce>(tensor, std::move(ready), elements_per_chunk, context,
-                                           pool_, streams);
+                                           pool_, side_streams_for(tensor));
 }
 
 InFlight AllreduceRunner::stage_and_submit(AllreduceRequest& request, bool caller_waits) {
@@ -130,10 +145,7 @@ void AllreduceRunner::complete(AllreduceRequest& request, InFlight& in_flight) {
     fail(request, in_flight.error);
     return;
   }
-  for (auto& tensor : in_flight.tensors) {
-    std::shared_ptr<c10::Event> done = tensor->done_event();
-    retirement_.retire(std::move(tensor), std::move(done));
-  }
+  for (auto& tensor : in_flight.tensors) retire(std::move(tensor));
   in_flight.tensors.clear();
   request.work->complete(results.results_on, std::move(results.device_done));
 }
@@ -152,8 +164,7 @@ void AllreduceRunner::run_chunked(AllreduceRequest& request) {
       std::unique_ptr<TensorAllreduce> op = run_one_chunked(
           turn, request.tensors[i], std::move(request.caller_ready[i]), request.options);
       results.add(*op);
-      std::shared_ptr<c10::Event> done = op->done_event();
-      retirement_.retire(std::move(op), std::move(done));
+      retire(std::move(op));
     }
   } catch (...) {
     fail(request, std::current_exception());

@@ -75,12 +75,22 @@ class AllreduceRunner {
   // Completes a request's work with an error that says which operation failed and why.
   void fail(AllreduceRequest& request, std::exception_ptr error) const;
 
+  // What the sharded collectives share with all_reduce: the staging buffers, the side streams of
+  // a CUDA tensor's device (nullopt for a CPU tensor), and the retirement of operations whose
+  // copies to the device still run.
+  [[nodiscard]] HostBufferPool& pool() const { return pool_; }
+  [[nodiscard]] std::optional<SideStreams> side_streams_for(const at::Tensor& tensor);
+  void retire(std::shared_ptr<void> operation, std::shared_ptr<c10::Event> done, c10::Stream recorded_on);
+  void sweep_retired() { retirement_.sweep(); }
+
  private:
   // Returns the finished operation, whose device copies may still run.
   std::unique_ptr<TensorAllreduce> run_one_chunked(const SubmitOrder::Turn& turn,
                                                    const at::Tensor& tensor,
                                                    std::shared_ptr<c10::Event> ready,
                                                    const AllreduceOptions& options);
+  // Keeps the operation's buffers until its copies to the device have ended.
+  void retire(std::unique_ptr<TensorAllreduce> operation);
   std::unique_ptr<TensorAllreduce> start(const at::Tensor& tensor, std::shared_ptr<c10::Event> ready,
                                          std::size_t elements_per_chunk, Context& context);
 

@@ -6,7 +6,6 @@
 
 #include <c10/core/impl/VirtualGuardImpl.h>
 
-#include "tensor_allreduce.hpp"
 
 namespace dpa::torch_backend {
 namespace {
@@ -61,15 +60,15 @@ SideStreams SideStreamsByDevice::for_device(c10::Device device) {
 
 Retirement::~Retirement() {
   for (Retiree& retiree : retirees_) {
-    if (retiree.done) synchronize(*retiree.done, retiree.operation->results_stream());
+    if (retiree.done) synchronize(*retiree.done, retiree.recorded_on);
   }
 }
 
-void Retirement::retire(std::unique_ptr<TensorAllreduce> operation,
-                        std::shared_ptr<c10::Event> done) {
+void Retirement::retire(std::shared_ptr<void> operation, std::shared_ptr<c10::Event> done,
+                        c10::Stream recorded_on) {
   if (!done || done->query()) return;  // destroyed here: nothing left on the device
   std::lock_guard lock(mutex_);
-  retirees_.push_back(Retiree{std::move(operation), std::move(done)});
+  retirees_.push_back(Retiree{std::move(operation), std::move(done), recorded_on});
 }
 
 void Retirement::sweep() {

@@ -17,8 +17,6 @@
 
 namespace dpa::torch_backend {
 
-class TensorAllreduce;
-
 // Blocks the calling thread until `event` has passed on the device (not by polling where torch
 // can wait on an event; torch 1.13 cannot, and has no CUDA in the builds that use it, so there
 // `recorded_on`, the stream the event was recorded on, is synchronised instead).
@@ -79,13 +77,16 @@ class Retirement {
   // Waits for every retired operation's device work.
   ~Retirement();
 
-  void retire(std::unique_ptr<TensorAllreduce> operation, std::shared_ptr<c10::Event> done);
+  // `operation`: what owns the buffers the device still copies (a TensorAllreduce, a
+  // ShardedStaging); `done` the event after its last copy, recorded on `recorded_on`.
+  void retire(std::shared_ptr<void> operation, std::shared_ptr<c10::Event> done, c10::Stream recorded_on);
   void sweep();
 
  private:
   struct Retiree {
-    std::unique_ptr<TensorAllreduce> operation;
+    std::shared_ptr<void> operation;
     std::shared_ptr<c10::Event> done;
+    c10::Stream recorded_on;
   };
 
   std::mutex mutex_;

@@ -13,8 +13,8 @@
 
 namespace dpa::torch_backend {
 
-DpaWork::DpaWork(int rank, std::vector<at::Tensor> outputs)
-    : c10d::Work(rank, c10d::OpType::ALLREDUCE),
+DpaWork::DpaWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, type),
       outputs_(std::move(outputs)),
       future_(c10::make_intrusive<c10::ivalue::Future>(tensor_list_type(), cuda_devices(outputs_))) {}
 
@@ -53,7 +53,8 @@ bool DpaWork::wait(std::chrono::milliseconds timeout) {
   if (timeout.count() == 0) {
     cv_.wait(lock, [this] { return completed_; });
   } else if (!cv_.wait_for(lock, timeout, [this] { return completed_; })) {
-    throw std::runtime_error("dpa: all_reduce did not complete within the wait() timeout of " +
+    throw std::runtime_error("dpa: " + c10d::opTypeToString(retrieveOpType()) +
+                             " did not complete within the wait() timeout of " +
                              std::to_string(timeout.count()) + " ms");
   }
   if (exception_) std::rethrow_exception(exception_);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The c10d::Work that a dpa all_reduce returns. It completes from whichever thread finishes the
+// The c10d::Work that a collective through the switch returns (all_reduce, the sharded ones). It completes from whichever thread finishes the
 // operation, and carries a c10::ivalue::Future holding the output tensors (what DDP comm hooks
 // need). A failure completes both with the error, so wait() and the future raise, never hang.
 // CUDA results complete in stream order, as NCCL's do: the work completes once the network part
@@ -24,7 +24,7 @@ namespace dpa::torch_backend {
 
 class DpaWork : public c10d::Work {
  public:
-  DpaWork(int rank, std::vector<at::Tensor> outputs);
+  DpaWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs);
 
   // `results_on`: the stream the CUDA results are written on, `device_done` the events after
   // their last copies (both empty for CPU tensors).

@@ -78,6 +78,8 @@ ProcessGroupDpa::ProcessGroupDpa(const c10::intrusive_ptr<c10d::Store>& store, i
   });
   runner_ = std::make_unique<AllreduceRunner>(*context_, small_context_.get(), pool_, settings_);
   executor_ = make_executor(settings_.mode, *runner_);
+  sharded_submitter_ = std::make_unique<SerialWorker>("dpa-sharded-in");
+  sharded_completer_ = std::make_unique<SerialWorker>("dpa-sharded-out");
   std::lock_guard lock(live_groups_mutex);
   live_groups.insert(this);
 }
@@ -126,6 +128,9 @@ void ProcessGroupDpa::close_once() {
   closed_ = true;
   if (executor_) executor_->shutdown();
   executor_.reset();
+  // The submitter first: the calls it submits queue their completion.
+  if (sharded_submitter_) sharded_submitter_->shutdown();
+  if (sharded_completer_) sharded_completer_->shutdown();
   runner_.reset();
   small_context_.reset();
   context_.reset();
@@ -212,21 +217,23 @@ c10::intrusive_ptr<DpaWork> ProcessGroupDpa::allreduce_through_switch(
   request.options.op = *dpa_reduce_op(op);
   request.options.k = choice.k;
   request.options.preemptive = choice.preemptive;
-  request.work = c10::make_intrusive<DpaWork>(rank_, tensors);
+  request.work = c10::make_intrusive<DpaWork>(rank_, c10d::OpType::ALLREDUCE, tensors);
   c10::intrusive_ptr<DpaWork> work = request.work;
-  {
-    std::lock_guard lock(outstanding_mutex_);
-    // Operations finish roughly in issue order, so pruning from the front keeps this to the
-    // ones in flight.
-    while (!outstanding_.empty()) {
-      const c10::intrusive_ptr<DpaWork> oldest = outstanding_.front().lock();
-      if (oldest && !oldest->isCompleted()) break;
-      outstanding_.pop_front();
-    }
-    outstanding_.emplace_back(work);
-  }
+  track(work);
   executor_->enqueue(std::move(request));
   return work;
+}
+
+void ProcessGroupDpa::track(const c10::intrusive_ptr<DpaWork>& work) {
+  std::lock_guard lock(outstanding_mutex_);
+  // Operations finish roughly in issue order, so pruning from the front keeps this to the ones
+  // in flight.
+  while (!outstanding_.empty()) {
+    const c10::intrusive_ptr<DpaWork> oldest = outstanding_.front().lock();
+    if (oldest && !oldest->isCompleted()) break;
+    outstanding_.pop_front();
+  }
+  outstanding_.emplace_back(work);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::barrier(const c10d::BarrierOptions& opts) {
@@ -237,19 +244,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::barrier(const c10d::BarrierOptio
   }
   for (auto& weak : pending) {
     if (auto work = weak.lock()) work->wait_quietly();
-  }
-  std::optional<Handle> sharded;
-  {
-    std::lock_guard lock(outstanding_mutex_);
-    sharded.swap(last_sharded_);
-  }
-  // Operations complete in submission order: the last one done, all are. Its error belongs to
-  // its own work, which reports it.
-  if (sharded) {
-    try {
-      sharded->wait();
-    } catch (const Error&) {
-    }
   }
   return gloo_->barrier(opts);
 }

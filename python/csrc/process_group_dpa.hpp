@@ -28,10 +28,15 @@
 #include "host_staging.hpp"
 #include "execution_modes.hpp"
 #include "host_buffer_pool.hpp"
+#include "serial_worker.hpp"
 #include "torch_compat.hpp"
 #include "torch_settings.hpp"
 
 namespace dpa::torch_backend {
+
+class ShardedStaging;
+// Submits one sharded call's dpa operations in its turn.
+using ShardedSubmit = std::function<std::vector<Handle>(const SubmitOrder::Turn&)>;
 
 class ProcessGroupDpa final : public BackendBase {
  public:
@@ -149,12 +154,11 @@ class ProcessGroupDpa final : public BackendBase {
   // The sharded collectives through the switch (collectives_switch.cpp). Whether every tensor
   // moves as whole 32-bit words (all-gather, broadcast through the switch).
   [[nodiscard]] bool switch_moves(const std::vector<at::Tensor>& tensors) const;
-  // One dpa operation per tensor on host forms, submitted in one turn by `submit`; the work
-  // completes once they have and `write_back` has copied the host forms into the outputs.
-  template <typename Submit>
-  c10::intrusive_ptr<c10d::Work> run_on_switch(c10d::OpType type, std::vector<at::Tensor> host_forms,
-                                               std::vector<at::Tensor> outputs, std::function<void()> write_back,
-                                               Submit submit);
+  // One sharded call's dpa operations on the host forms in `staging`, submitted in one turn by
+  // `submit`; its work completes once they have and the results are written back.
+  c10::intrusive_ptr<c10d::Work> run_on_switch(c10d::OpType type, std::unique_ptr<ShardedStaging> staging,
+                                               const std::vector<at::Tensor>& inputs,
+                                               std::vector<at::Tensor> outputs, ShardedSubmit submit);
   c10::intrusive_ptr<c10d::Work> reduce_scatter_through_switch(std::vector<at::Tensor> outputs,
                                                                const std::vector<at::Tensor>& inputs,
                                                                const c10d::ReduceOp& op, c10d::OpType type);
@@ -162,6 +166,8 @@ class ProcessGroupDpa final : public BackendBase {
                                                           const std::vector<at::Tensor>& inputs, c10d::OpType type);
   c10::intrusive_ptr<c10d::Work> broadcast_through_switch(std::vector<at::Tensor> tensors, int root);
 
+  // Lets barrier() wait for `work`.
+  void track(const c10::intrusive_ptr<DpaWork>& work);
   void check_same_chunking_on_all_ranks(std::chrono::milliseconds timeout);
   void close_once();
 
@@ -179,7 +185,11 @@ class ProcessGroupDpa final : public BackendBase {
 
   std::mutex outstanding_mutex_;
   std::deque<c10::weak_intrusive_ptr<DpaWork>> outstanding_;  // for barrier()
-  std::optional<Handle> last_sharded_;  // the latest sharded collective's last operation: barrier() waits for it
+  // The sharded collectives' threads (collectives_switch.cpp): one submits the calls that wait
+  // for their copies to the host, one completes every call, each in call order.
+  std::mutex sharded_issue_mutex_;
+  std::unique_ptr<SerialWorker> sharded_submitter_;
+  std::unique_ptr<SerialWorker> sharded_completer_;
 
   // Shared by issuing calls, exclusive for close(): nothing is issued into a closing group.
   mutable std::shared_mutex lifecycle_mutex_;
