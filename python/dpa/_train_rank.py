@@ -140,7 +140,7 @@ class Trainer:
         if self.uses_dpa and wrap == "ddp":
             # K = N named explicitly, so that DPA_K or a process default cannot turn it into fastest-K.
             dpa.register_ddp_hook(self.ddp, k=settings["k"] if self.fastest_k else node.world, preemptive=preemptive)
-        if self.uses_dpa and wrap == "fsdp" and self.fastest_k:
+        if self.uses_dpa and wrap in ("fsdp", "fsdp2") and self.fastest_k:
             dpa.register_fsdp_hook(self.ddp, k=settings["k"], preemptive=preemptive)
         self.optimizer = torch.optim.SGD(self.ddp.parameters(), lr=settings["lr"], momentum=0.9)
         pauses = settings["pause"] and (settings["pause_runs"] is None or run in settings["pause_runs"])
@@ -365,11 +365,6 @@ def run(node):
         for straggler in settings["stragglers"]:
             for wrap in settings["wraps"]:
                 for name in node.runs:
-                    if wrap == "fsdp2" and RUNS[name][1] is not None:
-                        progress(node, f"{model}, {straggler}, {wrap}, {LABELS[name]}: not run (fastest-K needs a "
-                                       "comm hook: dpa.register_ddp_hook, dpa.register_fsdp_hook; FSDP2 averages "
-                                       "by N)")
-                        continue
                     started = time.monotonic()
                     trainer = Trainer(node, spec, name, straggler, wrap)
                     gathered = node.gather_objects(trainer.train())

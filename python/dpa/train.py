@@ -70,7 +70,7 @@ def parse_arguments(argv):
     add("--device", default="cpu", choices=["cpu", "cuda"], help="default cpu")
     add("--wrap", default="ddp",
         help="comma list of ddp,fsdp,fsdp2: how the model is distributed (FullyShardedDataParallel, fully_shard; "
-             "torch 2.x); fsdp and fsdp2 run the K = N runs only (default ddp)")
+             "torch 2.x; fastest-K through dpa.register_fsdp_hook) (default ddp)")
     add("--pause", metavar="RANK:STEP:SECONDS",
         help="RANK sleeps SECONDS before timed step STEP once, as a checkpoint would (e.g. 1:10:60)")
     add("--pause-runs", help="comma list of the runs that pause (default every run)")

@@ -103,7 +103,9 @@ def sharded_training_worker(rank, world, init_file, device_type, wrapper):
         _train(model, device)
         with FullyShardedDataParallel.summon_full_params(model):
             trained = [p.detach().clone() for p in model.parameters()]
-    elif wrapper == "fsdp2":
+    elif wrapper in ("fsdp2", "fsdp2_hook"):
+        import dpa
+
         try:
             from torch.distributed.fsdp import fully_shard
         except ImportError:  # torch < 2.6
@@ -112,6 +114,9 @@ def sharded_training_worker(rank, world, init_file, device_type, wrapper):
             if isinstance(layer, torch.nn.Linear):
                 fully_shard(layer)
         fully_shard(model)
+        if wrapper == "fsdp2_hook":
+            # K = N: the custom reduce-scatter's AVG must train as FSDP2's own division does.
+            dpa.register_fsdp_hook(model, k=world)
         _train(model, device)
         trained = [p.full_tensor().detach() for p in model.parameters()]
     else:  # DDP under torch.compile
@@ -124,7 +129,7 @@ def sharded_training_worker(rank, world, init_file, device_type, wrapper):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("wrapper", ["fsdp", "fsdp_hook", "fsdp2", "ddp_compiled"])
+@pytest.mark.parametrize("wrapper", ["fsdp", "fsdp_hook", "fsdp2", "fsdp2_hook", "ddp_compiled"])
 def test_sharded_and_compiled_training_matches_a_single_process(wrapper, device):
 
     # Identical batches: every rank's gradient is the average, so training equals one process's
