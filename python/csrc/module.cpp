@@ -15,9 +15,9 @@
 #include <pybind11/stl.h>
 #include <torch/python.h>
 
-#include "cuda_arch_check.hpp"
-#include "fastest_k.hpp"
-#include "process_group_dpa.hpp"
+#include "c10d/process_group_dpa.hpp"
+#include "cuda/cuda_arch_check.hpp"
+#include "run/fastest_k.hpp"
 
 namespace py = pybind11;
 using dpa::torch_backend::BackendBase;

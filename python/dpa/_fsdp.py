@@ -15,11 +15,6 @@ import torch.distributed as dist
 
 from ._fastest_k import fastest_k
 
-try:  # torch 2.x with FSDP2's communication interface
-    from torch.distributed.fsdp._fully_shard._fsdp_api import ReduceScatter as _Fsdp2ReduceScatter
-except ImportError:
-    _Fsdp2ReduceScatter = object
-
 
 class FsdpHookState:
     """What the hooks need: the process group (FSDP passes its own) and the fastest-K choice for
@@ -44,22 +39,24 @@ def reduce_scatter_hook(state, grad, output=None):
             dist.reduce_scatter_tensor(output, grad, op=dist.ReduceOp.AVG, group=state.process_group)
 
 
-class Fsdp2ReduceScatter(_Fsdp2ReduceScatter):
+def fsdp2_reduce_scatter(state):
     """FSDP2's reduce-scatter (``FSDPModule.set_custom_reduce_scatter``): the AVG through dpa
     whatever reduction FSDP2 asks for, which register_fsdp_hook makes a plain sum (gradient
-    divide factor 1)."""
+    divide factor 1). Built on first use: torch.distributed.fsdp is not imported with dpa (torch
+    1.13's fails to import under Python 3.11)."""
+    from torch.distributed.fsdp._fully_shard._fsdp_api import ReduceScatter
 
-    def __init__(self, state):
-        self.state = state
+    class DpaReduceScatter(ReduceScatter):
+        def allocate(self, size, *, dtype, device):
+            return torch.empty(size, dtype=dtype, device=device)
 
-    def allocate(self, size, *, dtype, device):
-        return torch.empty(*size, dtype=dtype, device=device)
+        def __call__(self, output_tensor, input_tensor, group, op, async_op=False):
+            del op  # a sum, or a sum pre-multiplied by 1: the divide factor is 1
+            with state.scope():
+                return dist.reduce_scatter_tensor(output_tensor, input_tensor, op=dist.ReduceOp.AVG,
+                                                  group=group, async_op=async_op)
 
-    def __call__(self, output_tensor, input_tensor, group, op, async_op=False):
-        del op  # a sum, or a sum pre-multiplied by 1: the divide factor is 1
-        with self.state.scope():
-            return dist.reduce_scatter_tensor(output_tensor, input_tensor, op=dist.ReduceOp.AVG,
-                                              group=group, async_op=async_op)
+    return DpaReduceScatter()
 
 
 def _fsdp2_modules(model):
@@ -87,7 +84,7 @@ def register_fsdp_hook(fsdp_model, k=None, preemptive=False):
         raise RuntimeError(f"dpa.register_fsdp_hook: FSDP2 in torch {torch.__version__} has no "
                            "set_custom_reduce_scatter; fastest-K with fully_shard needs a newer torch")
     state = FsdpHookState(None, k, preemptive)
-    comm = Fsdp2ReduceScatter(state)
+    comm = fsdp2_reduce_scatter(state)
     for module in fsdp2:
         # FSDP2 then neither divides before nor after the reduce-scatter: the AVG does.
         module.set_gradient_divide_factor(1.0)

@@ -10,6 +10,13 @@ lower layers only, so every include points down and no two folders include each 
 engine and switch stand side by side (the worker and the software switch share the protocol, the
 quantiser and the transports, never each other). The public headers under include/dpa/ are the
 library's interface and may be included from every layer; they include nothing under src/.
+
+The PyTorch backend's python/csrc/ is layered the same way (module.cpp, at its root, on top):
+
+    job, cuda  <-  run  <-  c10d
+
+job (the switch, sizing, keys) and cuda (device copies, kernels, staging memory) side by side;
+run (operations through libdpa, their works) above them; c10d (the backend, its collectives).
 Prints every include that breaks the order, with its file and line, and exits 1 if there is one.
 """
 import argparse
@@ -18,6 +25,7 @@ import sys
 from pathlib import Path
 
 LAYERS = {"common": 0, "protocol": 1, "quant": 2, "transport": 3, "engine": 4, "switch": 4, "api": 5, "tools": 6}
+CSRC_LAYERS = {"job": 0, "cuda": 0, "run": 1, "c10d": 2}
 SOURCE_SUFFIXES = {".cpp", ".hpp", ".h", ".cc", ".cu", ".cuh"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
@@ -26,27 +34,33 @@ def folder_of(path, src):
     return path.relative_to(src).parts[0]
 
 
-def violations(root):
-    src = root / "src"
+def layered_tree(root, tree, layers):
+    """Every include in `tree`'s folders that does not point to a lower layer."""
     found = []
-    unknown = sorted({folder_of(path, src) for path in src.iterdir() if path.is_dir()} - set(LAYERS))
+    unknown = sorted({folder_of(path, tree) for path in tree.iterdir() if path.is_dir()} - set(layers))
     for folder in unknown:
-        found.append(f"src/{folder}/ has no layer: give it one in tests/structure/include_layers.py")
-    for path in sorted(src.rglob("*")):
-        if path.suffix not in SOURCE_SUFFIXES or not path.is_file():
+        found.append(f"{tree.relative_to(root)}/{folder}/ has no layer: give it one in tests/structure/include_layers.py")
+    for path in sorted(tree.rglob("*")):
+        if path.suffix not in SOURCE_SUFFIXES or not path.is_file() or path.parent == tree:
             continue
-        here = folder_of(path, src)
-        if here not in LAYERS:
+        here = folder_of(path, tree)
+        if here not in layers:
             continue
         text = path.read_text(encoding="utf-8")
         for match in INCLUDE.finditer(text):
             target = match.group(1).split("/")[0]
-            if target == here or target not in LAYERS:
+            if target == here or target not in layers:
                 continue
-            if LAYERS[target] >= LAYERS[here]:
+            if layers[target] >= layers[here]:
                 line = text.count("\n", 0, match.start()) + 1
-                found.append(f"{path.relative_to(root)}:{line}: src/{here}/ (layer {LAYERS[here]}) includes "
-                             f"\"{match.group(1)}\" of src/{target}/ (layer {LAYERS[target]}): includes must point to a lower layer")
+                found.append(f"{path.relative_to(root)}:{line}: {tree.relative_to(root)}/{here}/ (layer {layers[here]}) "
+                             f"includes \"{match.group(1)}\" of {tree.relative_to(root)}/{target}/ (layer {layers[target]}): "
+                             "includes must point to a lower layer")
+    return found
+
+
+def violations(root):
+    found = layered_tree(root, root / "src", LAYERS) + layered_tree(root, root / "python" / "csrc", CSRC_LAYERS)
     for path in sorted((root / "include").rglob("*")):
         if path.suffix not in SOURCE_SUFFIXES or not path.is_file():
             continue
