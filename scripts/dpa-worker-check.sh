@@ -87,7 +87,8 @@ fi
 python_level=optional
 if [[ -n "$python" ]]; then python_level=required; else python="$(command -v python3 || echo python3)"; fi
 dpa_library=""
-if found=$("$python" -c 'import os, dpa; print(dpa.__version__, os.path.dirname(dpa.__file__))' 2>&1); then
+# dpa._C: import dpa alone does not load the extension (it loads at its first use).
+if found=$("$python" -c 'import os, dpa; dpa._C; print(dpa.__version__, os.path.dirname(dpa.__file__))' 2>&1); then
   report dpa-python "$python_level" pass "dpa ${found%% *} in ${found#* } ($python)"
   [[ -e "${found#* }/libdpa.so.0" ]] && dpa_library="${found#* }/libdpa.so.0"
 else

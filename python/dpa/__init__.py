@@ -22,47 +22,29 @@ FSDP's gradients by each block's true contributors, and
 """
 
 import atexit
+from pathlib import Path
 
-import torch
 import torch.distributed as dist
 
-from ._build_info import BUILT_WITH_TORCH, VERSION
+from . import _extension
+from ._ddp import DdpHookState, allreduce_hook, register_ddp_hook
+from ._fsdp import FsdpHookState, reduce_scatter_hook, register_fsdp_hook
+from ._resync import Resynchroniser, resynchronise
+from ._fastest_k import fastest_k, last_stats, set_default_fastest_k, total_retransmissions
+from ._pending import pending
+from ._socket_drops import udp_drops
 
-__version__ = VERSION
 
-if torch.__version__ != BUILT_WITH_TORCH:
-    raise ImportError(
-        f"dpa._C was built against torch {BUILT_WITH_TORCH}, but this Python "
-        f"imports torch {torch.__version__} from {torch.__file__}. The C++ ABI of torch "
-        "changes between releases: rebuild the extension with this torch "
-        "(cmake --build <build> --target torch-plugin, or pip install --no-build-isolation ./python)."
-    )
+def _version():
+    """The version the build recorded; in a checkout that was never built, its VERSION file."""
+    try:
+        from ._build_info import VERSION
+    except ImportError:
+        return (Path(__file__).resolve().parents[2] / "VERSION").read_text().strip()
+    return VERSION
 
-try:
-    from . import _C
-except ImportError as error:
-    raise ImportError(
-        f"dpa._C could not be loaded with torch {torch.__version__} ({error}). "
-        "Check that libdpa is found (the extension's rpath, or LD_LIBRARY_PATH) and that the "
-        "extension was built against this torch."
-    ) from error
 
-if (_C.TORCH_VERSION_MAJOR, _C.TORCH_VERSION_MINOR) != tuple(
-    int(part) for part in torch.__version__.split(".")[:2]
-) or _C.CXX11_ABI != torch._C._GLIBCXX_USE_CXX11_ABI:
-    raise ImportError(
-        f"dpa._C was compiled against torch headers {_C.TORCH_VERSION} "
-        f"(_GLIBCXX_USE_CXX11_ABI={int(_C.CXX11_ABI)}), which do not match torch "
-        f"{torch.__version__} (_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}); "
-        "rebuild the extension with this torch."
-    )
-
-from ._ddp import DdpHookState, allreduce_hook, register_ddp_hook  # noqa: E402
-from ._fsdp import FsdpHookState, reduce_scatter_hook, register_fsdp_hook  # noqa: E402
-from ._resync import Resynchroniser, resynchronise  # noqa: E402
-from ._fastest_k import fastest_k, last_stats, set_default_fastest_k, total_retransmissions  # noqa: E402
-from ._pending import pending  # noqa: E402
-from ._socket_drops import udp_drops  # noqa: E402
+__version__ = _version()
 
 __all__ = [
     "__version__",
@@ -83,11 +65,19 @@ __all__ = [
 ]
 
 
+def __getattr__(name):
+    # dpa._C and `from dpa import _C` load the extension at their first use, with its checks.
+    if name == "_C":
+        return _extension.load()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _create_backend(store, rank, world_size, timeout):
+    extension = _extension.load()  # before the Gloo rendezvous: a broken build fails at once
     # The Gloo group carries every collective dpa does not; its own key prefix keeps its
     # rendezvous apart from dpa's keys in the same store.
     gloo = dist.ProcessGroupGloo(dist.PrefixStore("gloo/", store), rank, world_size, timeout)
-    return _C.ProcessGroupDpa(store, rank, world_size, timeout, gloo)
+    return extension.ProcessGroupDpa(store, rank, world_size, timeout, gloo)
 
 
 def _register_backend():
@@ -102,5 +92,6 @@ def _register_backend():
 
 
 _register_backend()
-# Stops the worker threads and the embedded switch before the interpreter tears down.
-atexit.register(_C.close_all)
+# Registered at import, not when the extension loads: atexit runs its handlers last in, first out,
+# so this one runs after those the job registers later (its groups' clean-up among them).
+atexit.register(_extension.close_all)

@@ -3,7 +3,7 @@
 
 import contextlib
 
-from . import _C
+from . import _extension
 
 
 def _check_k(k):
@@ -17,19 +17,20 @@ def fastest_k(k, preemptive=False):
     ``k`` ranks of each block (reactively after the straggler timeout, or at once when
     ``preemptive``). ``k`` outside 1..world_size fails the operation."""
     _check_k(k)
-    previous = _C.thread_fastest_k()
-    _C.set_thread_fastest_k(k, bool(preemptive))
+    extension = _extension.load()
+    previous = extension.thread_fastest_k()
+    extension.set_thread_fastest_k(k, bool(preemptive))
     try:
         yield
     finally:
-        _C.set_thread_fastest_k(*previous)
+        extension.set_thread_fastest_k(*previous)
 
 
 def set_default_fastest_k(k, preemptive=False):
     """Fastest-K for every dpa all_reduce of this process outside a ``fastest_k`` block;
     ``k=None`` goes back to DPA_K / DPA_PREEMPTIVE (or the session's default)."""
     _check_k(k)
-    _C.set_default_fastest_k(k, None if k is None else bool(preemptive))
+    _extension.load().set_default_fastest_k(k, None if k is None else bool(preemptive))
 
 
 def last_stats():
@@ -37,10 +38,10 @@ def last_stats():
     blocks, blocks_full, blocks_partial, blocks_missed, blocks_non_finite, contributed,
     retransmissions, timeouts, syn_probes, min_contributors, missed (list of [begin, end)
     element ranges that hold this rank's own input), seconds."""
-    return _C.last_stats()
+    return _extension.load().last_stats()
 
 
 def total_retransmissions():
     """Retransmissions summed over every dpa all_reduce this process completed (none are
     expected without injected loss; docs/configuration.md §8)."""
-    return _C.total_retransmissions()
+    return _extension.load().total_retransmissions()

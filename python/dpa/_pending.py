@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What a waiting dpa all_reduce waits for (docs/pytorch.md, "Timeouts")."""
 
-from . import _C
+from . import _extension
 
 
 def pending():
@@ -10,4 +10,4 @@ def pending():
     waits: ``{"op_id": dpa operation number, "waited_s": seconds since its oldest waiting round
     was sent, "ranks": [ranks of the group it waits for]}``. Any thread may ask, e.g. a watchdog
     while the main thread blocks in ``all_reduce``."""
-    return _C.pending()
+    return _extension.load().pending()

@@ -14,6 +14,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from . import _extension
+
 # Checkpoint copies the source keeps on the replica's device; older ones wait in host memory, so a
 # straggler many checkpoints behind costs host memory, not GPU memory.
 DEVICE_COPIES = 2
@@ -91,9 +93,7 @@ def _default_group_timeout():
 
 
 def _blocks_missed():
-    from . import _C
-
-    return _C.total_stats()["blocks_missed"]
+    return _extension.load().total_stats()["blocks_missed"]
 
 
 class Resynchroniser:

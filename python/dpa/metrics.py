@@ -26,11 +26,11 @@ except ImportError as error:  # pragma: no cover - depends on the installation
         "(Debian/Ubuntu) or pip install prometheus-client"
     ) from error
 
-from . import _C
+from . import _extension
 
 __all__ = ["register", "start_http_server"]
 
-# (key of _C.total_stats(), metric name without _total, help): counters over every operation.
+# (key of dpa._C.total_stats(), metric name without _total, help): counters over every operation.
 _COUNTERS = (
     ("blocks", "dpa_allreduce_blocks",
      "Blocks (packets' worth of data) of the completed all_reduce operations"),
@@ -71,7 +71,8 @@ class _Collector:
         self._label_values = [] if rank is None else [str(rank)]
 
     def collect(self):
-        totals = _C.total_stats()
+        extension = _extension.load()
+        totals = extension.total_stats()
         seconds = SummaryMetricFamily(
             "dpa_allreduce_seconds",
             "Completed dpa all_reduce operations and their wall time (submission to completion)",
@@ -82,7 +83,7 @@ class _Collector:
             family = CounterMetricFamily(name, text, labels=self._label_names)
             family.add_metric(self._label_values, totals[key])
             yield family
-        last = _C.last_stats()
+        last = extension.last_stats()
         family = GaugeMetricFamily("dpa_allreduce_last_min_contributors",
                                    "Smallest contributor count of any block of the last completed operation",
                                    labels=self._label_names)
@@ -95,6 +96,7 @@ def register(registry=None, rank=None):
     """Adds dpa's metrics to ``registry`` (default: prometheus_client's global REGISTRY), with a
     ``rank`` label (default: the process group's rank, else $RANK; no label when neither is
     known). Registering again with the same registry returns the first collector."""
+    _extension.load()  # where it cannot be loaded, this call says why, not every scrape
     registry = prometheus_client.REGISTRY if registry is None else registry
     if registry not in _registered:
         collector = _Collector(_default_rank() if rank is None else rank)

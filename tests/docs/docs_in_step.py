@@ -66,8 +66,8 @@ SH_USE = re.compile(r"\$\{?" + VARIABLE + r"\b")
 SH_ASSIGN = re.compile(r"(?:^|[\s;(])(?:export\s+|local\s+|readonly\s+)?" + VARIABLE + r"=")
 
 TOOL_BINARIES = ("dpa-switch", "dpa-bench", "dpa-p4gen", "dpa-switch-ctl")
-PYTHON_MODULES = {"dpa.bench": "python/dpa/bench.py", "dpa.demo": "python/dpa/demo.py",
-                  "dpa.train": "python/dpa/train.py", "gloo-baseline.py": "scripts/gloo-baseline.py"}
+PYTHON_MODULES = {"dpa.bench": "python/dpa/tools/bench.py", "dpa.demo": "python/dpa/tools/demo.py",
+                  "dpa.train": "python/dpa/tools/train.py", "gloo-baseline.py": "scripts/gloo-baseline.py"}
 # Flags every tool has and that the docs describe once for all (docs/configuration.md).
 COMMON_FLAGS = {"-h", "--help", "--version"}
 PASS_THROUGH = {"dpa-bench-memif.sh": "dpa-bench", "dpa-bench-servers.sh": "dpa-bench"}  # arguments after `--` go to this tool

@@ -1,14 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Test helpers: ranks in fresh processes (dpa._launch), dpa initialisation, and dpa's float error
-bound (protocol.md §10.4)."""
+"""Test helpers: ranks in fresh processes (dpa.tools._launch), dpa initialisation, and dpa's float
+error bound (protocol.md §10.4)."""
 
 import math
 
 import numpy as np
 
 # The launcher ships with the package (dpa.demo and dpa.bench use it too).
-from dpa._launch import LOCAL_ENV as BASE_ENV
-from dpa._launch import free_port, run_ranks  # noqa: F401 - re-exported for the tests
+from dpa.tools._launch import LOCAL_ENV as BASE_ENV
+from dpa.tools._launch import free_port, run_ranks  # noqa: F401 - re-exported for the tests
 
 PAYLOAD = 1024  # values per block of small operations on the embedded switch (job_sizing.hpp)
 

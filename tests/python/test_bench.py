@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 
-from dpa import _bench_data
+from dpa.tools import _bench_data
 from harness import BASE_ENV, free_port
 from test_torchrun import stream_flags
 

@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
-from dpa import _host_barrier
-from dpa._host_barrier import SharedMemoryBarrier
+from dpa.tools import _host_barrier
+from dpa.tools._host_barrier import SharedMemoryBarrier
 
 WAIT_S = 30
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from dpa._launch import _environment
+from dpa.tools._launch import _environment
 from harness import BASE_ENV, run_ranks
 
 # Short liveness timeout so that the tests of dead ranks and switches stay short: the embedded

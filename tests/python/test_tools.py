@@ -1,14 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """python -m dpa.demo end to end, on small settings: the report it writes holds every run asked
 for, and bad arguments are refused with a message that names the option (python -m dpa.bench:
-test_bench.py). The launcher they share (dpa._launch): each rank's environment is in force from its
-start, and a rank that overruns is reported with its stacks. The one version (VERSION) in
+test_bench.py). The launcher they share (dpa.tools._launch): each rank's environment is in force
+from its start, and a rank that overruns is reported with its stacks. The one version (VERSION) in
 dpa.__version__ and the C++ tools' --version, their exit codes (0, and 2 for usage errors), the
-CUDA architecture rule of the extension's run-time check, and the torch.backends entry point,
-which registers "dpa" without importing it."""
+Python tools' --help and --version in a checkout without the extension, the CUDA architecture
+rule of the extension's run-time check, and the torch.backends entry point, which registers "dpa"
+without importing it."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -118,6 +120,40 @@ def test_tools_version_help_and_usage_exit_codes(tool):
     assert subprocess.run([path, "--help"], capture_output=True, timeout=30).returncode == 0
     usage = subprocess.run([path, "--no-such-flag"], capture_output=True, text=True, timeout=30)
     assert usage.returncode == 2 and usage.stderr.strip(), usage
+
+
+@pytest.fixture(scope="module")
+def checkout_without_extension(tmp_path_factory):
+    """PYTHONPATH of a copy of this checkout's Python sources and VERSION with no build: no dpa._C,
+    no _build_info.py, whatever an in-place build left in the source tree."""
+    root = tmp_path_factory.mktemp("checkout")
+    shutil.copy(SOURCE_DIR / "VERSION", root / "VERSION")
+    shutil.copytree(SOURCE_DIR / "python" / "dpa", root / "python" / "dpa",
+                    ignore=shutil.ignore_patterns("_C*.so", "_build_info.py", "__pycache__"))
+    return str(root / "python")
+
+
+@pytest.mark.parametrize("tool", ["dpa.bench", "dpa.train", "dpa.demo"])
+def test_python_tools_answer_help_and_version_without_the_extension(tool, checkout_without_extension):
+    env = dict(os.environ, PYTHONPATH=checkout_without_extension)
+    run = [sys.executable, "-m", tool]
+    usage = subprocess.run(run + ["--help"], env=env, capture_output=True, text=True, timeout=120)
+    assert usage.returncode == 0, usage.stderr
+    assert usage.stdout.startswith(f"usage: python -m {tool} "), usage.stdout
+    version = subprocess.run(run + ["--version"], env=env, capture_output=True, text=True, timeout=120)
+    assert (version.returncode, version.stdout.strip()) == (0, f"python -m {tool} {VERSION}"), version.stderr
+    wrong = subprocess.run(run + ["--no-such-flag"], env=env, capture_output=True, text=True, timeout=120)
+    assert wrong.returncode == 2 and "--no-such-flag" in wrong.stderr, wrong.stderr
+
+
+def test_import_without_the_extension_registers_the_backend_and_defers_the_error(checkout_without_extension):
+    code = ("import sys, torch.distributed as dist, dpa\n"
+            "assert hasattr(dist.Backend, 'DPA') and 'dpa._C' not in sys.modules\n"
+            "dpa.last_stats()\n")
+    result = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=checkout_without_extension),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "ImportError: dpa._C is not built in " in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("architectures, capability, covered", [

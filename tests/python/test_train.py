@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from dpa import _models, _train_rank, train
+from dpa.tools import _models, _train_rank, train
 from harness import BASE_ENV, free_port
 from test_torchrun import stream_flags
 
@@ -153,7 +153,7 @@ def test_the_package_resnets_have_torchvisions_shapes(name, parameters):
     import torch
 
     model, source = _models.resnet(name, 1000, prefer_torchvision=False)
-    assert source == "dpa._models"
+    assert source == "dpa.tools._models"
     assert sum(p.numel() for p in model.parameters()) == parameters
     assert model(torch.zeros(2, 3, 64, 64)).shape == (2, 1000)
 

@@ -169,7 +169,7 @@ def resnet(name, num_classes, prefer_torchvision=True):
         else:
             return getattr(torchvision.models, name)(num_classes=num_classes), f"torchvision {torchvision.__version__}"
     block, layers = {"resnet18": (BasicBlock, [2, 2, 2, 2]), "resnet50": (Bottleneck, [3, 4, 6, 3])}[name]
-    return ResNet(block, layers, num_classes), "dpa._models"
+    return ResNet(block, layers, num_classes), __name__
 
 
 class ModelSpec:
@@ -190,7 +190,7 @@ class ModelSpec:
         if self.is_resnet:
             return resnet(self.name, settings["classes"])
         return Gpt(settings["vocabulary"], settings["sequence"], settings["gpt_width"], settings["gpt_layers"],
-                   settings["gpt_heads"]), "dpa._models"
+                   settings["gpt_heads"]), __name__
 
     def batches(self, rank, batch, device):
         """DATA_BATCHES (inputs, targets) pairs, different on every rank."""

@@ -109,7 +109,7 @@ class Node(ToolRank):
 
 def dpa_totals():
     """The process's dpa statistics summed over every completed all_reduce (dpa._C.total_stats)."""
-    from . import _C
+    from dpa import _C
 
     return _C.total_stats()
 
