@@ -113,10 +113,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allgather(
                               }));
   }
   HostStaging staging;
-  std::vector<at::Tensor> input_forms;
-  for (const at::Tensor& input : inputs) input_forms.push_back(staging.input(input, GlooUse::move));
-  std::vector<std::vector<at::Tensor>> output_forms;
-  for (const auto& list : outputs) output_forms.push_back(staging.outputs(list, GlooUse::move));
+  std::vector<at::Tensor> input_forms = staging.inputs(inputs, GlooUse::move);
+  std::vector<std::vector<at::Tensor>> output_forms = staging.output_lists(outputs, GlooUse::move);
   c10::intrusive_ptr<c10d::Work> work = gloo_->allgather(output_forms, input_forms, opts);
   return finish_gloo(rank_, c10d::OpType::ALLGATHER, work, std::move(staging), flattened(outputs));
 }
@@ -173,10 +171,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   HostStaging staging;
-  std::vector<at::Tensor> input_forms;
-  for (const at::Tensor& input : inputs) input_forms.push_back(staging.input(input, GlooUse::move));
-  std::vector<std::vector<at::Tensor>> output_forms;
-  for (const auto& list : outputs) output_forms.push_back(staging.outputs(list, GlooUse::move));
+  std::vector<at::Tensor> input_forms = staging.inputs(inputs, GlooUse::move);
+  std::vector<std::vector<at::Tensor>> output_forms = staging.output_lists(outputs, GlooUse::move);
   c10::intrusive_ptr<c10d::Work> work = gloo_->allgather_coalesced(output_forms, input_forms, opts);
   return finish_gloo(rank_, c10d::OpType::ALLGATHER_COALESCED, work, std::move(staging),
                      flattened(outputs));
@@ -186,10 +182,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
   HostStaging staging;
-  std::vector<at::Tensor> input_forms;
-  for (const at::Tensor& input : inputs) input_forms.push_back(staging.input(input, GlooUse::move));
-  std::vector<std::vector<at::Tensor>> output_forms;
-  for (const auto& list : outputs) output_forms.push_back(staging.outputs(list, GlooUse::move));
+  std::vector<at::Tensor> input_forms = staging.inputs(inputs, GlooUse::move);
+  std::vector<std::vector<at::Tensor>> output_forms = staging.output_lists(outputs, GlooUse::move);
   c10::intrusive_ptr<c10d::Work> work = gloo_->gather(output_forms, input_forms, opts);
   return finish_gloo(rank_, c10d::OpType::GATHER, work, std::move(staging), flattened(outputs));
 }
@@ -198,12 +192,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
   HostStaging staging;
-  std::vector<std::vector<at::Tensor>> input_forms;
-  for (const auto& list : inputs) {
-    std::vector<at::Tensor> forms;
-    for (const at::Tensor& input : list) forms.push_back(staging.input(input, GlooUse::move));
-    input_forms.push_back(std::move(forms));
-  }
+  std::vector<std::vector<at::Tensor>> input_forms = staging.input_lists(inputs, GlooUse::move);
   std::vector<at::Tensor> output_forms = staging.outputs(outputs, GlooUse::move);
   c10::intrusive_ptr<c10d::Work> work = gloo_->scatter(output_forms, input_forms, opts);
   return finish_gloo(rank_, c10d::OpType::SCATTER, work, std::move(staging), outputs);
@@ -224,8 +213,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDpa::send(std::vector<at::Tensor>& te
                                                      int tag) {
   // Gloo's send keeps its tensor (here the Gloo form) until the send is done.
   HostStaging staging;
-  std::vector<at::Tensor> forms;
-  for (const at::Tensor& tensor : tensors) forms.push_back(staging.input(tensor, GlooUse::move));
+  std::vector<at::Tensor> forms = staging.inputs(tensors, GlooUse::move);
   return gloo_->send(forms, dst_rank, tag);
 }
 

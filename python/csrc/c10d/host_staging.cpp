@@ -38,10 +38,33 @@ at::Tensor HostStaging::output(const at::Tensor& tensor, GlooUse use) {
   return form;
 }
 
+std::vector<at::Tensor> HostStaging::inputs(const std::vector<at::Tensor>& tensors, GlooUse use) {
+  std::vector<at::Tensor> forms;
+  forms.reserve(tensors.size());
+  for (const at::Tensor& tensor : tensors) forms.push_back(input(tensor, use));
+  return forms;
+}
+
+std::vector<std::vector<at::Tensor>> HostStaging::input_lists(const std::vector<std::vector<at::Tensor>>& lists,
+                                                              GlooUse use) {
+  std::vector<std::vector<at::Tensor>> forms;
+  forms.reserve(lists.size());
+  for (const auto& list : lists) forms.push_back(inputs(list, use));
+  return forms;
+}
+
 std::vector<at::Tensor> HostStaging::outputs(const std::vector<at::Tensor>& tensors, GlooUse use) {
   std::vector<at::Tensor> forms;
   forms.reserve(tensors.size());
   for (const at::Tensor& tensor : tensors) forms.push_back(output(tensor, use));
+  return forms;
+}
+
+std::vector<std::vector<at::Tensor>> HostStaging::output_lists(const std::vector<std::vector<at::Tensor>>& lists,
+                                                               GlooUse use) {
+  std::vector<std::vector<at::Tensor>> forms;
+  forms.reserve(lists.size());
+  for (const auto& list : lists) forms.push_back(outputs(list, use));
   return forms;
 }
 

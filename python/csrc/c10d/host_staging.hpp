@@ -28,11 +28,14 @@ enum class GlooUse : std::uint8_t {
 // The Gloo forms of one collective's tensors, and what to write back once it has run.
 class HostStaging {
  public:
-  // A tensor the collective only reads.
+  // A tensor the collective only reads; the list forms keep the lists' shapes.
   at::Tensor input(const at::Tensor& tensor, GlooUse use);
+  std::vector<at::Tensor> inputs(const std::vector<at::Tensor>& tensors, GlooUse use);
+  std::vector<std::vector<at::Tensor>> input_lists(const std::vector<std::vector<at::Tensor>>& lists, GlooUse use);
   // A tensor the collective writes (and may read): its Gloo form is written back.
   at::Tensor output(const at::Tensor& tensor, GlooUse use);
   std::vector<at::Tensor> outputs(const std::vector<at::Tensor>& tensors, GlooUse use);
+  std::vector<std::vector<at::Tensor>> output_lists(const std::vector<std::vector<at::Tensor>>& lists, GlooUse use);
 
   // Whether any tensor written is a copy: then the collective must be finished with copy_back.
   [[nodiscard]] bool copied() const { return !written_.empty(); }
