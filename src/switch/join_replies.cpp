@@ -55,8 +55,9 @@ void send_acks(ReplyBatch& batch, const Session& session, const JoinOutcome& out
     return;
   }
   members.for_each_member([&](std::uint32_t r) { send_ack(r, members.endpoints[r][0]); });
-  detail::log().info("session {}: generation {} joined by {} ranks ({} threads, window {})", request.session,
-             members.generation, world, members.threads, members.window);
+  detail::log().info("session {}: generation {} joined by {} ranks ({} threads, window {}, data MAC {})",
+                     request.session, members.generation, world, members.threads, members.window,
+                     protocol::to_string(members.data_mac));
 }
 
 // Every rank of the attempt learns which rank disagrees, from which host, with what.
