@@ -142,7 +142,7 @@ namespace {
 bool aes256gcm_available() { return false; }
 PacketMac PacketMac::aes256gcm(const AuthKey&) { unavailable(); }
 PacketMacs aes256gcm_macs(const AuthKey&, const GenerationKeyInput&) { unavailable(); }
-std::size_t PacketMac::seal(std::byte* packet, std::size_t size, NonceCounter&) const {
+std::size_t PacketMac::seal(std::byte*, std::size_t size, NonceCounter&) const {
   if (kind_ == DataMac::none) return size;
   unavailable();
 }

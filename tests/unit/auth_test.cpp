@@ -7,8 +7,10 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -494,7 +496,7 @@ TEST_F(GcmSwitch, TheGenerationChoosesGcmAndDropsForgeriesDowngradesAndReplays) 
 
   ranks_[0].send(genuine, switch_endpoint_);
   ranks_[1].send(sealed(data_macs_[1].request, data(1, token, {10, 20, 30, 40})), switch_endpoint_);
-  std::set<Bytes> reply_nonces;
+  std::set<std::array<std::byte, protocol::kGcmNonceSize>> reply_nonces;
   for (int r = 0; r < 2; ++r) {
     const std::optional<Bytes> result = ranks_[r].receive();
     ASSERT_TRUE(result.has_value()) << "no result for rank " << r;
@@ -503,9 +505,10 @@ TEST_F(GcmSwitch, TheGenerationChoosesGcmAndDropsForgeriesDowngradesAndReplays) 
     EXPECT_FALSE(data_macs_[r].request.verify(*result)) << "a reply is no request";
     EXPECT_EQ(decoded(*result).flags, flag::kResult | flag::kAuth | flag::kGcm);
     EXPECT_EQ(values_of(*result), (std::vector<std::int32_t>{11, 22, 33, 44})) << "the forged values are not in";
-    const auto nonce = result->end() - protocol::kGcmTrailerSize;
-    EXPECT_EQ(protocol::load_be32(&*nonce), 0u) << "sender id: the switch thread";
-    reply_nonces.emplace(nonce, nonce + protocol::kGcmNonceSize);
+    std::array<std::byte, protocol::kGcmNonceSize> nonce{};
+    std::memcpy(nonce.data(), result->data() + result->size() - protocol::kGcmTrailerSize, nonce.size());
+    EXPECT_EQ(protocol::load_be32(nonce.data()), 0u) << "sender id: the switch thread";
+    reply_nonces.insert(nonce);
   }
   EXPECT_EQ(reply_nonces.size(), 2u) << "the switch thread's copies take nonces of its one counter";
 }

@@ -46,6 +46,21 @@ Bytes request_packet(std::size_t values, std::uint32_t seq = 1) {
   return bytes;
 }
 
+using Nonce = std::array<std::byte, kGcmNonceSize>;
+using Tag = std::array<std::byte, kGcmTagSize>;
+
+// The nonce and the tag of an AES-256-GCM-sealed packet.
+Nonce nonce_of(const Bytes& packet) {
+  Nonce nonce{};
+  std::memcpy(nonce.data(), packet.data() + packet.size() - kGcmTrailerSize, nonce.size());
+  return nonce;
+}
+Tag tag_of(const Bytes& packet) {
+  Tag tag{};
+  std::memcpy(tag.data(), packet.data() + packet.size() - kGcmTagSize, tag.size());
+  return tag;
+}
+
 Bytes sealed(const PacketMac& mac, Bytes packet, NonceCounter& nonces) {
   const std::size_t size = packet.size();
   packet.resize(size + kMaxTrailerSize);
@@ -182,16 +197,16 @@ TEST(PacketMac, OneSendersNoncesNeverRepeatEvenForTheSamePacket) {
   const PacketMac mac = PacketMac::aes256gcm(key_of(6));
   NonceCounter nonces(9);
   const Bytes packet = request_packet(4);
-  std::set<Bytes> seen_nonces;
-  std::set<Bytes> seen_tags;
+  std::set<Nonce> seen_nonces;
+  std::set<Tag> seen_tags;
   constexpr std::uint64_t kPackets = 10000;
   for (std::uint64_t i = 0; i < kPackets; ++i) {
     const Bytes out = sealed(mac, packet, nonces);  // a retransmission sealed afresh takes a fresh nonce
-    const auto nonce = out.end() - kGcmTrailerSize;
-    EXPECT_EQ(load_be32(&*nonce), 9u) << "the sender id";
-    EXPECT_EQ(load_be64(&*nonce + 4), i) << "the counter, in order";
-    seen_nonces.emplace(nonce, nonce + kGcmNonceSize);
-    seen_tags.emplace(nonce + kGcmNonceSize, out.end());
+    const Nonce nonce = nonce_of(out);
+    EXPECT_EQ(load_be32(nonce.data()), 9u) << "the sender id";
+    EXPECT_EQ(load_be64(nonce.data() + 4), i) << "the counter, in order";
+    seen_nonces.insert(nonce);
+    seen_tags.insert(tag_of(out));
     ASSERT_TRUE(mac.verify(out));
   }
   EXPECT_EQ(seen_nonces.size(), kPackets);
@@ -205,13 +220,10 @@ TEST(PacketMac, DifferentSendersNeverShareANonce) {
   const PacketMac mac = PacketMac::aes256gcm(key_of(7));
   std::deque<NonceCounter> senders;  // counters are not copied: a copy would reuse their nonces
   for (std::uint32_t t = 0; t < kMaxThreads; ++t) senders.emplace_back(t);
-  std::set<Bytes> seen;
+  std::set<Nonce> seen;
   constexpr int kPerSender = 200;
   for (int i = 0; i < kPerSender; ++i) {
-    for (NonceCounter& sender : senders) {
-      const Bytes out = sealed(mac, request_packet(2), sender);
-      seen.emplace(out.end() - kGcmTrailerSize, out.end() - kGcmTagSize);
-    }
+    for (NonceCounter& sender : senders) seen.insert(nonce_of(sealed(mac, request_packet(2), sender)));
   }
   EXPECT_EQ(seen.size(), std::size_t{kMaxThreads} * kPerSender);
 }
