@@ -79,6 +79,10 @@ struct Config {
   // Require the session to authenticate data packets too (the join fails otherwise). JSON
   // "auth_data" / DPA_AUTH=data. Needs auth_key.
   bool auth_data = false;
+  // The data MACs this rank offers the session (docs/protocol.md §6.6; the switch chooses one per
+  // join generation): "auto" offers AES-256-GCM where this CPU has AES-NI and PCLMUL, besides
+  // SipHash-2-4; "siphash" offers SipHash-2-4 alone. JSON "data_mac" / DPA_DATA_MAC.
+  std::string data_mac = "auto";
 
   FaultInjection faults;
 

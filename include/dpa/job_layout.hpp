@@ -16,10 +16,11 @@ namespace dpa {
 
 // Header bytes in front of a packet's payload on an IPv4 path: IPv4 (20), UDP (8), dpa (48).
 inline constexpr std::uint32_t kPacketOverheadBytes = 20 + 8 + 48;
-// The tag after the payload of an authenticated session's packets (protocol.md §6.6).
-inline constexpr std::uint32_t kAuthTagBytes = 8;
-// Values per packet that a path of `mtu` bytes carries unfragmented: 356 at MTU 1500, 354 in an
-// authenticated session.
+// The MAC trailer after the payload of an authenticated session's data packets, the largest a
+// generation may choose (protocol.md §6.6): AES-256-GCM's 12-byte nonce and 16-byte tag.
+inline constexpr std::uint32_t kAuthTagBytes = 28;
+// Values per packet that a path of `mtu` bytes carries unfragmented: 356 at MTU 1500, 349 in a
+// session that authenticates data.
 [[nodiscard]] constexpr std::uint32_t payload_for_mtu(std::uint32_t mtu, bool authenticated = false) {
   const std::uint32_t overhead = kPacketOverheadBytes + (authenticated ? kAuthTagBytes : 0);
   return mtu > overhead + 4 ? (mtu - overhead) / 4 : 1;

@@ -154,6 +154,9 @@ struct SessionStatus {
   SessionConfig config;
   std::uint32_t generation = 0;  // 0: no generation has joined yet
   std::uint64_t joined = 0;      // bitmap of the generation's ranks
+  // How the generation authenticates data packets (docs/protocol.md §6.6): "none", "siphash24"
+  // or "aes256gcm" (chosen at its join); "none" before any generation.
+  std::string data_mac = "none";
   SessionCounters counters;
 };
 

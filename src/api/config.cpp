@@ -148,6 +148,7 @@ const FieldReaders<Config>& config_readers() {
          config.auth_key = protocol::parse_auth_key(hex, where);
        }},
       {"auth_data", reader_for(&Config::auth_data)},
+      {"data_mac", reader_for(&Config::data_mac)},
       {"faults",
        [](const json& value, const std::string& where, Config& config) {
          require_object(value, where);
@@ -387,6 +388,7 @@ Config Config::from_env() {
     config.auth_key = protocol::read_auth_key_file(*path, "DPA_AUTH_KEY_FILE");
   }
   if (env_string("DPA_AUTH")) config.auth_data = auth_mode_from_env() == AuthMode::data;
+  if (const auto mac = env_string("DPA_DATA_MAC")) config.data_mac = *mac;
   apply_env("DPA_FAULT_DROP", config.faults.drop, kProbabilities);
   apply_env("DPA_FAULT_DUPLICATE", config.faults.duplicate, kProbabilities);
   apply_env("DPA_FAULT_REORDER", config.faults.reorder, kProbabilities);
@@ -440,6 +442,7 @@ void Config::validate() const {
   require_in(kTimeoutMs, std::chrono::milliseconds(pending_warn).count(), "pending_warn_ms", "DPA_PENDING_WARN_MS");
   require_in(kBusyPollUs, std::chrono::microseconds(busy_poll).count(), "busy_poll_us", "DPA_BUSY_POLL_US");
   require(k >= 0 && k <= world_size, "k {} out of range [0, world_size {}] (DPA_K)", k, world_size);
+  require(data_mac == "auto" || data_mac == "siphash", "data_mac '{}' is none of auto, siphash (DPA_DATA_MAC)", data_mac);
   require_in(kProbabilities, faults.drop, "faults.drop", "DPA_FAULT_DROP");
   require_in(kProbabilities, faults.duplicate, "faults.duplicate", "DPA_FAULT_DUPLICATE");
   require_in(kProbabilities, faults.reorder, "faults.reorder", "DPA_FAULT_REORDER");

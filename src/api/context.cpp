@@ -160,10 +160,9 @@ class ContextImpl {
 
  private:
   // A data packet the transport cannot carry would be dropped on every send: say so instead.
-  // An authenticated data packet carries its tag after the payload.
-  static void require_packet_fits(std::uint32_t payload, std::uint32_t max_packet, bool tagged) {
-    const std::size_t bytes = protocol::kHeaderSize + 4 * static_cast<std::size_t>(payload) +
-                              (tagged ? protocol::kTagSize : 0);
+  // An authenticated data packet carries its MAC's trailer after the payload.
+  static void require_packet_fits(std::uint32_t payload, std::uint32_t max_packet, std::size_t trailer) {
+    const std::size_t bytes = protocol::kHeaderSize + 4 * static_cast<std::size_t>(payload) + trailer;
     if (bytes > max_packet) {
       throw ConfigError("payload " + std::to_string(payload) + " needs " + std::to_string(bytes) +
                         "-byte packets; the transport carries at most " + std::to_string(max_packet) +
@@ -227,7 +226,9 @@ class ContextImpl {
     const transport::DeviceProperties properties = device_->properties();
     const std::uint32_t max_packet = properties.max_payload;
     waiter_may_run_ = config_.waiter_runs && properties.any_thread_may_poll;
-    if (config_.payload != 0) require_packet_fits(config_.payload, max_packet, config_.auth_data);
+    if (config_.payload != 0) {
+      require_packet_fits(config_.payload, max_packet, config_.auth_data ? protocol::kMaxTrailerSize : 0);
+    }
     sessions_.clear();
     // One server after the other, in the same order on every rank, so each completes its join.
     for (std::size_t s = 0; s < switch_endpoints_.size(); ++s) {
@@ -239,7 +240,8 @@ class ContextImpl {
       throw ConfigError("world_size " + std::to_string(config_.world_size) +
                         " differs from the session's " + std::to_string(sessions_[0].world_size));
     }
-    require_packet_fits(sessions_[0].payload, max_packet, sessions_[0].data_tag_keys.has_value());
+    require_packet_fits(sessions_[0].payload, max_packet,
+                        sessions_[0].data_macs ? sessions_[0].data_macs->request.trailer_size() : 0);
     for (int t = 0; t < config_.threads; ++t) {
       const SessionInfo& session = sessions_[static_cast<std::size_t>(t) % sessions_.size()];
       engines_.push_back(std::make_shared<EngineRunner>(static_cast<std::uint32_t>(t), config_,

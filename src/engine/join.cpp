@@ -30,6 +30,17 @@ std::uint32_t random_nonce() {
   return nonce;
 }
 
+std::uint64_t random_salt() {
+  std::random_device device;
+  return std::uint64_t{device()} << 32 | device();
+}
+
+// Whether this rank offers AES-256-GCM for data (protocol.md §6.6): it has a key, data_mac allows
+// it and the CPU has AES-NI and PCLMUL. The switch chooses it only if every rank offers it.
+bool offers_aes256gcm(const Config& config) {
+  return config.auth_key && config.data_mac == "auto" && protocol::aes256gcm_available();
+}
+
 std::string who_joins(const Config& config, const transport::Endpoint& switch_endpoint) {
   return "rank " + std::to_string(config.rank) + ", session " + std::to_string(config.session) + " at " +
          switch_endpoint.to_string();
@@ -101,6 +112,11 @@ struct JoinRequestPacket {
     }
     header.rank = static_cast<std::uint8_t>(config.rank);
     header.count = static_cast<std::uint16_t>(request.words());
+    if (offers_aes256gcm(config)) {
+      // The data MACs offered besides SipHash, and the salt the generation's keys derive from.
+      header.op_length = protocol::offer_bit(protocol::DataMac::aes256gcm);
+      header.bitmap = random_salt();
+    }
   }
 
   // The datagram (sealed with `keys` when the rank has them) in `packet`; returns its bytes.
@@ -179,9 +195,34 @@ struct JoinHindrances {
   }
 };
 
-// What the JOIN ack `reply` with `answer` tells this rank.
+// The data MACs the JOIN ack `reply` names (its op_id, protocol.md §6.2) for this rank, which
+// sent `sent`; the ack itself is tagged whenever this rank has a key, so a forger cannot change it.
+std::optional<protocol::PacketMacs> data_macs(const Config& config, const Header& reply, const JoinRequestPacket& sent,
+                                              const std::optional<protocol::RankTagKeys>& keys,
+                                              const transport::Endpoint& switch_endpoint) {
+  using protocol::DataMac;
+  const auto unusable = [&](const char* why) {
+    return ProtocolError(who_joins(config, switch_endpoint) + ": the JOIN ack names data authentication " +
+                         std::to_string(reply.op_id) + ", which this rank " + why);
+  };
+  switch (static_cast<DataMac>(reply.op_id)) {
+    case DataMac::none: return std::nullopt;
+    case DataMac::siphash24:
+      if (!keys) throw unusable("cannot use without a key");
+      return protocol::siphash24_macs(*keys);
+    case DataMac::aes256gcm:
+      if (!keys) throw unusable("cannot use without a key");
+      if ((sent.header.op_length & protocol::offer_bit(DataMac::aes256gcm)) == 0) throw unusable("did not offer");
+      return protocol::aes256gcm_macs(*config.auth_key, {config.session, reply.seq, reply.token, reply.offset,
+                                                         sent.request.nonce, sent.header.bitmap});
+  }
+  throw unusable(keys ? "does not know (a newer switch?)" : "cannot use without a key");
+}
+
+// What the JOIN ack `reply` with `answer` tells this rank, which sent `sent`.
 SessionInfo session_info(const Config& config, const Header& reply, const protocol::JoinReply& answer,
-                         const std::optional<protocol::RankTagKeys>& keys, const transport::Endpoint& switch_endpoint) {
+                         const JoinRequestPacket& sent, const std::optional<protocol::RankTagKeys>& keys,
+                         const transport::Endpoint& switch_endpoint) {
   SessionInfo info;
   info.payload = answer.payload;
   info.world_size = static_cast<int>(answer.world_size);
@@ -192,16 +233,8 @@ SessionInfo session_info(const Config& config, const Header& reply, const protoc
   info.token = answer.token;
   info.rank_secret = reply.offset;
   info.tag_keys = keys;
-  // The ack's op_id says how the session authenticates data (protocol.md §6.2); the ack itself
-  // is tagged whenever this rank has a key, so a forger cannot turn that off.
-  if (reply.op_id == static_cast<std::uint32_t>(protocol::DataMac::siphash24) && keys) {
-    info.data_tag_keys = keys;
-  } else if (reply.op_id != static_cast<std::uint32_t>(protocol::DataMac::none)) {
-    throw ProtocolError(who_joins(config, switch_endpoint) + ": the JOIN ack names data authentication " +
-                        std::to_string(reply.op_id) + ", which this rank " +
-                        (keys ? "does not know (a newer switch?)" : "cannot use without a key"));
-  }
-  if (config.auth_data && !info.data_tag_keys) {
+  info.data_macs = data_macs(config, reply, sent, keys, switch_endpoint);
+  if (config.auth_data && !info.data_macs) {
     throw ConfigError(who_joins(config, switch_endpoint) + ": this rank requires authenticated data (auth_data / "
                       "DPA_AUTH=data) and the session does not authenticate data: set \"auth_data\": true on "
                       "the session (dpa-switch --auth-data, dpa-switch-ctl add-session --auth-data)");
@@ -215,6 +248,7 @@ SessionInfo session_info(const Config& config, const Header& reply, const protoc
 // One received packet: the session's ack (returned), a refusal that ends the join (thrown), or
 // something to note in `hindrances` or ignore (nothing returned).
 std::optional<SessionInfo> read_join_reply(const Config& config, const transport::RxPacket& packet,
+                                           const JoinRequestPacket& sent,
                                            const std::optional<protocol::RankTagKeys>& keys,
                                            const transport::Endpoint& switch_endpoint, JoinHindrances& hindrances) {
   if (packet.from != switch_endpoint) return std::nullopt;
@@ -250,7 +284,7 @@ std::optional<SessionInfo> read_join_reply(const Config& config, const transport
   if (reply.has(flag::kError)) throw_join_error(config, reply, switch_endpoint);
   protocol::JoinReply answer;
   if (!reply.has(flag::kResult) || !protocol::decode(payload, answer)) return std::nullopt;
-  return session_info(config, reply, answer, keys, switch_endpoint);
+  return session_info(config, reply, answer, sent, keys, switch_endpoint);
 }
 
 }  // namespace
@@ -304,7 +338,7 @@ SessionInfo join_session(const Config& config, transport::Queue& control,
     }
     const std::size_t n = control.receive(received, std::min(resend_at, deadline) - now);
     for (std::size_t i = 0; i < n; ++i) {
-      if (std::optional<SessionInfo> info = read_join_reply(config, received[i], keys, switch_endpoint, hindrances)) {
+      if (std::optional<SessionInfo> info = read_join_reply(config, received[i], request, keys, switch_endpoint, hindrances)) {
         log().debug("rank {} joined session {} generation {} (payload {}, K {})", config.rank,
                     config.session, info->generation, info->payload, info->k_default);
         return *info;

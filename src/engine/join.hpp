@@ -10,6 +10,7 @@
 
 #include "dpa/config.hpp"
 #include "protocol/auth.hpp"
+#include "protocol/packet_mac.hpp"
 #include "protocol/wire.hpp"
 #include "transport/queue.hpp"
 
@@ -29,9 +30,11 @@ struct SessionInfo {
   // Authenticated admission (protocol.md §6.6): this rank's tag keys; its JOIN, LEAVE and
   // KEEPALIVE are sealed with them and every JOIN reply must carry their tag.
   std::optional<protocol::RankTagKeys> tag_keys;
-  // The same keys if the session authenticates data (the JOIN ack says so): every data packet
-  // and probe is then sealed and every reply to them must carry the tag. Empty otherwise.
-  std::optional<protocol::RankTagKeys> data_tag_keys;
+  // The MACs of this generation's data if the session authenticates data (the JOIN ack says so
+  // and which): every data packet and probe is then sealed with `request` (each engine thread
+  // with its own nonces, protocol.md §6.6) and every reply to them must pass `reply`. Empty
+  // otherwise. The engines made right after the JOIN are the only senders with these keys.
+  std::optional<protocol::PacketMacs> data_macs;
 };
 
 // Sends JOIN from `control` (thread 0's queue) and waits for the switch's answer.

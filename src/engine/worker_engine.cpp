@@ -69,6 +69,7 @@ WorkerEngine::WorkerEngine(std::uint32_t thread_index, const Config& config,
     : index_(thread_index),
       config_(config),
       session_(session),
+      request_nonces_(thread_index),
       layout_{session.pool_base, static_cast<std::uint32_t>(config.window)},
       max_rto_ns_(to_ns(config.max_retransmit_timeout)),
       fastest_k_max_rto_ns_(fastest_k_max_rto(config, session)),
@@ -148,7 +149,7 @@ void WorkerEngine::renew(transport::TxBuffer& buffer) {
                 " holds up to twice as many, besides those in flight: raise dpdk.mbufs)");
   }
   const std::size_t largest =
-      protocol::kHeaderSize + 4 * std::size_t{session_.payload} + (session_.data_tag_keys ? protocol::kTagSize : 0);
+      protocol::kHeaderSize + 4 * std::size_t{session_.payload} + (session_.data_macs ? session_.data_macs->request.trailer_size() : 0);
   if (buffer.capacity < largest) {
     throw ConfigError("payload " + std::to_string(session_.payload) + " needs " + std::to_string(largest) +
                       "-byte packets; the transport's buffers hold " + std::to_string(buffer.capacity));
@@ -378,9 +379,9 @@ std::size_t WorkerEngine::output_index(std::size_t block) const {
                                                        : begin;
 }
 
-void WorkerEngine::finish_request(transport::TxBuffer& buffer, std::size_t bytes) const {
+void WorkerEngine::finish_request(transport::TxBuffer& buffer, std::size_t bytes) {
   buffer.size = static_cast<std::uint32_t>(
-      session_.data_tag_keys ? protocol::seal(session_.data_tag_keys->request, buffer.payload, bytes) : bytes);
+      session_.data_macs ? session_.data_macs->request.seal(buffer.payload, bytes, request_nonces_) : bytes);
 }
 
 std::int8_t WorkerEngine::exponent_of(std::size_t block) {
@@ -568,8 +569,7 @@ void WorkerEngine::handle_packet(const transport::RxPacket& packet, std::uint64_
   if (protocol::decode(packet.data, h, payload) != protocol::DecodeStatus::ok) return;
   // Authenticated data: a reply without this rank's tag is a forgery (or a misconfigured
   // switch); it is counted and changes nothing.
-  if (session_.data_tag_keys &&
-      !(h.has(flag::kAuth) && protocol::verify_tag(session_.data_tag_keys->reply, packet.data))) {
+  if (session_.data_macs && !session_.data_macs->reply.verify(packet.data)) {
     ++stats_.replies_rejected;
     return;
   }

@@ -131,7 +131,7 @@ class WorkerEngine {
   [[nodiscard]] protocol::Header request_header(std::uint32_t e, std::uint16_t flags) const;
   void build_probe(std::uint32_t e);
   // Sets the size of an encoded request of `bytes`, sealed in authenticated mode.
-  void finish_request(transport::TxBuffer& buffer, std::size_t bytes) const;
+  void finish_request(transport::TxBuffer& buffer, std::size_t bytes);
   void send_retransmit_probe(std::uint32_t e, std::uint64_t now);
   void queue_send(std::uint32_t e, std::uint64_t now);
   void handle_packet(const transport::RxPacket& packet, std::uint64_t now);
@@ -172,6 +172,9 @@ class WorkerEngine {
   const std::uint32_t index_;
   const Config config_;
   const SessionInfo session_;
+  // This thread's AES-256-GCM nonces (protocol.md §6.6): sender id = the thread index, unique
+  // among the rank's engines, which are the only senders under the generation's request key.
+  protocol::NonceCounter request_nonces_;
   const protocol::SlotLayout layout_;
   std::vector<transport::Endpoint> switch_ports_;  // the entries' switch ports, each once
   const std::uint64_t max_rto_ns_;            // back-off cap when K = N

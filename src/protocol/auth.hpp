@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Authenticated mode (docs/protocol.md §6.6): the keys and the per-packet tag. Every packet of an
-// authenticated session ends with a SipHash-2-4 tag (libsodium's crypto_shorthash) over the
+// Authenticated mode (docs/protocol.md §6.6): the keys and the SipHash tag. Every admission packet
+// of a session with a key ends with a SipHash-2-4 tag (libsodium's crypto_shorthash) over the
 // header and payload, keyed per rank and per direction, so that an attacker who sees the job's
-// packets (and so knows its token) can neither contribute nor forge a result.
+// packets (and so knows its token) can neither join nor leave for a rank. Data packets carry the
+// MAC their generation chose (packet_mac.hpp): this tag, or AES-256-GCM's.
 #pragma once
 
 #include <array>
@@ -14,7 +15,12 @@
 
 namespace dpa::protocol {
 
-inline constexpr std::size_t kTagSize = 8;       // the trailer after the payload
+inline constexpr std::size_t kTagSize = 8;       // the SipHash trailer after the payload
+// The AES-256-GCM trailer (packet_mac.hpp): a 12-byte nonce, then the 16-byte tag.
+inline constexpr std::size_t kGcmNonceSize = 12;
+inline constexpr std::size_t kGcmTagSize = 16;
+inline constexpr std::size_t kGcmTrailerSize = kGcmNonceSize + kGcmTagSize;
+inline constexpr std::size_t kMaxTrailerSize = kGcmTrailerSize;  // the largest trailer of any MAC
 inline constexpr std::size_t kAuthKeySize = 32;  // a session key and a rank key
 using AuthKey = std::array<std::uint8_t, kAuthKeySize>;
 
@@ -26,14 +32,6 @@ using TagKey = std::array<std::uint8_t, 16>;
 struct RankTagKeys {
   TagKey request{};
   TagKey reply{};
-};
-
-// How a session authenticates its data packets and probes, told to every rank in its JOIN ack's
-// `op_id` (protocol.md §6.2). Admission (JOIN, LEAVE, KEEPALIVE) uses SipHash whenever the session
-// has a key.
-enum class DataMac : std::uint32_t {
-  none = 0,       // data packets carry no tag
-  siphash24 = 1,  // the tag of every other packet of the session (below)
 };
 
 // Whether this build has libsodium; without it every function below throws dpa::Error.

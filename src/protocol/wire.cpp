@@ -39,7 +39,7 @@ std::string_view to_string(ErrorCode code) {
 std::string_view to_string(DecodeStatus status) {
   switch (status) {
     case DecodeStatus::ok: return "ok";
-    case DecodeStatus::too_short: return "shorter than the 48-byte header (and the tag of an AUTH packet)";
+    case DecodeStatus::too_short: return "shorter than the 48-byte header (and the trailer of an AUTH packet)";
     case DecodeStatus::bad_version: return "unsupported protocol version";
     case DecodeStatus::unknown_flags: return "unknown flag bits set";
     case DecodeStatus::reserved_nonzero: return "reserved byte is not zero";
@@ -48,6 +48,7 @@ std::string_view to_string(DecodeStatus status) {
     case DecodeStatus::bad_payload_length: return "payload length is not a whole number of 32-bit words";
     case DecodeStatus::count_exceeds_payload: return "count exceeds the payload carried";
     case DecodeStatus::conflicting_modes: return "both TO_OWNER and FROM_OWNER set";
+    case DecodeStatus::gcm_without_auth: return "GCM set without AUTH";
   }
   return "unknown status";
 }

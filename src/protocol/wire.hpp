@@ -62,18 +62,26 @@ inline constexpr std::uint16_t kJoin = 0x0040;        // session join (control p
 inline constexpr std::uint16_t kComplete = 0x0080;    // in OLD/SYN replies: the slot's round is complete
 inline constexpr std::uint16_t kFloat = 0x0100;       // payload is block-floating-point fp32
 inline constexpr std::uint16_t kLeave = 0x0200;       // a rank leaves its join generation
-inline constexpr std::uint16_t kAuth = 0x0400;        // an 8-byte tag follows the payload (auth.hpp)
+inline constexpr std::uint16_t kAuth = 0x0400;        // a MAC trailer follows the payload (auth.hpp)
 inline constexpr std::uint16_t kKeepalive = 0x0800;   // a rank's engine is alive (no reply)
 // Owned rounds (docs/protocol.md §13): the round's values go to its owner only (reduce-scatter),
 // or come from its owner only (all-gather, broadcast). At most one of the two.
 inline constexpr std::uint16_t kToOwner = 0x1000;
 inline constexpr std::uint16_t kFromOwner = 0x2000;
 inline constexpr std::uint16_t kOwned = kToOwner | kFromOwner;
-inline constexpr std::uint16_t kKnown = 0x3fff;
+// With AUTH: the trailer is an AES-256-GCM nonce and tag (packet_mac.hpp), not a SipHash tag.
+inline constexpr std::uint16_t kGcm = 0x4000;
+inline constexpr std::uint16_t kKnown = 0x7fff;
 // Flags only the switch sets: a request carrying one is malformed, so a reply looped back to
 // the switch can never act as a request.
 inline constexpr std::uint16_t kReplyOnly = kResult | kRetransmit | kOld | kError | kComplete;
 }  // namespace flag
+
+// Bytes after the payload of a packet with these flags: the MAC trailer of an authenticated one.
+[[nodiscard]] constexpr std::size_t trailer_size(std::uint16_t flags) {
+  if ((flags & flag::kAuth) == 0) return 0;
+  return (flags & flag::kGcm) != 0 ? kGcmTrailerSize : kTagSize;
+}
 
 enum class ErrorCode : std::uint8_t {
   none = 0,
@@ -152,11 +160,13 @@ enum class DecodeStatus : std::uint8_t {
   bad_payload_length,
   count_exceeds_payload,
   conflicting_modes,  // both TO_OWNER and FROM_OWNER
+  gcm_without_auth,   // GCM names the form of a trailer that AUTH does not announce
 };
 std::string_view to_string(DecodeStatus status);
 
 // Parses and validates a datagram. On success `header` is filled and `payload` points at the
-// bytes after the header, less the tag of an AUTH packet (checked with verify_tag, auth.hpp).
+// bytes after the header, less the trailer of an AUTH packet (checked with verify_tag, auth.hpp,
+// or a PacketMac, packet_mac.hpp).
 // Inline: as a call, the span came back through memory in two stores that the caller read as
 // one, a load that cannot be forwarded and stalls once per packet.
 inline DecodeStatus decode(std::span<const std::byte> datagram, Header& h,
@@ -169,6 +179,7 @@ inline DecodeStatus decode(std::span<const std::byte> datagram, Header& h,
   h.flags = load_be16(in + 2);
   if ((h.flags & ~flag::kKnown) != 0) return DecodeStatus::unknown_flags;
   if ((h.flags & flag::kOwned) == flag::kOwned) return DecodeStatus::conflicting_modes;
+  if ((h.flags & (flag::kGcm | flag::kAuth)) == flag::kGcm) return DecodeStatus::gcm_without_auth;
   if (in[39] != std::byte{0}) return DecodeStatus::reserved_nonzero;
   if ((h.error != ErrorCode::none) != h.has(flag::kError)) return DecodeStatus::error_flag_mismatch;
   h.session = load_be32(in + 4);
@@ -187,8 +198,8 @@ inline DecodeStatus decode(std::span<const std::byte> datagram, Header& h,
   h.exp_next = exp_from_wire(std::to_integer<std::uint8_t>(in[38]));
   h.bitmap = load_be64(in + 40);
 
-  // An authenticated packet's tag is no part of its payload.
-  const std::size_t trailer = h.has(flag::kAuth) ? kTagSize : 0;
+  // An authenticated packet's trailer is no part of its payload.
+  const std::size_t trailer = trailer_size(h.flags);
   if (datagram.size() < kHeaderSize + trailer) return DecodeStatus::too_short;
   const std::size_t body = datagram.size() - kHeaderSize - trailer;
   if (body % 4 != 0) return DecodeStatus::bad_payload_length;

@@ -59,6 +59,7 @@ json session_json(const SessionStatus& session) {
               {"authenticated", config.auth_key.has_value()},
               {"auth_data", config.auth_data},
               {"generation", session.generation},
+              {"data_mac", session.data_mac},
               {"joined", ranks},
               {"counters", counters_json(session.counters, kSessionCounterFields)}};
 }

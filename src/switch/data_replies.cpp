@@ -18,8 +18,7 @@ void send_result(ReplyBatch& batch, Session& session, const SlotState& slot, Slo
   const std::span<const std::int32_t> values =
       slot.count == 0 ? std::span<const std::int32_t>{} : session.values(request.slot);
   const auto bytes = static_cast<std::uint32_t>(protocol::kHeaderSize + 4 * values.size());
-  const bool sealed = session.data_tag_keys(0) != nullptr;
-  const auto room = static_cast<std::uint32_t>(bytes + (sealed ? protocol::kTagSize : 0));
+  const auto room = static_cast<std::uint32_t>(bytes + session.data_trailer_room());
   transport::TxBuffer* buffer = batch.reply_buffer(packet, room);
   if (buffer == nullptr) return;
   const Header reply = reply_header(slot, action, request, members.token);
@@ -28,7 +27,7 @@ void send_result(ReplyBatch& batch, Session& session, const SlotState& slot, Slo
   if (action != SlotAction::multicast_result) {
     // An owned round's values go only to the ranks that take them; the others get the header (§13).
     const bool values_to_sender = Header::takes_values(slot.mode, slot.owner, request.rank);
-    finish_reply(*buffer, values_to_sender ? bytes : protocol::kHeaderSize, data_reply_key(session, request.rank));
+    finish_reply(batch, *buffer, values_to_sender ? bytes : protocol::kHeaderSize, data_reply_key(session, request.rank));
     batch.send(*buffer, packet.from);
     return;
   }

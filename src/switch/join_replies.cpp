@@ -35,7 +35,7 @@ void send_acks(ReplyBatch& batch, const Session& session, const JoinOutcome& out
 
   Header ack = request;
   ack.flags = flag::kJoin | flag::kResult;
-  ack.op_id = session.data_mac();  // how data packets are authenticated (protocol.md §6.2, §6.6)
+  ack.op_id = static_cast<std::uint32_t>(members.data_mac);  // how data is authenticated (protocol.md §6.2, §6.6)
   ack.token = members.token;
   ack.count = static_cast<std::uint16_t>(reply.words());
   ack.bitmap = members.joined;
@@ -47,7 +47,7 @@ void send_acks(ReplyBatch& batch, const Session& session, const JoinOutcome& out
     ack.offset = members.secrets[rank];
     protocol::encode(ack, buffer->payload);
     protocol::encode(reply, buffer->payload + protocol::kHeaderSize);
-    finish_reply(*buffer, protocol::kHeaderSize + 4 * reply.words(), reply_key(session, rank));
+    finish_reply(batch, *buffer, protocol::kHeaderSize + 4 * reply.words(), reply_key(session, rank));
     batch.send(*buffer, to);
   };
   if (outcome.kind == JoinOutcome::Kind::ack_sender) {
@@ -55,8 +55,9 @@ void send_acks(ReplyBatch& batch, const Session& session, const JoinOutcome& out
     return;
   }
   members.for_each_member([&](std::uint32_t r) { send_ack(r, members.endpoints[r][0]); });
-  detail::log().info("session {}: generation {} joined by {} ranks ({} threads, window {})", request.session,
-             members.generation, world, members.threads, members.window);
+  detail::log().info("session {}: generation {} joined by {} ranks ({} threads, window {}, data MAC {})",
+                     request.session, members.generation, world, members.threads, members.window,
+                     protocol::to_string(members.data_mac));
 }
 
 // Every rank of the attempt learns which rank disagrees, from which host, with what.
@@ -67,7 +68,7 @@ void send_disagreement(ReplyBatch& batch, const Session& session, const JoinOutc
   if (transport::TxBuffer* buffer = batch.next_buffer()) {
     protocol::encode(error, buffer->payload);
     batch.counters.errors_sent += outcome.notify.size();
-    if (session.tag_keys(0) != nullptr) {
+    if (session.admission_macs(0) != nullptr) {
       send_sealed_copies(batch, session, reply_key, buffer, protocol::kHeaderSize, outcome.notify_ranks,
                          outcome.notify);
     } else {

@@ -13,7 +13,8 @@ using protocol::ErrorCode;
 using protocol::Header;
 using transport::Endpoint;
 
-ReplyBatch::ReplyBatch(transport::Queue& queue, std::size_t batch) : rx(batch), queue_(queue), stash_(batch) {
+ReplyBatch::ReplyBatch(transport::Queue& queue, std::size_t batch, std::uint32_t thread)
+    : rx(batch), nonces(thread), queue_(queue), stash_(batch) {
   // Every data packet yields at most two replies (a poisoned round's multicast and the sender's
   // own error), each to at most every rank; the JOIN that forms a generation yields one ack per
   // rank. Only a batch with several such JOINs grows these (indices, not pointers, refer into them).
@@ -57,22 +58,22 @@ void ReplyBatch::send_unicasts() {
   unicast_.clear();
 }
 
-void send_header(ReplyBatch& batch, const protocol::Header& header, const Endpoint& to, const protocol::TagKey* key) {
+void send_header(ReplyBatch& batch, const protocol::Header& header, const Endpoint& to, const protocol::PacketMac* key) {
   transport::TxBuffer* buffer = batch.next_buffer();
   if (buffer == nullptr) return;
   protocol::encode(header, buffer->payload);
-  finish_reply(*buffer, protocol::kHeaderSize, key);
+  finish_reply(batch, *buffer, protocol::kHeaderSize, key);
   batch.send(*buffer, to);
 }
 
 void send_error(ReplyBatch& batch, const protocol::Header& request, protocol::ErrorCode code, std::uint32_t expected,
-                const Endpoint& to, const protocol::TagKey* key) {
+                const Endpoint& to, const protocol::PacketMac* key) {
   ++batch.counters.errors_sent;
   send_header(batch, error_reply(request, code, expected), to, key);
 }
 
 void send_taken_over(ReplyBatch& batch, const Header& request, const Membership& members, const Endpoint& to,
-                     const protocol::TagKey* key) {
+                     const protocol::PacketMac* key) {
   ++batch.counters.errors_sent;
   Header error = error_reply(request, ErrorCode::session_taken_over, members.generation);
   error.bitmap = members.previous_left;
@@ -86,11 +87,11 @@ void send_sealed_copies(ReplyBatch& batch, const Session& session, ReplyKeyOf ke
     transport::TxBuffer* copy = batch.next_buffer();  // may move `original`: found again by index
     if (copy == nullptr) break;
     std::memcpy(copy->payload, batch.buffer_at(index).payload, bytes);
-    finish_reply(*copy, bytes, key_of(session, ranks[i]));
+    finish_reply(batch, *copy, bytes, key_of(session, ranks[i]));
     batch.send(*copy, to[i]);
   }
   transport::TxBuffer& first = batch.buffer_at(index);
-  finish_reply(first, bytes, key_of(session, ranks[0]));
+  finish_reply(batch, first, bytes, key_of(session, ranks[0]));
   batch.send(first, to[0]);
 }
 
@@ -105,7 +106,7 @@ void send_to_ranks(ReplyBatch& batch, const Session& session, transport::TxBuffe
     to[count++] = members.endpoints[r][thread];
   });
   if (count == 0) return;
-  if (session.data_tag_keys(0) == nullptr) {
+  if (!session.authenticates_data()) {
     buffer->size = static_cast<std::uint32_t>(bytes);
     std::vector<Endpoint>& destinations = batch.send_to(*buffer);
     destinations.insert(destinations.end(), to.begin(), to.begin() + static_cast<std::ptrdiff_t>(count));

@@ -12,6 +12,8 @@
 
 #include "dpa/switch.hpp"
 #include "protocol/auth.hpp"
+#include "protocol/mac_nonce.hpp"
+#include "protocol/packet_mac.hpp"
 #include "protocol/wire.hpp"
 #include "switch/prefetch.hpp"
 #include "switch/session.hpp"
@@ -26,7 +28,8 @@ namespace dpa::sw {
 // the thread's counters. Every vector is sized once.
 class ReplyBatch {
  public:
-  ReplyBatch(transport::Queue& queue, std::size_t batch);
+  // `thread`: the switch thread's index, the sender id of its AES-256-GCM nonces.
+  ReplyBatch(transport::Queue& queue, std::size_t batch, std::uint32_t thread);
   ReplyBatch(const ReplyBatch&) = delete;
   ReplyBatch& operator=(const ReplyBatch&) = delete;
   ~ReplyBatch();
@@ -83,6 +86,9 @@ class ReplyBatch {
 
   std::vector<transport::RxPacket> rx;
   SwitchCounters counters;
+  // The nonces of every AES-256-GCM reply this thread seals (protocol.md §6.6): one counter for
+  // all keys, so it never repeats under any of them.
+  protocol::NonceCounter nonces;
 
  private:
   struct Send {
@@ -103,36 +109,38 @@ class ReplyBatch {
   std::vector<transport::TxRequest> unicast_;
 };
 
-// The key of replies to `rank` in an authenticated session (protocol.md §6.6); null otherwise.
-inline const protocol::TagKey* reply_key(const Session& session, std::uint32_t rank) {
-  const protocol::RankTagKeys* keys = session.tag_keys(rank);
-  return keys != nullptr ? &keys->reply : nullptr;
+// The MAC of admission replies to `rank` in a session with a key (protocol.md §6.6); null otherwise.
+inline const protocol::PacketMac* reply_key(const Session& session, std::uint32_t rank) {
+  const protocol::PacketMacs* macs = session.admission_macs(rank);
+  return macs != nullptr ? &macs->reply : nullptr;
 }
-// The same for replies to data packets and probes: null unless the session authenticates data.
-inline const protocol::TagKey* data_reply_key(const Session& session, std::uint32_t rank) {
-  const protocol::RankTagKeys* keys = session.data_tag_keys(rank);
-  return keys != nullptr ? &keys->reply : nullptr;
+// The same for replies to data packets and probes, the current generation's: null unless the
+// session authenticates data.
+inline const protocol::PacketMac* data_reply_key(const Session& session, std::uint32_t rank) {
+  const protocol::PacketMacs* macs = session.data_macs(rank);
+  return macs != nullptr ? &macs->reply : nullptr;
 }
-// Which of the two keys seals a reply.
-using ReplyKeyOf = const protocol::TagKey* (*)(const Session&, std::uint32_t);
+// Which of the two MACs seals a reply.
+using ReplyKeyOf = const protocol::PacketMac* (*)(const Session&, std::uint32_t);
 
-// Seals an encoded reply of `bytes` with `key` (null: an unauthenticated session) and sets its size.
-inline void finish_reply(transport::TxBuffer& buffer, std::size_t bytes, const protocol::TagKey* key) {
-  buffer.size = static_cast<std::uint32_t>(key != nullptr ? protocol::seal(*key, buffer.payload, bytes) : bytes);
+// Seals an encoded reply of `bytes` with `key` (null: an unauthenticated session; room for
+// protocol::kMaxTrailerSize after it otherwise) and sets its size.
+inline void finish_reply(ReplyBatch& batch, transport::TxBuffer& buffer, std::size_t bytes, const protocol::PacketMac* key) {
+  buffer.size = static_cast<std::uint32_t>(key != nullptr ? key->seal(buffer.payload, bytes, batch.nonces) : bytes);
 }
 
 // A header-only reply to `to`, sealed with `key` when not null.
 void send_header(ReplyBatch& batch, const protocol::Header& header, const transport::Endpoint& to,
-                 const protocol::TagKey* key);
+                 const protocol::PacketMac* key);
 
 // An ERROR reply to `request` (sw::error_reply), counted in errors_sent.
 void send_error(ReplyBatch& batch, const protocol::Header& request, protocol::ErrorCode code,
-                std::uint32_t expected, const transport::Endpoint& to, const protocol::TagKey* key);
+                std::uint32_t expected, const transport::Endpoint& to, const protocol::PacketMac* key);
 
 // session_taken_over (protocol.md §4) to `to`: `bitmap` names the ranks of the replaced job whose
 // LEAVE freed the session (0: it went idle), so that job learns why. Counted in errors_sent.
 void send_taken_over(ReplyBatch& batch, const protocol::Header& request, const Membership& members,
-                     const transport::Endpoint& to, const protocol::TagKey* key);
+                     const transport::Endpoint& to, const protocol::PacketMac* key);
 
 // Sends the encoded packet in `original` (`bytes`, not sealed) to each rank of `ranks` at
 // `to`, each copy sealed with its rank's key: an authenticated session's multicast is one

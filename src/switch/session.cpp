@@ -3,6 +3,7 @@
 
 #include "switch/counter_fields.hpp"
 #include "switch/published_counters.hpp"
+#include "switch/session_memory.hpp"
 
 #include <algorithm>
 #include <map>
@@ -71,9 +72,10 @@ Session::Session(const SessionConfig& config, std::size_t switch_threads)
   // answered with a tag its sender can check.
   if (config_.auth_key) {
     for (std::uint32_t rank = 0; rank < protocol::kMaxWorld; ++rank) {
-      tag_keys_.push_back(protocol::tag_keys(protocol::derive_rank_key(*config_.auth_key, rank)));
+      siphash_macs_.push_back(protocol::siphash24_macs(protocol::tag_keys(protocol::derive_rank_key(*config_.auth_key, rank))));
     }
   }
+  data_trailer_room_ = data_trailer_bytes(config_);
 }
 
 Session::~Session() = default;
@@ -208,6 +210,7 @@ JoinOutcome Session::complete_join(std::uint64_t now_ns, std::uint32_t now_ticks
   }
   std::sort(members->identities.begin(), members->identities.end(),
             [](const Identity& a, const Identity& b) { return a.key < b.key; });
+  choose_data_mac(*members);
   members->last_active_ns.store(now_ns, std::memory_order_relaxed);
   for (auto& heard : members->heard_ticks) heard.store(now_ticks, std::memory_order_relaxed);
   membership_.store(members.get(), std::memory_order_release);
@@ -215,6 +218,29 @@ JoinOutcome Session::complete_join(std::uint64_t now_ns, std::uint32_t now_ticks
   current_ = std::move(members);
   pending_.fill(PendingJoin{});
   return make_outcome(JoinOutcome::Kind::ack_all, ErrorCode::none, 0, membership());
+}
+
+void Session::choose_data_mac(Membership& members) const {
+  using protocol::DataMac;
+  if (!authenticates_data()) return;
+  // AES-256-GCM where this CPU and every rank's has it (each JOIN offers what its rank computes);
+  // SipHash-2-4, which every rank computes, otherwise.
+  const auto world = static_cast<std::uint32_t>(config_.world_size);
+  bool every_rank_offers = true;
+  for (std::uint32_t r = 0; r < world; ++r) {
+    every_rank_offers = every_rank_offers && (pending_[r].mac_offer & protocol::offer_bit(DataMac::aes256gcm)) != 0;
+  }
+  if (!every_rank_offers || !protocol::aes256gcm_available()) {
+    members.data_mac = DataMac::siphash24;
+    return;
+  }
+  members.data_mac = DataMac::aes256gcm;
+  members.data_macs.reserve(world);
+  for (std::uint32_t r = 0; r < world; ++r) {
+    members.data_macs.push_back(protocol::aes256gcm_macs(
+        protocol::derive_rank_key(*config_.auth_key, r),
+        {config_.id, members.generation, members.token, members.secrets[r], pending_[r].nonce, pending_[r].salt}));
+  }
 }
 
 void Session::retire_current(std::uint64_t now_ns) {
@@ -291,7 +317,7 @@ JoinOutcome Session::join(const protocol::Header& header, const protocol::JoinRe
     const bool same_source = pending.present && pending.from == from;
     const std::uint64_t claimed_ns = same_source ? pending.claimed_ns : now_ns;
     pending = PendingJoin{true, request.nonce, request.threads, request.window, from, {}, now_ns, claimed_ns,
-                          cookie && !same_source};
+                          cookie && !same_source, header.op_length, header.bitmap};
     std::copy(request.ports, request.ports + request.threads, pending.ports.begin());
   } else {
     pending.confirmed = true;

@@ -15,6 +15,7 @@
 
 #include "dpa/switch.hpp"
 #include "protocol/auth.hpp"
+#include "protocol/packet_mac.hpp"
 #include "protocol/wire.hpp"
 #include "switch/join_cookie.hpp"
 #include "switch/slot.hpp"
@@ -52,6 +53,10 @@ struct Membership {
   std::array<std::uint32_t, protocol::kMaxWorld> secrets{};
   std::array<std::array<transport::Endpoint, protocol::kMaxThreads>, protocol::kMaxWorld> endpoints{};
   std::vector<Identity> identities;  // sorted by key
+  // How this generation authenticates data (protocol.md §6.6), told in its JOIN acks; with
+  // AES-256-GCM, each rank's MACs of this generation (index: rank). SipHash uses the session's.
+  protocol::DataMac data_mac = protocol::DataMac::none;
+  std::vector<protocol::PacketMacs> data_macs;
 
   // Last accepted data or probe packet (steady ns), and the ranks that have left: either frees
   // the session for another job (see Session::held).
@@ -109,17 +114,27 @@ class Session {
   [[nodiscard]] const SessionConfig& config() const { return config_; }
   [[nodiscard]] const SessionLimits& limits() const { return limits_; }
   [[nodiscard]] std::uint32_t k_default() const { return limits_.k; }
-  // Authenticated mode (protocol.md §6.6): rank r's tag keys; null when the session has none.
-  [[nodiscard]] const protocol::RankTagKeys* tag_keys(std::uint32_t rank) const {
-    return tag_keys_.empty() ? nullptr : &tag_keys_[rank];
+  // Authenticated mode (protocol.md §6.6): rank r's admission MACs (SipHash-2-4 under its tag
+  // keys); null when the session has no key.
+  [[nodiscard]] const protocol::PacketMacs* admission_macs(std::uint32_t rank) const {
+    return siphash_macs_.empty() ? nullptr : &siphash_macs_[rank];
   }
-  // The keys of data packets and probes: tag_keys() if the session authenticates data, else null.
-  [[nodiscard]] const protocol::RankTagKeys* data_tag_keys(std::uint32_t rank) const {
-    return config_.auth_data ? tag_keys(rank) : nullptr;
+  // Whether data packets, probes and their replies carry a MAC (auth_data with a key).
+  [[nodiscard]] bool authenticates_data() const { return config_.auth_data && !siphash_macs_.empty(); }
+  // The MACs of rank r's data packets and probes in the current generation: its AES-256-GCM
+  // MACs if the generation chose them (null for a rank outside it), else the SipHash ones (also
+  // before any generation). Null if the session does not authenticate data.
+  [[nodiscard]] const protocol::PacketMacs* data_macs(std::uint32_t rank) const {
+    if (!authenticates_data()) return nullptr;
+    const Membership* members = membership();
+    if (members != nullptr && members->data_mac == protocol::DataMac::aes256gcm) {
+      return rank < members->data_macs.size() ? &members->data_macs[rank] : nullptr;
+    }
+    return &siphash_macs_[rank];
   }
-  [[nodiscard]] std::uint32_t data_mac() const {
-    return static_cast<std::uint32_t>(data_tag_keys(0) != nullptr ? protocol::DataMac::siphash24 : protocol::DataMac::none);
-  }
+  // Room after the payload of a data reply for its trailer: the largest MAC a generation may
+  // choose, since a new generation may change the MAC between building a reply and sealing it.
+  [[nodiscard]] std::size_t data_trailer_room() const { return data_trailer_room_; }
 
   // Whether `from` is a registered address for `rank` (rank < world size is checked first).
   // The registered port, if any, is thread 0's: only JOINs (sent by thread 0) check it.
@@ -183,6 +198,10 @@ class Session {
     // The rank repeated this JOIN: a live rank retries until acknowledged, so only confirmed
     // JOINs may form a generation or veto one, and a one-off stray can do neither.
     bool confirmed = false;
+    // The data MACs the JOIN offers besides SipHash (its op_length) and the salt of the
+    // generation's AES-256-GCM keys (its bitmap), protocol.md §6.6.
+    std::uint32_t mac_offer = 0;
+    std::uint64_t salt = 0;
   };
 
   // Admission under a storm (protocol.md §6.3): a budget of JOINs per session, a GCRA as in
@@ -208,7 +227,13 @@ class Session {
   SessionConfig config_;
   SessionLimits limits_;
   std::vector<transport::Endpoint> registered_;  // one per rank, one for all, or none
-  std::vector<protocol::RankTagKeys> tag_keys_;  // per possible rank (kMaxWorld), or none
+  // Per possible rank (kMaxWorld), or none: the SipHash MACs of admission, and of data in a
+  // generation that did not choose AES-256-GCM.
+  std::vector<protocol::PacketMacs> siphash_macs_;
+  std::size_t data_trailer_room_ = 0;
+  // Chooses the data MAC of a generation whose ranks sent pending_ (protocol.md §6.6) and, for
+  // AES-256-GCM, derives each rank's MACs of it.
+  void choose_data_mac(Membership& members) const;
   std::vector<SlotState> slots_;
   std::vector<std::int32_t> values_;
   struct alignas(64) ThreadCounters {  // a thread's own cache lines

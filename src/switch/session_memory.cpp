@@ -5,6 +5,7 @@
 
 #include "dpa/error.hpp"
 #include "protocol/auth.hpp"
+#include "protocol/packet_mac.hpp"
 #include "protocol/wire.hpp"
 #include "switch/session.hpp"
 #include "switch/slot.hpp"
@@ -18,8 +19,13 @@ std::uint64_t session_memory_bytes(const SessionConfig& config) {
 
 std::uint64_t memory_budget_bytes(const SwitchConfig& config) { return config.max_memory_mb << 20; }
 
+std::uint64_t data_trailer_bytes(const SessionConfig& session) {
+  if (!session.auth_key || !session.auth_data) return 0;
+  return protocol::aes256gcm_available() ? protocol::kGcmTrailerSize : protocol::kTagSize;
+}
+
 std::uint64_t largest_packet_bytes(const SessionConfig& session) {
-  return protocol::kHeaderSize + 4 * std::uint64_t{session.payload} + (session.auth_key && session.auth_data ? protocol::kTagSize : 0);
+  return protocol::kHeaderSize + 4 * std::uint64_t{session.payload} + data_trailer_bytes(session);
 }
 
 void check_admission(const SwitchConfig& limits, std::size_t sessions_held, std::uint64_t bytes_held,
@@ -34,7 +40,8 @@ void check_admission(const SwitchConfig& limits, std::size_t sessions_held, std:
         "session {}: payload {} needs {}-byte packets ({}-byte header, {} bytes of values{}), but {} carries at "
         "most {} bytes: lower the session's payload or raise the transport's limit",
         session.id, session.payload, packet, protocol::kHeaderSize, 4 * std::uint64_t{session.payload},
-        session.auth_key && session.auth_data ? fmt::format(", {}-byte tag", protocol::kTagSize) : std::string(), limit.setting,
+        session.auth_key && session.auth_data ? fmt::format(", {}-byte MAC trailer", data_trailer_bytes(session)) : std::string(),
+        limit.setting,
         limit.bytes));
   }
   const std::uint64_t needed = session_memory_bytes(session);

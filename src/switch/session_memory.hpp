@@ -18,7 +18,10 @@ std::uint64_t session_memory_bytes(const SessionConfig& config);
 // Bytes in SwitchConfig::max_memory_mb.
 std::uint64_t memory_budget_bytes(const SwitchConfig& config);
 
-// The largest data packet of the session: header, payload and, when it authenticates, the tag.
+// The trailer of the session's data packets: none, or when it authenticates data the largest a
+// generation may choose (AES-256-GCM's where this CPU has it, protocol.md §6.6).
+std::uint64_t data_trailer_bytes(const SessionConfig& session);
+// The largest data packet of the session: header, payload and, when it authenticates, the trailer.
 std::uint64_t largest_packet_bytes(const SessionConfig& session);
 
 // Throws ConfigError, naming max_sessions or max_memory_mb and the session's pool_size and

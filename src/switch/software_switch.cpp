@@ -186,6 +186,7 @@ class SwitchImpl {
       if (const sw::Membership* members = session->membership()) {
         entry.generation = members->generation;
         entry.joined = members->joined;
+        entry.data_mac = std::string(protocol::to_string(members->data_mac));
       }
       entry.counters = session->counters();
     }
@@ -228,7 +229,7 @@ class SwitchImpl {
 
   void run(std::size_t index) {
     transport::Queue& io = *queues_[index];
-    sw::ReplyBatch batch(io, device_->properties().burst);
+    sw::ReplyBatch batch(io, device_->properties().burst, static_cast<std::uint32_t>(index));
     constexpr auto kStopCheck = std::chrono::milliseconds(20);
 
     const bool spins = config_.busy_poll_threads == 0 || static_cast<int>(index) < config_.busy_poll_threads;
@@ -316,13 +317,16 @@ class SwitchImpl {
   bool authentic(std::size_t index, const sw::Session& session, const Header& h, const transport::RxPacket& packet,
                  std::uint64_t now_ns, sw::ReplyBatch& batch) {
     const bool admission = h.has(flag::kJoin | flag::kLeave | flag::kKeepalive);
-    const protocol::RankTagKeys* keys = admission ? session.tag_keys(h.rank) : session.data_tag_keys(h.rank);
+    const bool authenticated = admission ? session.admission_macs(0) != nullptr : session.authenticates_data();
     const bool tagged = h.has(flag::kAuth);
-    if (keys == nullptr && !tagged) return true;
-    if (keys != nullptr && tagged && protocol::verify_tag(keys->request, packet.data)) return true;
+    if (!authenticated && !tagged) return true;
+    // The generation's MAC, not the packet's flags, decides: a packet sealed with another MAC
+    // (a SipHash tag in an AES-256-GCM generation) fails like a forgery.
+    const protocol::PacketMacs* macs = admission ? session.admission_macs(h.rank) : session.data_macs(h.rank);
+    if (authenticated && tagged && macs != nullptr && macs->request.verify(packet.data)) return true;
     ++batch.counters.dropped_bad_tag;
-    if (h.has(flag::kJoin) && (keys == nullptr) == tagged && index == 0 && join_limiter_.admit(packet.from, now_ns)) {
-      sw::send_error(batch, h, ErrorCode::auth_mismatch, keys != nullptr ? 1 : 0, packet.from, nullptr);
+    if (h.has(flag::kJoin) && authenticated != tagged && index == 0 && join_limiter_.admit(packet.from, now_ns)) {
+      sw::send_error(batch, h, ErrorCode::auth_mismatch, authenticated ? 1 : 0, packet.from, nullptr);
     }
     return false;
   }

@@ -7,13 +7,16 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +27,7 @@
 #include "dpa/switch.hpp"
 #include "protocol/auth.hpp"
 #include "protocol/byte_order.hpp"
+#include "protocol/packet_mac.hpp"
 #include "protocol/wire.hpp"
 #include "transport/send.hpp"
 #include "transport/socket/udp_device.hpp"
@@ -161,14 +165,28 @@ TEST(AuthConfig, SessionAndWorkerKeyFilesAreReadAndBadOnesNamed) {
   unsetenv("DPA_AUTH_KEY_FILE");
 }
 
+TEST(AuthConfig, TheDataMacComesFromTheEnvironmentAndAnUnknownOneIsNamed) {
+  ASSERT_EQ(setenv("DPA_DATA_MAC", "siphash", 1), 0);
+  Config config = Config::from_env();
+  unsetenv("DPA_DATA_MAC");
+  EXPECT_EQ(config.data_mac, "siphash");
+  EXPECT_EQ(Config{}.data_mac, "auto");
+  config.data_mac = "poly1305";
+  EXPECT_THAT([&] { config.validate(); },
+              testing::ThrowsMessage<ConfigError>(AllOf(HasSubstr("poly1305"), HasSubstr("DPA_DATA_MAC"))));
+}
+
 // A session whose largest packet (header, values, tag) does not fit the switch's transport is
 // refused when the config loads and when it is added, naming the session, the sizes and the setting.
 TEST(AuthConfig, ASessionWhosePacketsDoNotFitTheTransportIsRefused) {
   SKIP_WITHOUT_SODIUM();
+  // The trailer of the largest MAC a generation may choose on this CPU (protocol.md §6.6).
+  const std::uint32_t trailer = protocol::aes256gcm_available() ? protocol::kGcmTrailerSize : protocol::kTagSize;
+  const auto text = [](std::uint32_t n) { return std::to_string(n); };
   SwitchConfig config;
   UdpTransportConfig udp = SwitchConfig::udp_defaults();
   udp.bind_port = 0;
-  udp.max_payload = 48 + 4 * 256 + 8;  // exactly an authenticated packet of 256 values
+  udp.max_payload = 48 + 4 * 256 + trailer;  // exactly an authenticated packet of 256 values
   config.transport = udp;
   SessionConfig session;
   session.id = 3;
@@ -180,11 +198,12 @@ TEST(AuthConfig, ASessionWhosePacketsDoNotFitTheTransportIsRefused) {
   EXPECT_NO_THROW(config.validate());
   config.sessions[0].payload = 257;
   EXPECT_THAT([&] { config.validate(); },
-              testing::ThrowsMessage<ConfigError>(AllOf(HasSubstr("session 3: payload 257 needs 1084-byte packets"),
-                                                        HasSubstr("8-byte tag"),
-                                                        HasSubstr("switch.udp.max_payload 1080"))));
-  config.sessions[0].payload = 258;
-  config.sessions[0].auth_data = false;  // 48 + 1032 bytes: admission alone tags no data packet
+              testing::ThrowsMessage<ConfigError>(
+                  AllOf(HasSubstr("session 3: payload 257 needs " + text(48 + 1028 + trailer) + "-byte packets"),
+                        HasSubstr(text(trailer) + "-byte MAC trailer"),
+                        HasSubstr("switch.udp.max_payload " + text(48 + 1024 + trailer)))));
+  config.sessions[0].payload = 256 + trailer / 4;
+  config.sessions[0].auth_data = false;  // admission alone tags no data packet
   EXPECT_NO_THROW(config.validate());
   config.sessions[0].auth_key.reset();
   EXPECT_NO_THROW(config.validate());
@@ -201,16 +220,18 @@ TEST(AuthConfig, ASessionWhosePacketsDoNotFitTheTransportIsRefused) {
   config.sessions[0].auth_key = session.auth_key;
   config.sessions[0].auth_data = true;
   EXPECT_THAT([&] { config.validate(); },
-              testing::ThrowsMessage<ConfigError>(AllOf(HasSubstr("session 3: payload 356 needs 1480-byte packets"),
-                                                        HasSubstr("switch.dpdk.mtu 1500 (UDP payloads of up to 1472"))));
+              testing::ThrowsMessage<ConfigError>(
+                  AllOf(HasSubstr("session 3: payload 356 needs " + text(48 + 1424 + trailer) + "-byte packets"),
+                        HasSubstr("switch.dpdk.mtu 1500 (UDP payloads of up to 1472"))));
 
   config.transport = udp;
   config.sessions.clear();
   SoftwareSwitch running(config);
   session.payload = 300;
   EXPECT_THAT([&] { running.add_session(session); },
-              testing::ThrowsMessage<ConfigError>(AllOf(HasSubstr("session 3: payload 300 needs 1256-byte packets"),
-                                                        HasSubstr("switch.udp.max_payload 1080"))));
+              testing::ThrowsMessage<ConfigError>(
+                  AllOf(HasSubstr("session 3: payload 300 needs " + text(48 + 1200 + trailer) + "-byte packets"),
+                        HasSubstr("switch.udp.max_payload " + text(48 + 1024 + trailer)))));
   session.payload = 256;
   EXPECT_NO_THROW(running.add_session(session));
 }
@@ -285,9 +306,12 @@ class AuthenticatedSwitch : public ::testing::Test {
     switch_endpoint_ = {kLoopback, switch_->port()};
   }
 
+  static std::uint32_t nonce_of(int rank) { return 0x1000u + static_cast<std::uint32_t>(rank); }
+  static std::uint64_t salt_of(int rank) { return 0x5a175a17'00000000ULL + static_cast<std::uint64_t>(rank); }
+
   Bytes join(int rank, const RawRank& socket, bool sealed = true) const {
     protocol::JoinRequest request;
-    request.nonce = 0x1000u + static_cast<std::uint32_t>(rank);
+    request.nonce = nonce_of(rank);
     request.world_size = 2;
     request.threads = 1;
     request.window = 4;
@@ -298,6 +322,10 @@ class AuthenticatedSwitch : public ::testing::Test {
     h.session = 1;
     h.rank = static_cast<std::uint8_t>(rank);
     h.count = static_cast<std::uint16_t>(request.words());
+    if (offers_gcm_[rank]) {
+      h.op_length = protocol::offer_bit(protocol::DataMac::aes256gcm);
+      h.bitmap = salt_of(rank);
+    }
     Bytes bytes(protocol::kHeaderSize + 4 * request.words());
     protocol::encode(h, bytes.data());
     protocol::encode(request, bytes.data() + protocol::kHeaderSize);
@@ -337,6 +365,14 @@ class AuthenticatedSwitch : public ::testing::Test {
       EXPECT_FALSE(protocol::verify_tag(keys_[1 - r].reply, *ack));
       acks_[r] = decoded(*ack);
       token = acks_[r].token;
+      // The data MACs the ack names, as a rank derives them (protocol.md §6.6).
+      if (acks_[r].op_id == static_cast<std::uint32_t>(protocol::DataMac::aes256gcm)) {
+        data_macs_[r] = protocol::aes256gcm_macs(
+            protocol::derive_rank_key(session_key_, static_cast<std::uint32_t>(r)),
+            {1, acks_[r].seq, acks_[r].token, acks_[r].offset, nonce_of(r), salt_of(r)});
+      } else {
+        data_macs_[r] = protocol::siphash24_macs(keys_[r]);
+      }
     }
     return token;
   }
@@ -367,7 +403,9 @@ class AuthenticatedSwitch : public ::testing::Test {
   }
 
   bool auth_data_ = true;  // the session authenticates data too (protocol.md §6.6)
+  bool offers_gcm_[2] = {false, false};  // whether each rank's JOIN offers AES-256-GCM
   Header acks_[2];         // join_both(): each rank's JOIN ack
+  protocol::PacketMacs data_macs_[2];  // join_both(): each rank's data MACs of the generation
   AuthKey session_key_{};
   protocol::RankTagKeys keys_[2];
   std::optional<SoftwareSwitch> switch_;
@@ -413,6 +451,81 @@ TEST_F(AuthenticatedSwitch, EachAckNamesItsRankAndTheDataMac) {
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(acks_[r].rank, r) << "the receiving rank (protocol.md §6.2)";
     EXPECT_EQ(acks_[r].op_id, static_cast<std::uint32_t>(protocol::DataMac::siphash24));
+  }
+}
+
+// Ranks whose JOINs offer AES-256-GCM, as a worker on a CPU with AES-NI does (protocol.md §6.6).
+class GcmSwitch : public AuthenticatedSwitch {
+ protected:
+  void SetUp() override {
+    if (!protocol::aes256gcm_available()) GTEST_SKIP() << "no libsodium, or this CPU lacks AES-NI and PCLMUL";
+    offers_gcm_[0] = offers_gcm_[1] = true;
+    AuthenticatedSwitch::SetUp();
+  }
+  Bytes sealed(const protocol::PacketMac& mac, Bytes packet) {
+    const std::size_t size = packet.size();
+    packet.resize(size + protocol::kMaxTrailerSize);
+    packet.resize(mac.seal(packet.data(), size, nonces_));
+    return packet;
+  }
+  protocol::NonceCounter nonces_{0};  // the test's one engine thread per rank
+};
+
+TEST_F(GcmSwitch, TheGenerationChoosesGcmAndDropsForgeriesDowngradesAndReplays) {
+  const std::uint32_t token = join_both();
+  ASSERT_NE(token, 0u);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(acks_[r].op_id, static_cast<std::uint32_t>(protocol::DataMac::aes256gcm));
+  EXPECT_EQ(switch_->session_status()[0].data_mac, "aes256gcm");
+  const Bytes genuine = sealed(data_macs_[0].request, data(0, token, {1, 2, 3, 4}));
+  Bytes altered = genuine;
+  protocol::store_be32(altered.data() + protocol::kHeaderSize, 1000);
+  // The genuine packet's tag with another nonce: the nonce is GCM's IV, so the tag no longer fits.
+  Bytes renonced = genuine;
+  renonced[genuine.size() - protocol::kGcmTrailerSize + 4] ^= std::byte{1};
+  const Bytes forgeries[] = {
+      data(0, token, {1000, 1000, 1000, 1000}),                                // no trailer
+      sealed(data_macs_[1].request, data(0, token, {1000, 1000, 1000, 1000})),  // rank 1's key
+      sealed(protocol::siphash24_macs(keys_[0]).request, data(0, token, {1000, 1000, 1000, 1000})),  // downgrade
+      altered,
+      renonced,
+  };
+  for (const Bytes& forgery : forgeries) ranks_[0].send(forgery, switch_endpoint_);
+  const SwitchCounters dropped = counters_when([](const SwitchCounters& c) { return c.dropped_bad_tag == 5; });
+  EXPECT_EQ(dropped.dropped_bad_tag, 5u);
+  EXPECT_EQ(dropped.aggregated, 0u) << "nothing forged reached a slot";
+
+  ranks_[0].send(genuine, switch_endpoint_);
+  ranks_[1].send(sealed(data_macs_[1].request, data(1, token, {10, 20, 30, 40})), switch_endpoint_);
+  std::set<std::array<std::byte, protocol::kGcmNonceSize>> reply_nonces;
+  for (int r = 0; r < 2; ++r) {
+    const std::optional<Bytes> result = ranks_[r].receive();
+    ASSERT_TRUE(result.has_value()) << "no result for rank " << r;
+    EXPECT_TRUE(data_macs_[r].reply.verify(*result)) << "each rank's copy carries its own GCM tag";
+    EXPECT_FALSE(data_macs_[1 - r].reply.verify(*result));
+    EXPECT_FALSE(data_macs_[r].request.verify(*result)) << "a reply is no request";
+    EXPECT_EQ(decoded(*result).flags, flag::kResult | flag::kAuth | flag::kGcm);
+    EXPECT_EQ(values_of(*result), (std::vector<std::int32_t>{11, 22, 33, 44})) << "the forged values are not in";
+    std::array<std::byte, protocol::kGcmNonceSize> nonce{};
+    std::memcpy(nonce.data(), result->data() + result->size() - protocol::kGcmTrailerSize, nonce.size());
+    EXPECT_EQ(protocol::load_be32(nonce.data()), 0u) << "sender id: the switch thread";
+    reply_nonces.insert(nonce);
+  }
+  EXPECT_EQ(reply_nonces.size(), 2u) << "the switch thread's copies take nonces of its one counter";
+}
+
+TEST_F(GcmSwitch, ARankThatDoesNotOfferGcmMakesTheGenerationSipHash) {
+  offers_gcm_[1] = false;  // a CPU without AES-NI, or DPA_DATA_MAC=siphash
+  const std::uint32_t token = join_both();
+  ASSERT_NE(token, 0u);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(acks_[r].op_id, static_cast<std::uint32_t>(protocol::DataMac::siphash24));
+  EXPECT_EQ(switch_->session_status()[0].data_mac, "siphash24");
+  ranks_[0].send(sealed(data_macs_[0].request, data(0, token, {1, 2, 3, 4})), switch_endpoint_);
+  ranks_[1].send(sealed(data_macs_[1].request, data(1, token, {10, 20, 30, 40})), switch_endpoint_);
+  for (int r = 0; r < 2; ++r) {
+    const std::optional<Bytes> result = ranks_[r].receive();
+    ASSERT_TRUE(result.has_value()) << "no result for rank " << r;
+    EXPECT_TRUE(protocol::verify_tag(keys_[r].reply, *result));
+    EXPECT_EQ(decoded(*result).flags, flag::kResult | flag::kAuth);
   }
 }
 
@@ -476,6 +589,7 @@ class AuthenticatedJob : public ::testing::TestWithParam<Wire> {
   // An authenticated session of `world_size` ranks on a switch of this test's wire, and the
   // workers' config pointing at it (without a rank key: each test hands out its own).
   void start_switch(int world_size, std::uint32_t shm_max_payload = ShmTransportConfig{}.max_payload) {
+    sw.reset();  // a previous job's switch, whose shm fabric has this name
     SwitchConfig switch_config;
     if (GetParam() == Wire::shm) {
       ShmTransportConfig shm;
@@ -499,14 +613,29 @@ class AuthenticatedJob : public ::testing::TestWithParam<Wire> {
     worker.switches = {{"127.0.0.1", sw->port()}};
   }
 
+  // One job of two ranks in threads of this process, each with its own key: exact sums, no
+  // reply rejected, no packet dropped for its tag.
+  void run_two_ranks();
+
   AuthKey session_key{};
   std::unique_ptr<SoftwareSwitch> sw;
   Config worker;
 };
 
-// Two ranks in threads of this process, each with its own key, against an authenticated session.
+// Two ranks in threads of this process, each with its own key, against an authenticated session:
+// with the data MAC the CPU allows (AES-256-GCM where it has AES-NI), then with SipHash-2-4.
 TEST_P(AuthenticatedJob, SumsAreExactAndNoReplyIsRejected) {
   SKIP_WITHOUT_SODIUM();
+  for (const std::string data_mac : {"auto", "siphash"}) {
+    SCOPED_TRACE("data_mac " + data_mac);
+    worker.data_mac = data_mac;
+    run_two_ranks();
+    const std::string chosen = data_mac == "auto" && protocol::aes256gcm_available() ? "aes256gcm" : "siphash24";
+    EXPECT_EQ(sw->session_status()[0].data_mac, chosen);
+  }
+}
+
+void AuthenticatedJob::run_two_ranks() {
   start_switch(2, 8192);
   worker.world_size = 2;
   worker.window = 8;

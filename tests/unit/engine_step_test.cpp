@@ -26,6 +26,7 @@
 #include "engine/worker_engine.hpp"
 #include "protocol/auth.hpp"
 #include "protocol/byte_order.hpp"
+#include "protocol/packet_mac.hpp"
 #include "protocol/wire.hpp"
 #include "quant/quant.hpp"
 #include "../captured_log.hpp"
@@ -378,23 +379,41 @@ TEST_F(EngineStep, RepliesFromAStrangerOrUndecodableAreIgnored) {
 // token from the switch's address but without this rank's reply tag (none, a wrong one, the
 // request key's, or a tag over other values) is a forgery: dropped before it is looked at,
 // counted in replies_rejected, and the genuine result still completes the operation.
-TEST_F(EngineStep, ForgedResultsAreDroppedAndCountedInAnAuthenticatedSession) {
+// Both data MACs a generation may choose (protocol.md §6.6).
+class AuthenticatedEngineStep : public EngineStep, public ::testing::WithParamInterface<protocol::DataMac> {
+ protected:
+  // Rank `rank`'s data MACs of one generation under `session_key`, of the MAC under test.
+  static protocol::PacketMacs macs_of(const protocol::AuthKey& session_key, std::uint32_t rank) {
+    const protocol::AuthKey rank_key = protocol::derive_rank_key(session_key, rank);
+    if (GetParam() == protocol::DataMac::siphash24) return protocol::siphash24_macs(protocol::tag_keys(rank_key));
+    return protocol::aes256gcm_macs(rank_key, {1, 1, 0x5eed, 0x5ec2e7, 0x1000, 42});
+  }
+};
+
+TEST_P(AuthenticatedEngineStep, ForgedResultsAreDroppedAndCountedInAnAuthenticatedSession) {
   if (!protocol::auth_available()) GTEST_SKIP() << "this build of dpa has no libsodium";
+  if (GetParam() == protocol::DataMac::aes256gcm && !protocol::aes256gcm_available()) {
+    GTEST_SKIP() << "this CPU lacks AES-NI and PCLMUL";
+  }
   const protocol::AuthKey session_key = protocol::random_auth_key();
-  const protocol::RankTagKeys keys = protocol::tag_keys(protocol::derive_rank_key(session_key, 0));
-  const protocol::RankTagKeys other_rank_keys = protocol::tag_keys(protocol::derive_rank_key(session_key, 1));
+  const protocol::PacketMacs keys = macs_of(session_key, 0);
+  const protocol::PacketMacs other_rank_keys = macs_of(session_key, 1);
   session.token = 0x5eed;
-  session.tag_keys = keys;
-  session.data_tag_keys = keys;  // the session authenticates data (its JOIN ack said so)
+  session.tag_keys = protocol::tag_keys(protocol::derive_rank_key(session_key, 0));
+  session.data_macs = keys;  // the session authenticates data (its JOIN ack said so, and how)
   Harness& h = engine();
   auto job = int_job(kPayload);
   h.start(*job.op);
 
   const Sent request = h.take([](const Sent& s) { return !s.h.has(flag::kSyn); }, "data packet");
   ASSERT_TRUE(request.h.has(flag::kAuth));
-  ASSERT_EQ(request.bytes.size(), protocol::kHeaderSize + 4 * kPayload + protocol::kTagSize);
-  EXPECT_TRUE(protocol::verify_tag(keys.request, request.bytes));
+  EXPECT_EQ(request.h.has(flag::kGcm), GetParam() == protocol::DataMac::aes256gcm);
+  const std::size_t trailer = keys.request.trailer_size();
+  ASSERT_EQ(request.bytes.size(), protocol::kHeaderSize + 4 * kPayload + trailer);
+  EXPECT_TRUE(keys.request.verify(request.bytes));
   EXPECT_EQ(request.h.token, session.token);
+  // The switch's side: its thread's nonces for the replies.
+  protocol::NonceCounter switch_nonces(0);
 
   std::vector<std::int32_t> sums(kPayload);
   for (std::size_t i = 0; i < kPayload; ++i) sums[i] = job.in[i] + other_rank(i);
@@ -402,11 +421,12 @@ TEST_F(EngineStep, ForgedResultsAreDroppedAndCountedInAnAuthenticatedSession) {
   reply.token = session.token;
   reply.flags = static_cast<std::uint16_t>(reply.flags | flag::kAuth);
   // A reply sealed with `key`, after `tamper` changed its bytes.
-  const auto sealed = [&](const protocol::TagKey& key, std::span<const std::int32_t> values,
+  const auto sealed = [&](const protocol::PacketMac& key, std::span<const std::int32_t> values,
                           const std::function<void(std::vector<std::byte>&)>& tamper = {}) {
     std::vector<std::byte> bytes = encode_packet(reply, values);
-    bytes.resize(bytes.size() + protocol::kTagSize);
-    protocol::seal(key, bytes.data(), bytes.size() - protocol::kTagSize);
+    const std::size_t size = bytes.size();
+    bytes.resize(size + protocol::kMaxTrailerSize);
+    bytes.resize(key.seal(bytes.data(), size, switch_nonces));
     if (tamper) tamper(bytes);
     return bytes;
   };
@@ -418,7 +438,7 @@ TEST_F(EngineStep, ForgedResultsAreDroppedAndCountedInAnAuthenticatedSession) {
     const char* what;
     std::vector<std::byte> bytes;
   };
-  const std::vector<Forgery> forgeries = {
+  std::vector<Forgery> forgeries = {
       {"no tag, no AUTH flag", encode_packet(untagged, forged)},
       {"AUTH flag, tag of zeros", sealed(keys.reply, forged, [](auto& b) {
          std::fill(b.end() - protocol::kTagSize, b.end(), std::byte{0});
@@ -428,6 +448,12 @@ TEST_F(EngineStep, ForgedResultsAreDroppedAndCountedInAnAuthenticatedSession) {
       {"the right tag over the real sums, then one value changed",
        sealed(keys.reply, sums, [](auto& b) { b[protocol::kHeaderSize + 3] ^= std::byte{1}; })},
   };
+  if (protocol::aes256gcm_available()) {  // the other MAC's trailer: a downgrade, or an upgrade
+    forgeries.push_back({"the other MAC", sealed(GetParam() == protocol::DataMac::siphash24
+                                                     ? protocol::PacketMac::aes256gcm(session_key)
+                                                     : protocol::siphash24_macs(*session.tag_keys).reply,
+                                                 forged)});
+  }
   for (const Forgery& forgery : forgeries) {
     SCOPED_TRACE(forgery.what);
     h.arrive_bytes(forgery.bytes);
@@ -441,6 +467,10 @@ TEST_F(EngineStep, ForgedResultsAreDroppedAndCountedInAnAuthenticatedSession) {
   EXPECT_EQ(stats.replies_rejected, forgeries.size());
   expect_int_block(job, 0, sums);
 }
+
+INSTANTIATE_TEST_SUITE_P(Macs, AuthenticatedEngineStep,
+                         ::testing::Values(protocol::DataMac::siphash24, protocol::DataMac::aes256gcm),
+                         [](const auto& mac) { return std::string(protocol::to_string(mac.param)); });
 
 // ---- Loss ---------------------------------------------------------------------------------------
 

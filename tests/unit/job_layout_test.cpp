@@ -78,10 +78,10 @@ TEST(JobLayout, PayloadForMtuLeavesRoomForTheTagWhenAuthenticated) {
     EXPECT_LE(20 + 8 + 48 + 4 * payload + dpa::kAuthTagBytes, mtu);
     EXPECT_GT(20 + 8 + 48 + 4 * (payload + 1) + dpa::kAuthTagBytes, mtu);  // the largest that fits
   }
-  EXPECT_EQ(dpa::payload_for_mtu(1500, true), 354u);  // 1500 - 20 - 8 - 48 - 8 = 4 x 354
+  EXPECT_EQ(dpa::payload_for_mtu(1500, true), 349u);  // 1500 - 20 - 8 - 48 - 28 = 4 x 349
   EXPECT_EQ(dpa::payload_for_mtu(40, true), 1u);
   const dpa::Config config;
-  EXPECT_EQ(RankPlacement::probe(config, "", "/dev/shm", true).max_payload, 354u);  // no route known: MTU 1500
+  EXPECT_EQ(RankPlacement::probe(config, "", "/dev/shm", true).max_payload, 349u);  // no route known: MTU 1500
 }
 
 TEST(JobLayout, RanksOfOtherHostsAndTheSmallestPath) {

@@ -47,9 +47,9 @@ dpa::ShmTransportConfig shm_transport(const Settings& s, const dpa::Config& conf
   if (given != nullptr) shm = *given;
   if (!s.shm_fabric.empty()) shm.fabric = s.shm_fabric;
   const std::uint32_t payload = config.payload != 0 ? config.payload : kDefaultPayload;
-  // Room for the tag of an authenticated session (--auth) after the payload.
+  // Room for the MAC trailer of an authenticated session (--auth) after the payload.
   shm.max_payload = std::max<std::uint32_t>(
-      64, static_cast<std::uint32_t>(dpa::protocol::kHeaderSize + dpa::protocol::kTagSize) + 4 * payload);
+      64, static_cast<std::uint32_t>(dpa::protocol::kHeaderSize + dpa::protocol::kMaxTrailerSize) + 4 * payload);
   if (given == nullptr) shm.buffers = static_cast<std::uint32_t>(std::clamp(4 * config.window + 32, 16, 65536));
   return shm;
 }
