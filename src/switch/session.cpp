@@ -133,9 +133,12 @@ bool Session::wants_cookies(std::uint64_t now_ns) {
 }
 
 std::uint32_t Session::fresh_token(std::uint32_t previous) {
-  static thread_local std::mt19937 generator{std::random_device{}()};
+  // Straight from the system's entropy (once per rank per generation, not per packet): the
+  // tokens and rank secrets of keyless sessions are what an off-path sender must guess, and a
+  // generator seeded with 32 bits would give all of them away after one was seen.
+  std::random_device entropy;
   std::uint32_t token = 0;
-  while (token == 0 || token == previous) token = static_cast<std::uint32_t>(generator());
+  while (token == 0 || token == previous) token = static_cast<std::uint32_t>(entropy());
   return token;
 }
 
