@@ -74,29 +74,29 @@ void ShardedStaging::stage_in(const at::Tensor& tensor, const at::Tensor& host) 
   staged_->record(*d2h_stream_);
 }
 
-void* ShardedStaging::input(const at::Tensor& tensor, ShardedValues values) {
+std::optional<at::Tensor> ShardedStaging::buffer_for(const at::Tensor& tensor, ShardedValues values) {
   const at::ScalarType type = host_type_of(tensor, values);
   if (used_in_place(tensor, type)) {
     in_place_.push_back(tensor);
-    return tensor.data_ptr();
+    return std::nullopt;
   }
   if (tensor.is_cuda()) use_device_of(tensor);
-  at::Tensor host = host_buffer(tensor, type);
-  stage_in(tensor, host);
-  return host.data_ptr();
+  return host_buffer(tensor, type);
+}
+
+void* ShardedStaging::input(const at::Tensor& tensor, ShardedValues values) {
+  const std::optional<at::Tensor> host = buffer_for(tensor, values);
+  if (!host) return tensor.data_ptr();
+  stage_in(tensor, *host);
+  return host->data_ptr();
 }
 
 void* ShardedStaging::output(const at::Tensor& tensor, ShardedValues values, bool read_first) {
-  const at::ScalarType type = host_type_of(tensor, values);
-  if (used_in_place(tensor, type)) {
-    in_place_.push_back(tensor);
-    return tensor.data_ptr();
-  }
-  if (tensor.is_cuda()) use_device_of(tensor);
-  at::Tensor host = host_buffer(tensor, type);
-  if (read_first) stage_in(tensor, host);
-  written_.emplace_back(tensor, host);
-  return host.data_ptr();
+  const std::optional<at::Tensor> host = buffer_for(tensor, values);
+  if (!host) return tensor.data_ptr();
+  if (read_first) stage_in(tensor, *host);
+  written_.emplace_back(tensor, *host);
+  return host->data_ptr();
 }
 
 void ShardedStaging::wait_staged() const {

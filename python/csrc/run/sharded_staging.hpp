@@ -56,6 +56,9 @@ class ShardedStaging {
   [[nodiscard]] c10::optional<c10::Stream> results_stream() const { return h2d_stream_; }
 
  private:
+  // nullopt where dpa uses the tensor itself (kept alive until done), else a buffer for its host
+  // form, the side streams set up for a CUDA tensor.
+  std::optional<at::Tensor> buffer_for(const at::Tensor& tensor, ShardedValues values);
   // A buffer of `count` elements of `type`, pinned for a CUDA tensor's copies.
   at::Tensor host_buffer(const at::Tensor& tensor, at::ScalarType type);
   // Copies the tensor's values into `host` (in `host`'s type).
